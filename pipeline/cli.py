@@ -1,0 +1,57 @@
+"""The ``prep`` command line."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pipeline import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="prep")
+def main() -> None:
+    """prep: turn raw pretraining text into clean, deduplicated, tokenized shards.
+
+    Start with `prep run configs/sample.toml --out out/sample`.
+    """
+
+
+@main.command()
+@click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here.")
+@click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
+              help="Worker processes (default: [run] workers in the config, else all cores).")
+@click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
+@click.option("--force", is_flag=True, help="Delete a different run found in --out and start over.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool) -> None:
+    """Run the pipeline described by CONFIG (a TOML file) into --out.
+
+    Running the same command again after an interruption (Ctrl-C, kill, crash) resumes:
+    finished units of work are kept, the rest are redone, and the result is byte-identical
+    to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
+    the rejects ledger (rejects/); manifest.json has the balance.
+    """
+    from pipeline.config import ConfigError
+    from pipeline.readers.common import StrictModeError
+    from pipeline.run import print_summary, run_pipeline
+
+    try:
+        manifest = run_pipeline(config, out, workers=workers, strict=strict, force=force, quiet=quiet)
+    except ConfigError as error:
+        raise click.ClickException(str(error)) from None
+    except StrictModeError as error:
+        raise click.ClickException(f"--strict: {error}") from None
+    except KeyboardInterrupt:
+        click.echo("\ninterrupted: finished units are kept; run the same command again to resume", err=True)
+        sys.exit(130)
+    if not quiet:
+        print_summary(manifest, out)
+
+
+if __name__ == "__main__":
+    main()

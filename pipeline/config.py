@@ -1,0 +1,251 @@
+"""Loading and checking a run's TOML config.
+
+A config never fails silently: an unknown key, stage or source is an error that names it
+and the nearest valid word, and option values are checked against each stage's
+``Options`` dataclass before any work starts.
+
+Shape::
+
+    [run]                       # optional
+    workers = 2
+    [sources.web]
+    paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder
+    format = "auto"                   # auto | jsonl | parquet | arrow
+    [[stages]]
+    name = "length"
+    min_chars = 100
+    sources = ["web"]                 # optional: only these sources
+    [stages.per_source.code]          # optional: options that differ for one source
+    min_chars = 10
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import glob
+import json
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pipeline.readers import FORMATS, detect_format
+from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
+from pipeline.stage import GlobalStage, registry
+
+
+class ConfigError(ValueError):
+    """A config the run cannot start with; the message says what to change."""
+
+
+SOURCE_KEYS = {"paths", "format", "text_field", "id_field"}
+STAGE_KEYS = {"name", "sources", "per_source"}
+RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes"}
+TOP_KEYS = {"run", "sources", "stages"}
+
+
+@dataclass
+class SourceConfig:
+    name: str
+    patterns: list[str]
+    files: list[Path]
+    format: str = "auto"
+    text_field: str = "text"
+    id_field: str = "id"
+
+
+@dataclass
+class StageConfig:
+    name: str
+    options: dict[str, Any]
+    sources: list[str] | None  # None: every source
+    per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def applies_to(self, source: str) -> bool:
+        return self.sources is None or source in self.sources
+
+    def build(self, source: str):
+        """The stage object for one source (its per-source options merged in)."""
+        cls = registry()[self.name]
+        merged = {**self.options, **self.per_source.get(source, {})}
+        return cls(cls.Options(**merged))
+
+    @property
+    def is_global(self) -> bool:
+        return issubclass(registry()[self.name], GlobalStage)
+
+
+@dataclass
+class RunSettings:
+    workers: int | None = None
+    block_bytes: int = 4 << 20
+    max_doc_bytes: int = 32 << 20
+
+
+@dataclass
+class Config:
+    path: Path
+    raw: dict[str, Any]
+    sources: dict[str, SourceConfig]
+    stages: list[StageConfig]
+    run: RunSettings
+
+    def canonical(self) -> str:
+        """The config as canonical JSON: equal for equal meaning, whatever the formatting."""
+        return json.dumps(self.raw, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _unknown(kind: str, word: str, valid: typing.Iterable[str]) -> ConfigError:
+    valid = sorted(valid)
+    close = difflib.get_close_matches(word, valid, n=1, cutoff=0.5)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return ConfigError(f"unknown {kind} {word!r}{hint} (valid: {', '.join(valid)})")
+
+
+def _check_keys(table: dict, allowed: typing.Iterable[str], kind: str) -> None:
+    for key in table:
+        if key not in allowed:
+            raise _unknown(kind, key, allowed)
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    _check_keys(raw, TOP_KEYS, "top-level key")
+    run = _run_settings(raw.get("run", {}))
+    sources = {name: _source(name, table, path.parent) for name, table in raw.get("sources", {}).items()}
+    if not sources:
+        raise ConfigError(f"{path}: no [sources.<name>] table; a run needs at least one source of documents")
+    stages = [_stage(i, table, sources) for i, table in enumerate(raw.get("stages", []))]
+    return Config(path=path, raw=raw, sources=sources, stages=stages, run=run)
+
+
+def _run_settings(table: dict) -> RunSettings:
+    _check_keys(table, RUN_KEYS, "key in [run]")
+    settings = RunSettings(**table)
+    for name in ("block_bytes", "max_doc_bytes"):
+        if not isinstance(getattr(settings, name), int) or getattr(settings, name) <= 0:
+            raise ConfigError(f"[run] {name} must be a positive integer")
+    return settings
+
+
+def _source(name: str, table: dict, base: Path) -> SourceConfig:
+    if not isinstance(table, dict):
+        raise ConfigError(f"sources.{name} must be a table with paths = [...]")
+    _check_keys(table, SOURCE_KEYS, f"key in [sources.{name}]")
+    patterns = table.get("paths")
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    if not patterns or not all(isinstance(p, str) for p in patterns):
+        raise ConfigError(f"sources.{name}.paths must be a non-empty list of file globs")
+    fmt = table.get("format", "auto")
+    if fmt != "auto" and fmt not in FORMATS:
+        raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
+    files: list[Path] = []
+    for pattern in patterns:
+        full = pattern if Path(pattern).is_absolute() else str(base / pattern)
+        matches = sorted(Path(m) for m in glob.glob(full, recursive=True))
+        if not matches:
+            raise ConfigError(f"sources.{name}: {pattern!r} matches no file (looked for {full})")
+        for match in matches:
+            if is_hf_folder(match):
+                files.extend(expand_hf_folder(match))
+            elif match.is_file():
+                files.append(match)
+    seen: set[Path] = set()
+    unique = [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
+    for f in unique:
+        if not f.exists():
+            raise ConfigError(f"sources.{name}: {f} does not exist")
+        if fmt == "auto":
+            try:
+                detect_format(f)
+            except ValueError as error:
+                raise ConfigError(f"sources.{name}: {error}") from None
+    return SourceConfig(
+        name=name,
+        patterns=list(patterns),
+        files=unique,
+        format=fmt,
+        text_field=table.get("text_field", "text"),
+        id_field=table.get("id_field", "id"),
+    )
+
+
+def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageConfig:
+    where = f"stages[{index}]"
+    if "name" not in table:
+        raise ConfigError(f"{where} has no name")
+    name = table["name"]
+    stages = registry()
+    if name not in stages:
+        raise _unknown(f"stage in {where}", name, stages)
+    cls = stages[name]
+    where = f"{where} ({name})"
+    limited = table.get("sources")
+    if limited is not None:
+        if not isinstance(limited, list):
+            raise ConfigError(f"{where}: sources must be a list of source names")
+        for source in limited:
+            if source not in sources:
+                raise _unknown(f"source in {where}", source, sources)
+    per_source = table.get("per_source", {})
+    for source in per_source:
+        if source not in sources:
+            raise _unknown(f"source in {where}.per_source", source, sources)
+    options = {k: v for k, v in table.items() if k not in STAGE_KEYS}
+    for scope, values in [(where, options)] + [(f"{where}.per_source.{s}", v) for s, v in per_source.items()]:
+        _check_options(cls, scope, {**options, **values})
+    return StageConfig(name=name, options=options, sources=limited, per_source=per_source)
+
+
+def _check_options(cls, where: str, values: dict[str, Any]) -> None:
+    fields = {f.name: f for f in dataclasses.fields(cls.Options)}
+    hints = typing.get_type_hints(cls.Options)
+    for key, value in values.items():
+        if key not in fields:
+            raise _unknown(f"option in {where}", key, list(fields) + sorted(STAGE_KEYS))
+        if not _type_ok(value, hints[key]):
+            raise ConfigError(f"{where}: {key} = {value!r} is not a valid {_type_name(hints[key])}")
+    try:
+        cls.Options(**values)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"{where}: {error}") from None
+
+
+def _type_ok(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if origin in (list, tuple):
+        args = typing.get_args(hint)
+        return isinstance(value, list) and (not args or all(_type_ok(v, args[0]) for v in value))
+    if origin is dict:
+        key_type, value_type = typing.get_args(hint) or (Any, Any)
+        return isinstance(value, dict) and all(_type_ok(v, value_type) for v in value.values())
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _type_name(hint: Any) -> str:
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")

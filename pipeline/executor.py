@@ -1,0 +1,107 @@
+"""The local executor: a pool of worker processes on one machine, no service to start.
+
+Tasks are (function, args) pairs of module-level functions, so the same task list could
+be handed to another executor. Workers report progress through a queue that the main
+process drains while it waits; Ctrl-C stops the workers and leaves completed units in
+place for the next run to skip.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import signal
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Any, Callable, Sequence
+
+from pipeline.progress import ProgressBar
+
+Task = tuple[Callable[..., Any], tuple]
+
+_progress_queue = None
+
+
+def _init_worker(progress_queue) -> None:
+    global _progress_queue
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    _progress_queue = progress_queue
+
+
+class _QueueReporter:
+    """Batches progress updates so a worker sends a few messages a second, not one per batch."""
+
+    def __init__(self, q):
+        self.q, self.documents, self.bytes, self.last = q, 0, 0, time.monotonic()
+
+    def __call__(self, documents: int, nbytes: int) -> None:
+        self.documents += documents
+        self.bytes += nbytes
+        if time.monotonic() - self.last > 0.25:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.documents or self.bytes:
+            self.q.put((self.documents, self.bytes))
+        self.documents = self.bytes = 0
+        self.last = time.monotonic()
+
+
+def _call(fn: Callable, args: tuple):
+    reporter = _QueueReporter(_progress_queue)
+    try:
+        return fn(*args, progress=reporter)
+    finally:
+        reporter.flush()
+
+
+class LocalExecutor:
+    def __init__(self, workers: int):
+        self.workers = max(1, workers)
+
+    def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
+        """Run every task; return results in task order. The first failure stops the rest."""
+        if self.workers == 1 or len(tasks) <= 1:
+            results = []
+            for fn, args in tasks:
+                results.append(fn(*args, progress=bar.update))
+                bar.unit_done()
+            return results
+        context = multiprocessing.get_context("spawn")
+        progress_queue = context.Queue()
+        pool = ProcessPoolExecutor(
+            max_workers=min(self.workers, len(tasks)),
+            mp_context=context,
+            initializer=_init_worker,
+            initargs=(progress_queue,),
+        )
+        futures = {}
+        try:
+            futures = {pool.submit(_call, fn, args): i for i, (fn, args) in enumerate(tasks)}
+            results: list[Any] = [None] * len(tasks)
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
+                _drain(progress_queue, bar)
+                for future in done:
+                    results[futures[future]] = future.result()  # re-raises a worker's error
+                    bar.unit_done()
+            _drain(progress_queue, bar)
+            pool.shutdown(wait=True)
+            return results
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+
+
+def _drain(progress_queue, bar: ProgressBar) -> None:
+    while True:
+        try:
+            documents, nbytes = progress_queue.get_nowait()
+        except queue.Empty:
+            return
+        bar.update(documents, nbytes)

@@ -1,0 +1,123 @@
+"""The run's manifest: config, inputs, versions, and counts that must balance.
+
+Every input document ends exactly once in the output or in the rejects ledger, so
+``input == output + rejected`` overall, per source and per stage; ``build_manifest``
+checks that and refuses to write a manifest that does not add up. The manifest holds
+no timestamps, so an interrupted and resumed run writes the same bytes as a clean one.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections import Counter, defaultdict
+from importlib import metadata
+
+from pipeline import __version__
+from pipeline.config import Config
+
+VERSIONED_PACKAGES = ("pyarrow", "numpy", "numba", "orjson", "tiktoken", "sentencepiece", "datasketch")
+
+
+class BalanceError(RuntimeError):
+    """Counts that do not reconcile: a bug, never a property of the input."""
+
+
+def package_versions() -> dict[str, str]:
+    versions = {"prep": __version__, "python": platform.python_version()}
+    for name in VERSIONED_PACKAGES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], global_stats: dict[str, dict]) -> dict:
+    """Add up the units' stats (every segment) into the manifest."""
+    last_segment = max(s["segment"] for s in unit_stats) if unit_stats else 0
+    sources: dict[str, Counter] = defaultdict(Counter)
+    by_reason: dict[str, Counter] = defaultdict(Counter)
+    stages: dict[str, dict] = {}
+    bad_input: Counter[str] = Counter()
+    inputs = []
+    for stats in unit_stats:
+        source = sources[stats["source"]]
+        if stats["segment"] == 0:
+            source["input"] += stats["input"]
+            inputs.append({"source": stats["source"], **stats["input_file"]})
+        if stats["segment"] == last_segment:
+            source["output"] += stats["output"]
+        source["rejected"] += stats["rejected"]
+        bad_input.update(stats["bad_input"])
+        by_reason[stats["source"]].update(stats["bad_input"])
+        for label, tally in stats["stages"].items():
+            stage = stages.setdefault(
+                label, {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}}
+            )
+            per_source = stage["by_source"].setdefault(stats["source"], {"input": 0, "output": 0, "rejected": 0})
+            for key in ("input", "output"):
+                stage[key] += tally[key]
+                per_source[key] += tally[key]
+            stage["rejected"].update(tally["rejected"])
+            per_source["rejected"] += sum(tally["rejected"].values())
+            stage["changed"] += tally["changed"]
+            stage["counters"].update(tally["counters"])
+            by_reason[stats["source"]].update({f"{label}:{r}": n for r, n in tally["rejected"].items()})
+    for label, counters in global_stats.items():
+        stages.setdefault(label, {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}})
+        stages[label]["counters"].update(counters)
+    balance = {key: sum(s[key] for s in sources.values()) for key in ("input", "output", "rejected")}
+    _check_balance(balance, sources, stages)
+    ordered_stages = {label: _plain(stages[label]) for label in labels if label in stages}
+    return {
+        "prep_version": __version__,
+        "config_file": str(config.path),
+        "config": config.raw,
+        "inputs": sorted(inputs, key=lambda i: (i["source"], i["path"])),
+        "versions": package_versions(),
+        "balance": balance,
+        "sources": {
+            name: {**{k: sources[name][k] for k in ("input", "output", "rejected")}, "rejected_by": dict(sorted(by_reason[name].items()))}
+            for name in sorted(sources)
+        },
+        "stages": ordered_stages,
+        "bad_input": dict(sorted(bad_input.items())),
+        "warnings": _warnings(config, labels, ordered_stages),
+    }
+
+
+def _plain(stage: dict) -> dict:
+    return {
+        "input": stage["input"],
+        "output": stage["output"],
+        "rejected": dict(sorted(stage["rejected"].items())),
+        "changed": stage["changed"],
+        "counters": dict(sorted(stage["counters"].items())),
+        "by_source": dict(sorted(stage["by_source"].items())),
+    }
+
+
+def _check_balance(balance: dict, sources: dict, stages: dict) -> None:
+    problems = []
+    if balance["input"] != balance["output"] + balance["rejected"]:
+        problems.append(f"run: {balance}")
+    for name, counts in sources.items():
+        if counts["input"] != counts["output"] + counts["rejected"]:
+            problems.append(f"source {name}: {dict(counts)}")
+    for label, stage in stages.items():
+        if stage["input"] != stage["output"] + sum(stage["rejected"].values()):
+            problems.append(f"stage {label}: input {stage['input']}, output {stage['output']}, rejected {dict(stage['rejected'])}")
+    if problems:
+        raise BalanceError("counts do not reconcile (a bug in prep, please report it): " + "; ".join(problems))
+
+
+def _warnings(config: Config, labels: list[str], stages: dict) -> list[str]:
+    """Stages that did nothing: the typo that silently filters nothing costs users days."""
+    warnings = []
+    for label in labels:
+        stage = stages.get(label)
+        if stage is None or stage["input"] == 0:
+            warnings.append(f"stage {label!r} saw no documents (check its sources = [...] and the stages before it)")
+        elif not stage["rejected"] and not stage["changed"] and not any(stage["counters"].values()):
+            warnings.append(f"stage {label!r} kept every document and changed none of {stage['input']:,}: check its options")
+    return warnings

@@ -1,0 +1,121 @@
+"""The plan of a run: its units of work, its segments, and the folders everything goes in.
+
+A unit is one input file of one source. The stage chain is cut at each global stage
+(dedup) into segments; segment ``k`` runs per unit and, unless it is the last, leaves the
+documents it kept under ``work/segments/k/`` for global stage ``k`` to map over and filter.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.config import Config, StageConfig
+
+
+@dataclass(frozen=True)
+class Unit:
+    source: str
+    index: int  # position of the file in the source's sorted file list
+    path: Path
+    name: str  # unique within the source, safe as a file name
+    format: str
+    text_field: str
+    id_field: str
+    file_key: str  # how the ledger and generated ids name the file
+
+
+@dataclass
+class Segment:
+    index: int
+    entry: StageConfig | None  # the global stage whose filter opens this segment (None for the first)
+    stages: list[StageConfig]  # per-document stages, in order
+    last: bool
+
+
+def plan_units(config: Config) -> list[Unit]:
+    units = []
+    for source in config.sources.values():
+        keys = _file_keys(source.files)
+        for index, path in enumerate(source.files):
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.name)
+            units.append(
+                Unit(
+                    source=source.name,
+                    index=index,
+                    path=path,
+                    name=f"{index:05d}-{stem}",
+                    format=source.format,
+                    text_field=source.text_field,
+                    id_field=source.id_field,
+                    file_key=keys[index],
+                )
+            )
+    return units
+
+
+def _file_keys(files: list[Path]) -> list[str]:
+    """Names for files, relative to the folder they share (stable across machines)."""
+    parents = [f.resolve().parent for f in files]
+    common = parents[0]
+    for parent in parents[1:]:
+        while common not in (parent, *parent.parents):
+            common = common.parent
+    return [str(f.resolve().relative_to(common)) for f in files]
+
+
+def plan_segments(config: Config) -> list[Segment]:
+    segments: list[Segment] = []
+    entry: StageConfig | None = None
+    current: list[StageConfig] = []
+    for stage in config.stages:
+        if stage.is_global:
+            segments.append(Segment(len(segments), entry, current, last=False))
+            entry, current = stage, []
+        else:
+            current.append(stage)
+    segments.append(Segment(len(segments), entry, current, last=True))
+    return segments
+
+
+def stage_labels(config: Config) -> list[str]:
+    """A unique label per configured stage: its name, numbered when a name repeats."""
+    names = [s.name for s in config.stages]
+    return [n if names.count(n) == 1 else f"{n}#{names[:i].count(n) + 1}" for i, n in enumerate(names)]
+
+
+class Layout:
+    """Every path of an output folder, in one place."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+
+    @property
+    def manifest(self) -> Path:
+        return self.out / "manifest.json"
+
+    @property
+    def state(self) -> Path:
+        return self.out / ".prep" / "run.json"
+
+    def docs(self, source: str) -> Path:
+        return self.out / "docs" / source
+
+    def rejects(self, source: str) -> Path:
+        return self.out / "rejects" / source
+
+    def segment_docs(self, segment: int, source: str) -> Path:
+        return self.out / "work" / "segments" / str(segment) / source
+
+    def global_work(self, segment: int) -> Path:
+        return self.out / "work" / "global" / str(segment)
+
+    def marker(self, phase: str, source: str, unit: str) -> Path:
+        return self.out / "stats" / phase / source / f"{unit}.json"
+
+    def global_marker(self, segment: int, step: str) -> Path:
+        return self.out / "stats" / f"global-{segment}" / f"{step}.json"
+
+    # Folders a run creates (and --force removes).
+    OWNED = ("docs", "rejects", "stats", "work", "tokens", ".prep", "manifest.json")

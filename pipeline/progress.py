@@ -1,0 +1,68 @@
+"""Live progress on stderr: documents/s, MB/s, units done and an ETA from input bytes.
+
+On a terminal the line redraws in place a few times a second; in a log (not a TTY) a
+plain line is printed every few seconds so CI logs stay short.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def _rate(value: float, seconds: float) -> float:
+    return value / seconds if seconds > 0 else 0.0
+
+
+class ProgressBar:
+    def __init__(self, label: str, total_bytes: int, total_units: int, enabled: bool = True, stream=None):
+        self.label = label
+        self.total_bytes = max(total_bytes, 1)
+        self.total_units = total_units
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.interval = 0.2 if self.tty else 5.0
+        self.start = time.monotonic()
+        self.last_draw = 0.0
+        self.documents = 0
+        self.bytes = 0
+        self.units = 0
+
+    def update(self, documents: int = 0, nbytes: int = 0) -> None:
+        self.documents += documents
+        self.bytes += nbytes
+        self._maybe_draw()
+
+    def unit_done(self, skipped_bytes: int = 0) -> None:
+        self.units += 1
+        self.bytes += skipped_bytes
+        self._maybe_draw()
+
+    def _maybe_draw(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not self.enabled or (not force and now - self.last_draw < self.interval):
+            return
+        self.last_draw = now
+        elapsed = now - self.start
+        done = min(self.bytes / self.total_bytes, 1.0)
+        eta = elapsed * (1 - done) / done if done > 0 else float("nan")
+        eta_text = "--" if eta != eta else f"{eta:,.0f}s"
+        line = (
+            f"{self.label}: {done:6.1%} | units {self.units}/{self.total_units} | "
+            f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s | "
+            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s | ETA {eta_text}"
+        )
+        if self.tty:
+            self.stream.write("\r\x1b[2K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if not self.enabled:
+            return
+        self._maybe_draw(force=True)
+        if self.tty:
+            self.stream.write("\n")
+        self.stream.flush()

@@ -1,0 +1,215 @@
+"""JSON lines, plain or gzipped (C4's ``.json.gz``, RedPajama's ``.jsonl(.gz)``).
+
+The fast path hands a few MB of whole lines at a time to Arrow's native JSON parser. Only
+when a block fails to parse does it look at lines one by one (with orjson) to quarantine
+the bad ones, then parses the rest natively again; rows that still disagree on types
+are split in halves until each group parses, so one odd line never costs the file.
+A line longer than ``max_doc_bytes`` is skipped while streaming, never held in memory.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from pipeline.readers.common import BadInput as Bad, Chunk, InputSpec, bad_rows, to_documents
+from pipeline.readers.rawfile import HashingReader, is_gzip, open_stream
+
+# Keep at most this much of a bad line in the ledger (the location finds the rest).
+RAW_KEEP_BYTES = 1 << 20
+
+
+
+def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
+    raw = HashingReader(path)
+    stream = open_stream(raw, is_gzip(path))
+    reported = 0
+    try:
+        for item in _line_blocks(stream, spec):
+            if isinstance(item, Bad):  # a quarantined region
+                yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
+            else:
+                block, first_line = item
+                for docs, bad in _parse_block(block, first_line, spec):
+                    yield Chunk(docs=docs, bad=bad, bytes_read=raw.bytes_read - reported)
+                    reported = raw.bytes_read
+            reported = raw.bytes_read
+        raw.drain()
+        yield Chunk(bytes_read=raw.bytes_read - reported, extra={"sha256": raw.sha256.hexdigest(), "bytes": raw.bytes_read})
+    finally:
+        stream.close()
+        raw.close()
+
+
+def _line_blocks(stream: io.BufferedIOBase, spec: InputSpec) -> Iterator[tuple[bytes, int] | Bad]:
+    """Yield (block of whole lines, number of its first line) or a quarantine entry."""
+    pending = b""  # bytes after the last newline seen
+    line = 1  # number of the first line in ``pending``
+    skipping = False  # inside a line longer than max_doc_bytes
+    skipped = 0
+    while True:
+        try:
+            chunk = _read_block(stream, spec.block_bytes)
+        except _DecodeError as failure:
+            error, salvaged = failure.args
+            if salvaged:  # whole lines decoded before the damage are still documents
+                data = pending + salvaged
+                cut = data.rfind(b"\n")
+                if cut >= 0:
+                    yield from _split_oversized(data[: cut + 1], line, spec)
+                    line += data[: cut + 1].count(b"\n")
+                    pending = data[cut + 1 :]
+                else:
+                    pending = data
+            kind = "truncated-gzip" if isinstance(error, EOFError) else "corrupt-gzip"
+            yield Bad(line, kind, f"{error}; the rest of the file from this line on is unreadable", pending[:RAW_KEEP_BYTES] or None)
+            return
+        if not chunk:
+            break
+        if skipping:
+            end = chunk.find(b"\n")
+            if end < 0:
+                skipped += len(chunk)
+                continue
+            skipped += end
+            yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
+            line += 1
+            skipping = False
+            chunk = chunk[end + 1 :]
+        data = pending + chunk
+        cut = data.rfind(b"\n")
+        if cut < 0:
+            pending = data
+        else:
+            block, pending = data[: cut + 1], data[cut + 1 :]
+            yield from _split_oversized(block, line, spec)
+            line += block.count(b"\n")
+        if len(pending) > spec.max_doc_bytes:
+            skipping, skipped, pending = True, len(pending), b""
+    if skipping:
+        yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
+    elif pending:
+        yield from _split_oversized(pending, line, spec)
+
+
+class _DecodeError(Exception):
+    """A decompression error, with the bytes decoded before it in the same block."""
+
+
+def _read_block(stream: io.BufferedIOBase, size: int) -> bytes:
+    """About ``size`` decompressed bytes, read in small steps so that a damaged gzip
+    member loses only what follows the damage, not the good data read just before."""
+    parts, total = [], 0
+    while total < size:
+        try:
+            part = stream.read1(min(size - total, 1 << 16))
+        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as error:
+            raise _DecodeError(error, b"".join(parts)) from None
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
+
+
+def _split_oversized(block: bytes, first_line: int, spec: InputSpec) -> Iterator[tuple[bytes, int] | Bad]:
+    """Pass the block on, first cutting out any whole line over max_doc_bytes."""
+    if len(block) <= spec.max_doc_bytes:
+        yield block, first_line
+        return
+    start, line = 0, first_line
+    piece_start, piece_line = 0, first_line
+    while start < len(block):
+        end = block.find(b"\n", start)
+        end = len(block) if end < 0 else end + 1
+        if end - start > spec.max_doc_bytes:
+            if piece_start < start:
+                yield block[piece_start:start], piece_line
+            yield Bad(line, "oversized", f"{end - start} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
+            piece_start, piece_line = end, line + 1
+        start, line = end, line + 1
+    if piece_start < len(block):
+        yield block[piece_start:], piece_line
+
+
+def _parse_block(block: bytes, first_line: int, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+    table = _arrow_parse(block)
+    if table is not None:
+        yield to_documents(table, _row_lines(block, first_line, table.num_rows), spec)
+        return
+    # Slow path: find the bad lines, then parse the good ones natively.
+    good: list[tuple[int, bytes]] = []
+    bad: list[Bad] = []
+    for offset, text in enumerate(block.split(b"\n")):
+        if not text.strip():
+            continue
+        entry = _check_line(text, first_line + offset)
+        if entry is None:
+            good.append((first_line + offset, text))
+        else:
+            bad.append(entry)
+    if bad:
+        yield None, bad_rows(spec, bad)
+    yield from _parse_lines(good, spec)
+
+
+def _parse_lines(lines: list[tuple[int, bytes]], spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+    """Parse valid JSON object lines; halve the group until Arrow agrees on the types."""
+    if not lines:
+        return
+    table = _arrow_parse(b"\n".join(text for _, text in lines))
+    if table is not None:
+        yield to_documents(table, pa.array([n for n, _ in lines], pa.int64()), spec)
+    elif len(lines) == 1:
+        line, text = lines[0]
+        yield None, bad_rows(spec, [Bad(line, "unparseable", "valid JSON that Arrow cannot read", text[:RAW_KEEP_BYTES])])
+    else:
+        middle = len(lines) // 2
+        yield from _parse_lines(lines[:middle], spec)
+        yield from _parse_lines(lines[middle:], spec)
+
+
+def _arrow_parse(data: bytes) -> pa.Table | None:
+    try:
+        return pajson.read_json(
+            io.BytesIO(data),
+            read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
+        )
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        return None
+
+
+def _check_line(text: bytes, line: int) -> Bad | None:
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return Bad(line, "invalid-utf8", str(error), text[:RAW_KEEP_BYTES])
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        return Bad(line, "broken-json", str(error), text[:RAW_KEEP_BYTES])
+    if not isinstance(value, dict):
+        return Bad(line, "not-an-object", f"a JSON {type(value).__name__}, not an object", text[:RAW_KEEP_BYTES])
+    return None
+
+
+def _row_lines(block: bytes, first_line: int, rows: int) -> pa.Array:
+    """Line number of each parsed row: Arrow skips blank lines, so count them out."""
+    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    if lines == rows:
+        return pa.array(np.arange(first_line, first_line + rows, dtype=np.int64))
+    data = np.frombuffer(block, dtype=np.uint8)
+    newlines = np.flatnonzero(data == 10)
+    starts = np.concatenate(([0], newlines + 1))
+    ends = np.concatenate((newlines, [len(data)]))
+    content = np.cumsum(np.concatenate(([0], ~np.isin(data, (9, 10, 13, 32)))))
+    nonblank = np.flatnonzero(content[ends] - content[starts] > 0)
+    return pa.array(first_line + nonblank.astype(np.int64))

@@ -1,0 +1,56 @@
+"""Opening an input file for streaming: checksum of the raw bytes as they are read, and
+transparent gzip (several members allowed, as in concatenated shards)."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+from pathlib import Path
+
+
+class HashingReader(io.RawIOBase):
+    """Wraps a binary file; hashes and counts every byte read through it."""
+
+    def __init__(self, path: Path):
+        self._file = open(path, "rb")
+        self.sha256 = hashlib.sha256()
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._file.readinto(buffer)
+        if n:
+            self.sha256.update(memoryview(buffer)[:n])
+            self.bytes_read += n
+        return n
+
+    def drain(self) -> None:
+        """Read to the end (after a decoding error) so the checksum covers the whole file."""
+        while chunk := self._file.read(1 << 20):
+            self.sha256.update(chunk)
+            self.bytes_read += len(chunk)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()
+
+
+def is_gzip(path: Path) -> bool:
+    with open(path, "rb") as f:
+        return f.read(2) == b"\x1f\x8b"
+
+
+def open_stream(raw: HashingReader, gzipped: bool) -> io.BufferedIOBase:
+    buffered = io.BufferedReader(raw, buffer_size=1 << 20)
+    return gzip.GzipFile(fileobj=buffered, mode="rb") if gzipped else buffered
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()

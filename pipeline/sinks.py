@@ -1,0 +1,75 @@
+"""Parquet outputs written atomically: each file goes to a temporary name registered with
+the unit's context and is renamed only when the whole unit commits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.stage import UnitContext
+
+COMPRESSION = "zstd"
+
+
+class ParquetSink:
+    """Writes batches to ``<stem>.parquet`` (and ``<stem>.<k>.parquet`` after a schema change).
+
+    Inputs drift: a field that was all null in one block is a string in the next. A batch
+    that cannot be cast to the open file's schema starts a new part file instead of failing.
+    Nothing is written for a sink that received no rows.
+    """
+
+    def __init__(self, unit: UnitContext, folder: Path, stem: str, schema: pa.Schema | None = None):
+        self.unit, self.folder, self.stem = unit, folder, stem
+        self.fixed_schema = schema
+        self.writer: pq.ParquetWriter | None = None
+        self.parts = 0
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch | None) -> None:
+        if batch is None or batch.num_rows == 0:
+            return
+        if self.writer is not None:
+            conformed = _conform(batch, self.writer.schema)
+            if conformed is None:
+                self.writer.close()
+                self.writer = None
+            else:
+                batch = conformed
+        if self.writer is None:
+            name = f"{self.stem}.parquet" if self.parts == 0 else f"{self.stem}.{self.parts}.parquet"
+            path = self.unit.atomic(self.folder / name)
+            self.writer = pq.ParquetWriter(path, self.fixed_schema or batch.schema, compression=COMPRESSION)
+            self.parts += 1
+        self.writer.write_batch(batch, row_group_size=1 << 20)
+        self.rows += batch.num_rows
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch | None:
+    """``batch`` with ``schema``'s columns and types, or None when that would lose data."""
+    if batch.schema.equals(schema):
+        return batch
+    if set(batch.schema.names) - set(schema.names):
+        return None
+    columns = []
+    for field in schema:
+        index = batch.schema.get_field_index(field.name)
+        if index < 0:
+            columns.append(pa.nulls(batch.num_rows, field.type))
+            continue
+        column = batch.column(index)
+        if column.type != field.type:
+            try:
+                column = pc.cast(column, field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                return None
+        columns.append(column)
+    return pa.RecordBatch.from_arrays(columns, schema=schema)

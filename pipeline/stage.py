@@ -1,0 +1,130 @@
+"""The stage contract and the registry that finds stages by the name used in configs.
+
+A per-document stage is a pure function of a batch: ``process`` returns the batch
+(possibly with columns added or text rewritten) and, aligned with its rows, a string
+array of drop reasons where null means "keep". The runner splits kept from rejected and
+writes the rejected rows to the ledger with the stage's name, so a stage never handles
+bookkeeping. Stages that write files of their own (tokenize) also implement
+``open_unit`` / ``close_unit``; every file they create goes through ``UnitContext.atomic``
+so a killed run never leaves a half-written file under its final name.
+
+Options are declared as a dataclass on the stage class (``Options``); the config loader
+checks every key against it, so a typo is an error naming the nearest valid key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar, Iterable
+
+import pyarrow as pa
+
+
+@dataclass
+class StageOutput:
+    batch: pa.RecordBatch
+    # One entry per row of ``batch``: null keeps the row, a string drops it for that reason.
+    drop_reason: pa.Array | None = None
+    # How many kept documents the stage changed (text rewritten, lines removed, ...).
+    changed: int = 0
+    # Extra counters to add up in the manifest (e.g. {"pii.email": 3}).
+    counters: dict[str, int] = field(default_factory=dict)
+    # Optional, aligned with rows: detail for the ledger of dropped rows (a survivor id, ...).
+    detail: pa.Array | None = None
+
+
+@dataclass
+class UnitContext:
+    """What a stage may know about the unit of work (one input file of one source)."""
+
+    out_dir: Path
+    source: str
+    unit: str  # stable name of the unit, unique within the source, safe as a file name
+    # Registered by ``atomic``: temporary path -> final path, renamed when the unit commits.
+    pending: dict[Path, Path] = field(default_factory=dict)
+
+    def atomic(self, final_path: Path) -> Path:
+        """Return a temporary path to write ``final_path`` to; it is renamed at commit."""
+        final_path = Path(final_path)
+        final_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final_path.with_name(f".{final_path.name}.tmp")
+        self.pending[tmp] = final_path
+        return tmp
+
+
+class Stage:
+    """Base class of every stage. Subclasses set ``name`` and ``Options`` and implement ``process``."""
+
+    name: ClassVar[str] = ""
+
+    @dataclass
+    class Options:
+        pass
+
+    def __init__(self, options: Any):
+        self.options = options
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        raise NotImplementedError
+
+    def open_unit(self, unit: UnitContext) -> None:
+        """Called before the first batch of a unit (only stages that write files need it)."""
+
+    def close_unit(self, unit: UnitContext) -> dict[str, int]:
+        """Called after the last batch of a unit; returns counters for the manifest."""
+        return {}
+
+
+class GlobalStage(Stage):
+    """A stage that needs the whole corpus before it can decide (dedup).
+
+    The runner drives it in phases, each resumable and each unit of work independent:
+
+    1. ``map_unit``: once per unit, over the documents that reached this stage, writing
+       whatever it needs (signatures, band keys) under ``work_dir`` through ``unit.atomic``.
+    2. ``reduce_partition``: once per partition ``0 <= p < partitions()``, in any order or in
+       parallel, writing its results atomically under ``work_dir``.
+    3. ``finalize``: once, after every partition (merging partition results, for example);
+       it must also write atomically and be safe to run again.
+    4. ``open_unit`` then ``process`` over the unit's documents again, returning drop
+       reasons (and ``detail``) like any per-document stage.
+    """
+
+    def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:
+        raise NotImplementedError
+
+    def partitions(self) -> int:
+        return 1
+
+    def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
+        raise NotImplementedError
+
+    def finalize(self, work_dir: Path) -> dict[str, int]:
+        return {}
+
+
+_REGISTRY: dict[str, type[Stage]] = {}
+
+
+def register(cls: type[Stage]) -> type[Stage]:
+    """Class decorator: make a stage available to configs under ``cls.name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__qualname__} has no name")
+    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
+        raise ValueError(f"two stages are named {cls.name!r}")
+    if not dataclasses.is_dataclass(cls.Options):
+        raise TypeError(f"{cls.__qualname__}.Options must be a dataclass")
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def registry() -> dict[str, type[Stage]]:
+    """All known stages by name (importing ``stages`` registers the built-in ones)."""
+    import stages  # noqa: F401  (registers the built-in stages)
+
+    return dict(_REGISTRY)
+
+
+Factory = Callable[[Any], Stage]

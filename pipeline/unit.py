@@ -1,0 +1,194 @@
+"""One unit of work: one segment of the stage chain over one input file.
+
+Everything a unit writes goes to temporary names and is renamed when the unit commits;
+its stats file, written last, is the completion marker. A unit that was killed part-way
+has no marker and simply runs again, producing the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.config import Config, StageConfig
+from pipeline.documents import LEDGER_SCHEMA, LINE, ledger_rows, split_by_reason
+from pipeline.plan import Layout, Segment, Unit
+from pipeline.readers import InputSpec, read_input
+from pipeline.sinks import ParquetSink
+from pipeline.stage import Stage, UnitContext
+
+Progress = Callable[[int, int], None]  # (documents, input bytes) since the last call
+
+_built: dict[tuple[int, str, str], Stage] = {}
+
+
+def _stage(config: Config, index: int, stage: StageConfig, source: str) -> Stage:
+    """Stages are built once per process and source (models and tables load once)."""
+    key = (index, stage.name, source)
+    if key not in _built:
+        _built[key] = stage.build(source)
+    return _built[key]
+
+
+class StageTally:
+    def __init__(self) -> None:
+        self.input = self.output = self.changed = 0
+        self.rejected: Counter[str] = Counter()
+        self.counters: Counter[str] = Counter()
+
+    def as_dict(self) -> dict:
+        return {
+            "input": self.input,
+            "output": self.output,
+            "rejected": dict(sorted(self.rejected.items())),
+            "changed": self.changed,
+            "counters": dict(sorted(self.counters.items())),
+        }
+
+
+def run_unit(
+    config: Config,
+    layout: Layout,
+    segment: Segment,
+    unit: Unit,
+    labels: list[str],
+    strict: bool = False,
+    progress: Progress | None = None,
+) -> dict:
+    ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
+    chain = [
+        (labels[config.stages.index(s)], _stage(config, config.stages.index(s), s, unit.source))
+        for s in segment.stages
+        if s.applies_to(unit.source)
+    ]
+    entry = None
+    if segment.entry is not None and segment.entry.applies_to(unit.source):
+        i = config.stages.index(segment.entry)
+        entry = (labels[i], _stage(config, i, segment.entry, unit.source))
+    steps = ([entry] if entry else []) + chain
+    tallies = {label: StageTally() for label, _ in steps}
+    kept_folder = layout.docs(unit.source) if segment.last else layout.segment_docs(segment.index, unit.source)
+    kept_sink = ParquetSink(ctx, kept_folder, unit.name)
+    ledger_sink = ParquetSink(ctx, layout.rejects(unit.source), f"{unit.name}.s{segment.index}", LEDGER_SCHEMA)
+    counts = {"input": 0, "output": 0, "rejected": 0}
+    file_info: dict = {}
+    bad_input: Counter[str] = Counter()
+
+    for _, stage in steps:
+        stage.open_unit(ctx)
+    for batch, bad, nbytes, extra in _batches(layout, segment, unit, strict):
+        file_info.update(extra)
+        documents_in = 0
+        if bad is not None and bad.num_rows:
+            ledger_sink.write(bad)
+            bad_input.update(bad.column("reason").to_pylist())
+            documents_in += bad.num_rows
+            counts["rejected"] += bad.num_rows
+        if batch is not None and batch.num_rows:
+            documents_in += batch.num_rows
+            batch = _run_chain(batch, steps, tallies, ledger_sink, unit, counts)
+            if batch.num_rows:
+                kept_sink.write(batch.drop_columns([LINE]) if segment.last else batch)
+                counts["output"] += batch.num_rows
+        counts["input"] += documents_in
+        if progress and (documents_in or nbytes):
+            progress(documents_in, nbytes)
+    for label, stage in steps:
+        tallies[label].counters.update(stage.close_unit(ctx))
+    kept_sink.close()
+    ledger_sink.close()
+    stats = {
+        "source": unit.source,
+        "unit": unit.name,
+        "file": unit.file_key,
+        "segment": segment.index,
+        **counts,
+        "bad_input": dict(sorted(bad_input.items())),
+        "stages": {label: t.as_dict() for label, t in tallies.items()},
+    }
+    if segment.index == 0:
+        stats["input_file"] = {"path": unit.file_key, "bytes": file_info.get("bytes"), "sha256": file_info.get("sha256")}
+    commit(ctx, layout.marker(f"segment-{segment.index}", unit.source, unit.name), stats)
+    return stats
+
+
+def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict) -> pa.RecordBatch:
+    """Pass one batch through the stages, moving each rejected row to the ledger."""
+    for label, stage in steps:
+        tally = tallies[label]
+        tally.input += batch.num_rows
+        result = stage.process(batch, unit.source)
+        batch = result.batch
+        tally.changed += result.changed
+        tally.counters.update(result.counters)
+        if result.drop_reason is not None:
+            kept, rejected, reasons = split_by_reason(batch, result.drop_reason)
+            if rejected.num_rows:
+                detail = result.detail
+                if detail is not None:
+                    detail = detail.filter(pc.is_valid(result.drop_reason))
+                ledger_sink.write(
+                    ledger_rows(rejected, source=unit.source, stage=label, reasons=reasons, file=unit.file_key, detail=detail)
+                )
+                tally.rejected.update(reasons.to_pylist())
+                counts["rejected"] += rejected.num_rows
+            batch = kept
+        tally.output += batch.num_rows
+        if batch.num_rows == 0:
+            break
+    return batch
+
+
+def _batches(layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iterator[tuple]:
+    """(documents, quarantined rows, input bytes, extra) for this unit's segment."""
+    if segment.index == 0:
+        spec = InputSpec(
+            source=unit.source,
+            file_key=unit.file_key,
+            text_field=unit.text_field,
+            id_field=unit.id_field,
+            strict=strict,
+        )
+        for chunk in read_input(unit.path, spec, unit.format):
+            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
+        return
+    for path in segment_parts(layout.segment_docs(segment.index - 1, unit.source), unit.name):
+        parquet = pq.ParquetFile(path)
+        for batch in parquet.iter_batches(batch_size=8192):
+            yield batch, None, 0, {}
+
+
+def segment_parts(folder: Path, unit_name: str) -> list[Path]:
+    """A unit's kept-document files in part order (``u.parquet``, ``u.1.parquet``, ...)."""
+    first = folder / f"{unit_name}.parquet"
+    if not first.exists():
+        return []
+    parts = [first]
+    while (folder / f"{unit_name}.{len(parts)}.parquet").exists():
+        parts.append(folder / f"{unit_name}.{len(parts)}.parquet")
+    return parts
+
+
+def commit(ctx: UnitContext, marker: Path, stats: dict) -> None:
+    """Rename every pending file to its final name, then write the marker, last."""
+    for tmp, final in ctx.pending.items():
+        os.replace(tmp, final)
+    write_json_atomic(marker, stats)
+
+
+def write_json_atomic(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,3 @@
+"""Built-in stages. Importing this package registers each of them under its config name."""
+
+from stages import length, normalize  # noqa: F401

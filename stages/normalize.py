@@ -1,0 +1,53 @@
+"""``normalize``: Unicode NFC, line breaks to ``\\n``, control characters and non-characters removed.
+
+Everything runs in Arrow's native kernels (utf8proc for NFC, RE2 for the replacements),
+so no Python string is built per document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.documents import TEXT, set_column
+from pipeline.stage import Stage, StageOutput, register
+
+# C0 controls except tab and newline, DEL, C1 controls; the non-characters U+FDD0..U+FDEF
+# and U+xFFFE/U+xFFFF of every plane; and U+FEFF (a byte-order mark inside text).
+_UNWANTED = (
+    "[\\x{0}-\\x{8}\\x{b}\\x{c}\\x{e}-\\x{1f}\\x{7f}-\\x{9f}\\x{fdd0}-\\x{fdef}\\x{feff}"
+    + "".join(f"\\x{{{plane:x}fffe}}\\x{{{plane:x}ffff}}" for plane in range(17))
+    + "]"
+)
+
+
+@register
+class Normalize(Stage):
+    name = "normalize"
+
+    @dataclass
+    class Options:
+        form: str = "NFC"  # NFC, NFKC, NFD or NFKD
+        newlines: bool = True  # turn \r\n and lone \r into \n
+        strip_controls: bool = True  # drop control characters, non-characters and stray BOMs
+
+        def __post_init__(self) -> None:
+            if self.form not in ("NFC", "NFKC", "NFD", "NFKD"):
+                raise ValueError(f"form must be one of NFC, NFKC, NFD, NFKD, not {self.form!r}")
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        text = batch.column(TEXT)
+        cleaned = text
+        if self.options.newlines:
+            cleaned = pc.replace_substring(cleaned, "\r\n", "\n")
+            cleaned = pc.replace_substring(cleaned, "\r", "\n")
+        if self.options.strip_controls:
+            cleaned = pc.replace_substring_regex(cleaned, _UNWANTED, "")
+        cleaned = pc.utf8_normalize(cleaned, form=self.options.form)
+        changed = int(pc.sum(pc.not_equal(text, cleaned)).as_py() or 0)
+        emptied = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(cleaned)), 0)
+        drop = pc.if_else(emptied, pa.scalar("empty-after-normalize"), pa.scalar(None, pa.string()))
+        batch = set_column(batch, TEXT, cleaned)
+        return StageOutput(batch=batch, drop_reason=drop, changed=changed)

@@ -1,0 +1,44 @@
+"""Shared fixtures: where the real corpora are, and small helpers to run prep."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "data" / "sample"
+
+
+def _shared_data() -> Path | None:
+    for candidate in (REPO.parent / "shared" / "data", Path("/work/shared/data")):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+SHARED_DATA = _shared_data()
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """The real corpora beside the repo (../shared/data); tests needing them skip without."""
+    if SHARED_DATA is None:
+        pytest.skip("../shared/data is not present")
+    return SHARED_DATA
+
+
+def write_jsonl(path: Path, records: list[dict], gz: bool | None = None) -> Path:
+    """Write records as JSON lines (gzipped when the name ends in .gz)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+    gz = path.name.endswith(".gz") if gz is None else gz
+    path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
+    return path
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

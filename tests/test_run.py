@@ -1,0 +1,187 @@
+"""`prep run` end to end: the bundled sample, determinism across worker counts, resume
+after SIGKILL, refusing to mix runs, and configs that fail loudly."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from conftest import REPO, write_config, write_jsonl
+from pipeline.cli import main
+from pipeline.config import ConfigError, load_config
+from pipeline.documents import LEDGER_SCHEMA
+from pipeline.run import run_pipeline
+
+SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
+
+
+def tree_digest(folder: Path) -> dict[str, str]:
+    """Every file under ``folder`` (relative path -> sha256)."""
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+    }
+
+
+def prep(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def sample_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sample") / "out"
+    manifest = run_pipeline(SAMPLE_CONFIG, out, workers=1, quiet=True)
+    return out, manifest
+
+
+def test_sample_run_balances_and_writes_every_output(sample_run):
+    out, manifest = sample_run
+    balance = manifest["balance"]
+    assert balance["input"] == balance["output"] + balance["rejected"] > 1000
+    for name, source in manifest["sources"].items():
+        assert source["input"] == source["output"] + source["rejected"], name
+    kept = pq.read_table(out / "docs")
+    rejected = pq.read_table(out / "rejects")
+    assert kept.num_rows == balance["output"] and rejected.num_rows == balance["rejected"]
+    assert rejected.schema.equals(LEDGER_SCHEMA)
+    # Every document id appears exactly once, in the output or in the ledger.
+    ids = kept.column("id").to_pylist() + rejected.column("id").to_pylist()
+    assert len(ids) == len(set(ids)) == balance["input"]
+    meta = pq.ParquetFile(next((out / "docs" / "web").glob("*.parquet"))).metadata
+    assert meta.row_group(0).column(0).compression == "ZSTD"
+    assert [i["source"] for i in manifest["inputs"]].count("code") == 2
+    assert all(len(i["sha256"]) == 64 and i["bytes"] > 0 for i in manifest["inputs"])
+    assert "pyarrow" in manifest["versions"]
+    assert json.loads((out / "manifest.json").read_text()) == manifest
+
+
+def test_per_source_options_apply(sample_run):
+    out, manifest = sample_run
+    math = pq.read_table(out / "docs" / "math").column("n_chars").to_pylist()
+    web = pq.read_table(out / "docs" / "web").column("n_chars").to_pylist()
+    assert min(math) < 200 <= min(web)  # math keeps documents of 50+ chars, web needs 200
+    assert manifest["stages"]["length"]["by_source"]["math"]["rejected"] < manifest["stages"]["length"]["by_source"]["web"]["rejected"]
+
+
+def test_byte_identical_across_worker_counts(sample_run, tmp_path):
+    out1, _ = sample_run
+    out2 = tmp_path / "w2"
+    run_pipeline(SAMPLE_CONFIG, out2, workers=2, quiet=True)
+    assert tree_digest(out1) == tree_digest(out2)
+
+
+def _big_config(tmp_path: Path, shared: Path) -> Path:
+    return write_config(
+        tmp_path / "big.toml",
+        f"""
+[sources.web]
+paths = ["{shared}/web/web_gold.jsonl.gz", "{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk_webtext.jsonl.gz"]
+[sources.code]
+paths = ["{shared}/code/python_stdlib.jsonl.gz", "{shared}/code/js_usr_lib_node_modules.jsonl.gz", "{shared}/code/perl_usr_share_perl.jsonl.gz"]
+[sources.math]
+paths = ["{shared}/math/gsm8k.jsonl.gz", "{shared}/math/stacks_project_sections.jsonl.gz"]
+[[stages]]
+name = "normalize"
+[[stages]]
+name = "length"
+min_chars = 100
+""",
+    )
+
+
+def test_sigkill_then_rerun_is_byte_identical(shared_data, tmp_path):
+    config = _big_config(tmp_path, shared_data)
+    clean = tmp_path / "clean"
+    assert prep("run", str(config), "--out", str(clean), "-w", "2", "-q").returncode == 0
+    killed = tmp_path / "killed"
+    for kill_after_units in (1, 4):  # kill early, then again later in the resumed run
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(killed), "-w", "2", "-q"],
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            markers = list((killed / "stats").rglob("*.json")) if (killed / "stats").exists() else []
+            if len(markers) >= kill_after_units:
+                break
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert not (killed / "manifest.json").exists() or proc.returncode == 0
+    result = prep("run", str(config), "--out", str(killed), "-w", "1", "-q")
+    assert result.returncode == 0, result.stderr
+    assert not list(killed.rglob(".*.tmp"))
+    assert tree_digest(clean) == tree_digest(killed)
+
+
+def test_different_config_into_same_folder_is_refused_unless_force(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello world, a document"}])
+    first = write_config(tmp_path / "a.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
+    second = write_config(tmp_path / "b.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 5\n')
+    out = tmp_path / "out"
+    run_pipeline(first, out, workers=1, quiet=True)
+    run_pipeline(first, out, workers=1, quiet=True)  # the same run again is a resume
+    with pytest.raises(ConfigError, match="different config"):
+        run_pipeline(second, out, workers=1, quiet=True)
+    manifest = run_pipeline(second, out, workers=1, quiet=True, force=True)
+    assert "length" in manifest["stages"]
+
+
+def test_non_empty_foreign_folder_is_refused(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello world"}])
+    config = write_config(tmp_path / "a.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "precious.txt").write_text("keep me")
+    with pytest.raises(ConfigError, match="not made by prep"):
+        run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    run_pipeline(config, tmp_path / "out", workers=1, quiet=True, force=True)
+    assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"  # --force removes only prep's own files
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "lenght"\n', "did you mean 'length'"),
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_char = 3\n', "did you mean 'min_chars'"),
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nsources = ["wbe"]\n', "did you mean 'web'"),
+        ('[sources.web]\npath = ["in/*.jsonl"]\n', "did you mean 'paths'"),
+        ('[sourcs.web]\npaths = ["in/*.jsonl"]\n', "did you mean 'sources'"),
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = "ten"\n', "not a valid int"),
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 10\nmax_chars = 5\n', "max_chars must be >= min_chars"),
+        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\n[stages.per_source.cod]\nmin_chars = 1\n', "unknown source"),
+        ("[sources.web\n", "not valid TOML"),
+    ],
+)
+def test_config_mistakes_name_the_nearest_valid_word(tmp_path, body, message):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x"}])
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+        load_config(write_config(tmp_path / "c.toml", body))
+
+
+def test_a_stage_that_did_nothing_is_flagged(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "plain ascii text"}] * 3)
+    config = write_config(
+        tmp_path / "c.toml",
+        '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 1\n'
+        '[[stages]]\nname = "normalize"\nsources = ["web"]\n',
+    )
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(tmp_path / "out"), "-w", "1"])
+    assert result.exit_code == 0, result.output
+    assert "warning: stage 'length' kept every document and changed none of 3" in result.output
+    assert "warning: stage 'normalize' kept every document" in result.output
+
+
+def test_help_explains_resume():
+    result = CliRunner().invoke(main, ["run", "--help"])
+    assert result.exit_code == 0 and "resumes" in result.output
