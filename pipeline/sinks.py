@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 from pipeline.stage import UnitContext
 
 COMPRESSION = "zstd"
+LONG_COLUMNS = {"text", "raw"}
 
 
 class ParquetSink:
@@ -42,7 +43,13 @@ class ParquetSink:
         if self.writer is None:
             name = f"{self.stem}.parquet" if self.parts == 0 else f"{self.stem}.{self.parts}.parquet"
             path = self.unit.atomic(self.folder / name)
-            self.writer = pq.ParquetWriter(path, self.fixed_schema or batch.schema, compression=COMPRESSION)
+            schema = self.fixed_schema or batch.schema
+            # Dictionaries and min/max statistics only pay off on short columns; on long
+            # text they cost time and get discarded.
+            short = [name for name in schema.names if name not in LONG_COLUMNS]
+            self.writer = pq.ParquetWriter(
+                path, schema, compression=COMPRESSION, use_dictionary=short, write_statistics=short
+            )
             self.parts += 1
         self.writer.write_batch(batch, row_group_size=1 << 20)
         self.rows += batch.num_rows

@@ -89,7 +89,9 @@ def _reasons(table: pa.Table, text_field: str) -> pa.Array | None:
     reason = pc.if_else(pc.is_null(text), pa.scalar("missing-text"), none)
     filled = pc.fill_null(text, "")
     reason = pc.if_else(pc.match_substring(filled, "\x00"), pa.scalar("nul-byte"), reason)
-    blank = pc.and_(pc.is_valid(text), pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(filled)), 0))
+    # utf8_is_space is a predicate (no copy of the text), false for "".
+    blank = pc.or_(pc.equal(pc.binary_length(filled), 0), pc.utf8_is_space(filled))
+    blank = pc.and_(pc.is_valid(text), blank)
     reason = pc.if_else(blank, pa.scalar("empty-text"), reason)
     if pc.all(pc.is_null(reason)).as_py():
         return None

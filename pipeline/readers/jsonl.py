@@ -9,9 +9,7 @@ A line longer than ``max_doc_bytes`` is skipped while streaming, never held in m
 
 from __future__ import annotations
 
-import gzip
 import io
-import zlib
 from pathlib import Path
 from typing import Iterator
 
@@ -21,7 +19,7 @@ import pyarrow as pa
 import pyarrow.json as pajson
 
 from pipeline.readers.common import BadInput as Bad, Chunk, InputSpec, bad_rows, to_documents
-from pipeline.readers.rawfile import HashingReader, is_gzip, open_stream
+from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, is_gzip, open_stream, salvage_gzip
 
 # Keep at most this much of a bad line in the ledger (the location finds the rest).
 RAW_KEEP_BYTES = 1 << 20
@@ -33,12 +31,12 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
     stream = open_stream(raw, is_gzip(path))
     reported = 0
     try:
-        for item in _line_blocks(stream, spec):
+        for item in _line_blocks(stream, spec, path):
             if isinstance(item, Bad):  # a quarantined region
                 yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
             else:
-                block, first_line = item
-                for docs, bad in _parse_block(block, first_line, spec):
+                block, first_line, newlines = item
+                for docs, bad in _parse_block(block, first_line, newlines, spec):
                     yield Chunk(docs=docs, bad=bad, bytes_read=raw.bytes_read - reported)
                     reported = raw.bytes_read
             reported = raw.bytes_read
@@ -49,23 +47,27 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
         raw.close()
 
 
-def _line_blocks(stream: io.BufferedIOBase, spec: InputSpec) -> Iterator[tuple[bytes, int] | Bad]:
-    """Yield (block of whole lines, number of its first line) or a quarantine entry."""
+def _line_blocks(stream: io.BufferedIOBase, spec: InputSpec, path: Path) -> Iterator[tuple[bytes, int, int] | Bad]:
+    """Yield (block of whole lines, number of its first line, its newline count) or a
+    quarantine entry."""
     pending = b""  # bytes after the last newline seen
     line = 1  # number of the first line in ``pending``
     skipping = False  # inside a line longer than max_doc_bytes
     skipped = 0
+    decoded = 0  # decompressed bytes read so far
     while True:
         try:
             chunk = _read_block(stream, spec.block_bytes)
+            decoded += len(chunk)
         except _DecodeError as failure:
             error, salvaged = failure.args
-            if salvaged:  # whole lines decoded before the damage are still documents
+            if not skipping:
+                salvaged = salvage_gzip(path, decoded) if is_gzip(path) else salvaged
+            if salvaged and not skipping:  # whole lines decoded before the damage are still documents
                 data = pending + salvaged
                 cut = data.rfind(b"\n")
                 if cut >= 0:
-                    yield from _split_oversized(data[: cut + 1], line, spec)
-                    line += data[: cut + 1].count(b"\n")
+                    line = yield from _split_oversized(data[: cut + 1], line, spec)
                     pending = data[cut + 1 :]
                 else:
                     pending = data
@@ -90,8 +92,7 @@ def _line_blocks(stream: io.BufferedIOBase, spec: InputSpec) -> Iterator[tuple[b
             pending = data
         else:
             block, pending = data[: cut + 1], data[cut + 1 :]
-            yield from _split_oversized(block, line, spec)
-            line += block.count(b"\n")
+            line = yield from _split_oversized(block, line, spec)
         if len(pending) > spec.max_doc_bytes:
             skipping, skipped, pending = True, len(pending), b""
     if skipping:
@@ -111,7 +112,7 @@ def _read_block(stream: io.BufferedIOBase, size: int) -> bytes:
     while total < size:
         try:
             part = stream.read1(min(size - total, 1 << 16))
-        except (EOFError, gzip.BadGzipFile, zlib.error, OSError) as error:
+        except GZIP_ERRORS as error:
             raise _DecodeError(error, b"".join(parts)) from None
         if not part:
             break
@@ -120,11 +121,13 @@ def _read_block(stream: io.BufferedIOBase, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _split_oversized(block: bytes, first_line: int, spec: InputSpec) -> Iterator[tuple[bytes, int] | Bad]:
-    """Pass the block on, first cutting out any whole line over max_doc_bytes."""
+def _split_oversized(block: bytes, first_line: int, spec: InputSpec):
+    """Pass the block on, first cutting out any whole line over max_doc_bytes; return the
+    number of the line after the block."""
+    newlines = block.count(b"\n")
     if len(block) <= spec.max_doc_bytes:
-        yield block, first_line
-        return
+        yield block, first_line, newlines
+        return first_line + newlines
     start, line = 0, first_line
     piece_start, piece_line = 0, first_line
     while start < len(block):
@@ -132,18 +135,20 @@ def _split_oversized(block: bytes, first_line: int, spec: InputSpec) -> Iterator
         end = len(block) if end < 0 else end + 1
         if end - start > spec.max_doc_bytes:
             if piece_start < start:
-                yield block[piece_start:start], piece_line
+                yield block[piece_start:start], piece_line, line - piece_line
             yield Bad(line, "oversized", f"{end - start} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
             piece_start, piece_line = end, line + 1
         start, line = end, line + 1
     if piece_start < len(block):
-        yield block[piece_start:], piece_line
+        piece = block[piece_start:]
+        yield piece, piece_line, piece.count(b"\n")
+    return first_line + newlines
 
 
-def _parse_block(block: bytes, first_line: int, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+def _parse_block(block: bytes, first_line: int, newlines: int, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     table = _arrow_parse(block)
     if table is not None:
-        yield to_documents(table, _row_lines(block, first_line, table.num_rows), spec)
+        yield to_documents(table, _row_lines(block, first_line, newlines, table.num_rows), spec)
         return
     # Slow path: find the bad lines, then parse the good ones natively.
     good: list[tuple[int, bytes]] = []
@@ -201,9 +206,9 @@ def _check_line(text: bytes, line: int) -> Bad | None:
     return None
 
 
-def _row_lines(block: bytes, first_line: int, rows: int) -> pa.Array:
+def _row_lines(block: bytes, first_line: int, newlines: int, rows: int) -> pa.Array:
     """Line number of each parsed row: Arrow skips blank lines, so count them out."""
-    lines = block.count(b"\n") + (0 if block.endswith(b"\n") else 1)
+    lines = newlines + (0 if block.endswith(b"\n") else 1)
     if lines == rows:
         return pa.array(np.arange(first_line, first_line + rows, dtype=np.int64))
     data = np.frombuffer(block, dtype=np.uint8)

@@ -1,0 +1,109 @@
+"""Read throughput: `prep run` with no filtering stage against a plain gzip + json loop
+and pyarrow's own JSON reader, over the same real files, in the same run.
+
+    python benchmarks/read_throughput.py [--data ../shared/data] [--workers 1]
+
+prep's number includes everything a run does besides filtering: decompression, parsing,
+the bad-input checks, ids, writing zstd Parquet, checksums, markers and the manifest.
+The peers only parse (they keep the result in memory and write nothing). All three use
+one core unless --workers says otherwise for prep (pyarrow is asked for one thread too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow.json as pajson
+
+from pipeline.run import run_pipeline
+
+FILES = [
+    "web/web_gold.jsonl.gz",
+    "web/web_html.jsonl.gz",
+    "web/dolma_ccmain_20190717_00140.jsonl.gz",
+    "web/nltk_webtext.jsonl.gz",
+    "code/c_headers_usr_include.jsonl.gz",
+    "code/python_stdlib.jsonl.gz",
+    "code/perl_usr_share_perl.jsonl.gz",
+    "code/js_usr_lib_node_modules.jsonl.gz",
+]
+
+
+def uncompressed_bytes(paths: list[Path]) -> int:
+    total = 0
+    for path in paths:
+        with gzip.open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                total += len(chunk)
+    return total
+
+
+def plain_loop(paths: list[Path]) -> int:
+    documents = 0
+    for path in paths:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if line.strip():
+                    json.loads(line)["text"]
+                    documents += 1
+    return documents
+
+
+def pyarrow_reader(paths: list[Path]) -> int:
+    options = pajson.ReadOptions(use_threads=False, block_size=16 << 20)
+    return sum(pajson.read_json(path, read_options=options).num_rows for path in paths)
+
+
+def prep_run(paths: list[Path], workers: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "bench.toml"
+        web = [str(p) for p in paths if p.parent.name == "web"]
+        code = [str(p) for p in paths if p.parent.name == "code"]
+        config.write_text(f"[sources.web]\npaths = {json.dumps(web)}\n[sources.code]\npaths = {json.dumps(code)}\n")
+        manifest = run_pipeline(config, Path(tmp) / "out", workers=workers, quiet=True)
+        return manifest["balance"]["input"]
+
+
+def timed(fn, *args) -> tuple[float, int]:
+    start = time.perf_counter()
+    documents = fn(*args)
+    return time.perf_counter() - start, documents
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each reader")
+    args = parser.parse_args()
+    paths = [args.data / f for f in FILES if (args.data / f).exists()]
+    if not paths:
+        raise SystemExit(f"no input files under {args.data}")
+    raw = uncompressed_bytes(paths)
+    print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, {raw / 1e6:.1f} MB of JSON lines")
+    rows = []
+    for name, fn, fn_args in [
+        ("gzip + json loop", plain_loop, (paths,)),
+        ("pyarrow.json.read_json", pyarrow_reader, (paths,)),
+        (f"prep run (no stages, {args.workers} worker{'s' if args.workers > 1 else ''})", prep_run, (paths, args.workers)),
+    ]:
+        best, documents = min(timed(fn, *fn_args) for _ in range(args.repeat))
+        rows.append((name, best, documents))
+    print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}")
+    for name, seconds, documents in rows:
+        print(f"{name:<40} {seconds:8.2f} {documents / seconds:10,.0f} {raw / seconds / 1e6:8.1f}")
+    prep_seconds, pyarrow_seconds, loop_seconds = rows[2][1], rows[1][1], rows[0][1]
+    print(f"\nprep / pyarrow reader time: {prep_seconds / pyarrow_seconds:.2f}x  (overhead {prep_seconds / pyarrow_seconds - 1:+.0%})")
+    print(f"prep speed-up over the gzip + json loop: {loop_seconds / prep_seconds:.2f}x")
+    if rows[0][2] != rows[2][2]:
+        print(f"note: documents differ (loop {rows[0][2]:,}, prep {rows[2][2]:,} incl. quarantined)")
+
+
+if __name__ == "__main__":
+    main()
