@@ -75,7 +75,7 @@ def bad_rows(spec: InputSpec, entries: list[BadInput], ids: list[str | None] | N
     )
 
 
-def _reasons(table: pa.Table, text_field: str) -> pa.Array | None:
+def _reasons(table: pa.Table, text_field: str, may_have_nul: bool) -> pa.Array | None:
     """Per row: null for a usable document, else the bad-input kind."""
     n = table.num_rows
     if text_field not in table.column_names:
@@ -87,8 +87,9 @@ def _reasons(table: pa.Table, text_field: str) -> pa.Array | None:
         return pc.if_else(pc.is_null(text), pa.scalar("missing-text"), pa.scalar("non-string-text"))
     none = pa.scalar(None, pa.string())
     reason = pc.if_else(pc.is_null(text), pa.scalar("missing-text"), none)
-    filled = pc.fill_null(text, "")
-    reason = pc.if_else(pc.match_substring(filled, "\x00"), pa.scalar("nul-byte"), reason)
+    filled = pc.fill_null(text, "") if text.null_count else text
+    if may_have_nul:
+        reason = pc.if_else(pc.match_substring(filled, "\x00"), pa.scalar("nul-byte"), reason)
     # utf8_is_space is a predicate (no copy of the text), false for "".
     blank = pc.or_(pc.equal(pc.binary_length(filled), 0), pc.utf8_is_space(filled))
     blank = pc.and_(pc.is_valid(text), blank)
@@ -99,17 +100,18 @@ def _reasons(table: pa.Table, text_field: str) -> pa.Array | None:
 
 
 def to_documents(
-    table: pa.Table, lines: pa.Array, spec: InputSpec
+    table: pa.Table, lines: pa.Array, spec: InputSpec, may_have_nul: bool = True
 ) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
     """Split a parsed table into (documents, quarantined ledger rows).
 
     ``lines`` gives each row's location (1-based line or 0-based row). Documents get
     ``id`` (the input's own id when it has a usable one, else ``file:line``), ``text``,
-    ``source``, the input's other fields, and the internal ``_line``.
+    ``source``, the input's other fields, and the internal ``_line``. A reader that knows
+    no text can hold a NUL (JSON without a ``\u0000`` escape) skips that scan.
     """
     table = table.combine_chunks()
     ids, own_ids = _ids(table, lines, spec)
-    reasons = _reasons(table, spec.text_field)
+    reasons = _reasons(table, spec.text_field, may_have_nul)
     bad = None
     if reasons is not None:
         rejected = pc.is_valid(reasons)

@@ -148,7 +148,9 @@ def _split_oversized(block: bytes, first_line: int, spec: InputSpec):
 def _parse_block(block: bytes, first_line: int, newlines: int, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     table = _arrow_parse(block)
     if table is not None:
-        yield to_documents(table, _row_lines(block, first_line, newlines, table.num_rows), spec)
+        # A NUL can only reach a JSON string as the escape \u0000 (a raw one is invalid JSON).
+        may_have_nul = block.find(b"\\u0000") >= 0
+        yield to_documents(table, _row_lines(block, first_line, newlines, table.num_rows), spec, may_have_nul)
         return
     # Slow path: find the bad lines, then parse the good ones natively.
     good: list[tuple[int, bytes]] = []
