@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline import __version__
+from pipeline.mix_cli import mix
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -51,6 +52,9 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
         sys.exit(130)
     if not quiet:
         print_summary(manifest, out)
+
+
+main.add_command(mix)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,121 @@
+"""What the runs hold: per source, its shards and, per document, its length in tokens,
+a hash of its id, and the columns a curriculum can sort by."""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numba
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from pipeline.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
+
+
+class MixError(ValueError):
+    """A mixture that cannot be planned; the message says why and what to change."""
+
+
+@dataclass
+class SourceInventory:
+    name: str
+    shards: list[str]  # shard prefixes, in order; documents are numbered across them
+    lengths: np.ndarray  # int64 tokens per document
+    id_hashes: np.ndarray  # uint64 hash of each document's id (independent of the seed)
+    metadata_columns: list[str] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return int(self.lengths.sum())
+
+    @property
+    def documents(self) -> int:
+        return len(self.lengths)
+
+    def column(self, name: str) -> np.ndarray:
+        """A per-document numeric column from the shards' metadata, as float64."""
+        if name not in self.metadata_columns:
+            raise MixError(_unknown_column(name, self.name, self.metadata_columns))
+        values = []
+        for prefix in self.shards:
+            table = pq.read_table(docs_path(prefix), columns=[name])
+            values.append(table.column(name).to_numpy(zero_copy_only=False).astype(np.float64))
+        return np.concatenate(values) if values else np.zeros(0)
+
+
+@dataclass
+class Inventory:
+    sources: dict[str, SourceInventory]
+    tokenizer: dict  # the sidecar every shard agrees with (tokenizer, vocabulary, dtype, ...)
+
+
+def _unknown_column(name: str, source: str, columns: list[str]) -> str:
+    close = difflib.get_close_matches(name, columns, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"source {source!r} has no numeric column {name!r} to sort by{hint} (has: {', '.join(columns) or 'none'})"
+
+
+def take_inventory(runs: list[Path]) -> Inventory:
+    shards_by_source: dict[str, list[str]] = {}
+    for run in runs:
+        tokens = Path(run) / "tokens"
+        if not tokens.is_dir():
+            raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
+        for folder in sorted(p for p in tokens.iterdir() if p.is_dir()):
+            shards_by_source.setdefault(folder.name, []).extend(list_shards(folder))
+    if not shards_by_source:
+        raise MixError(f"no token shards under {', '.join(str(r) for r in runs)}")
+    reference: dict | None = None
+    sources = {}
+    for name, prefixes in sorted(shards_by_source.items()):
+        lengths, hashes, columns = [], [], None
+        for prefix in prefixes:
+            meta = read_sidecar(prefix)
+            if meta is None:
+                raise MixError(f"{prefix}: no sidecar .json; prep mix needs shards written by prep's tokenize stage")
+            if reference is None:
+                reference = meta
+            else:
+                check_compatible(reference, meta, prefix)
+            shard = IndexedShard(prefix)
+            lengths.append(shard.sizes.astype(np.int64))
+            table = pq.read_table(docs_path(prefix))
+            if table.num_rows != len(shard):
+                raise MixError(f"{docs_path(prefix)} has {table.num_rows} rows for {len(shard)} documents")
+            hashes.append(hash_strings(table.column("id").combine_chunks()))
+            numeric = [f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+            columns = numeric if columns is None else [c for c in columns if c in numeric]
+        sources[name] = SourceInventory(
+            name=name,
+            shards=prefixes,
+            lengths=np.concatenate(lengths) if lengths else np.zeros(0, np.int64),
+            id_hashes=np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
+            metadata_columns=columns or [],
+        )
+    return Inventory(sources=sources, tokenizer=reference or {})
+
+
+def hash_strings(strings: pa.Array) -> np.ndarray:
+    """64-bit FNV-1a of each string's UTF-8 bytes, straight from the Arrow buffers."""
+    strings = pc.cast(strings, pa.large_string())
+    if strings.null_count:
+        strings = pc.fill_null(strings, "")
+    _, offsets_buffer, data_buffer = strings.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[strings.offset : strings.offset + len(strings) + 1]
+    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
+    return _fnv1a(data, offsets)
+
+
+@numba.njit(cache=True)
+def _fnv1a(data, offsets):
+    out = np.empty(len(offsets) - 1, dtype=np.uint64)
+    for i in range(len(offsets) - 1):
+        h = np.uint64(14695981039346656037)
+        for j in range(offsets[i], offsets[i + 1]):
+            h = (h ^ np.uint64(data[j])) * np.uint64(1099511628211)
+        out[i] = h
+    return out

@@ -1,0 +1,93 @@
+"""``prep mix``: the command line over ``pipeline.mix``."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import click
+
+CURRICULA = "none, length, quality, or a numeric column of the shards' metadata"
+
+
+def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float]]:
+    """``RUN --code 0.25 --math=0.08`` -> ([RUN], {"code": 0.25, "math": 0.08}).
+
+    Click cannot declare an option per source name, so the unknown ``--NAME`` options
+    arrive among the positional arguments and are sorted out here.
+    """
+    from pipeline.mix.inventory import MixError
+
+    runs, weights, items = [], {}, list(arguments)
+    while items:
+        item = items.pop(0)
+        if not item.startswith("--"):
+            if not Path(item).is_dir():
+                raise MixError(f"{item}: no such run folder")
+            runs.append(Path(item))
+            continue
+        name, sep, value = item[2:].partition("=")
+        if not sep:
+            if not items:
+                raise MixError(f"--{name} needs a weight, e.g. --{name} 0.25")
+            value = items.pop(0)
+        try:
+            weights[name] = float(value)
+        except ValueError:
+            raise MixError(f"--{name} {value!r}: a weight is a number between 0 and 1") from None
+    if not runs:
+        raise MixError("name at least one run folder (the --out of a prep run that tokenized)")
+    return runs, weights
+
+
+@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
+@click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order).")
+@click.option("--tokens", "budget", help="Token budget, e.g. 10B (K, M, B, T). Default: the most that repeats no source.")
+@click.option("--rest", help="Give all weight left over to this source (default: unnamed sources share it by size).")
+@click.option("--max-epochs", type=float, default=4.0, show_default=True, help="Refuse plans repeating a source more.")
+@click.option("--curriculum", default="none", show_default=True, help=f"Order within each source: {CURRICULA}.")
+@click.option("--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases.")
+@click.option("--phase-weights", help='Weights per phase, e.g. "code=0.2,math=0.05;code=0.3,math=0.2".')
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--dry-run", is_flag=True, help="Print the plan as a table and write nothing.")
+@click.option("--force", is_flag=True, help="Replace an existing mixture in --out.")
+@click.pass_context
+def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase_weights, seed, dry_run, force):
+    """Mix the token shards of one or more runs: prep mix RUN_DIR --code 0.25 --math 0.08 --out MIX_DIR.
+
+    Each --SOURCE WEIGHT sets that source's share of the mixture's tokens; sources not
+    named share the rest in proportion to their tokens. Documents are down- or up-sampled
+    to hit the shares exactly (up to one document), picked by a hash of their id and the
+    seed, and interleaved so that every window of the mixture holds the target shares.
+    """
+    from pipeline.mix import inventory as inv
+    from pipeline.mix.build import plan_mixture
+    from pipeline.mix.output import MIX_JSON, plan_table, write_mix
+
+    try:
+        runs, weights = _runs_and_weights(list(arguments) + ctx.args)
+        description, order = plan_mixture(
+            runs,
+            weights=weights,
+            budget=budget,
+            rest=rest,
+            max_epochs=max_epochs,
+            curriculum=curriculum,
+            phases=phases,
+            phase_weights=phase_weights,
+            seed=seed,
+        )
+    except (inv.MixError, ValueError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(plan_table(description))
+    if dry_run:
+        return
+    if out is None:
+        raise click.UsageError("--out MIX_DIR is required (or --dry-run)")
+    if (out / MIX_JSON).exists():
+        if not force:
+            raise click.ClickException(f"{out} already holds a mixture; use --force to replace it")
+        shutil.rmtree(out)
+    write_mix(out, description, order)
+    click.echo(f"wrote {out / MIX_JSON}")

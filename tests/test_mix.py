@@ -1,0 +1,191 @@
+"""`prep mix`: shares per window, determinism, curriculum order, budgets and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.mix.build import plan_mixture
+from pipeline.mix.inventory import MixError, hash_strings
+from pipeline.mix.order import window_shares
+from pipeline.mix.plan import parse_tokens
+from pipeline.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
+
+SIDECAR = {
+    "format": SIDECAR_FORMAT,
+    "version": SIDECAR_VERSION,
+    "tokenizer": "cl100k_base",
+    "vocab_size": 100277,
+    "vocab_sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+    "eod_id": 100257,
+    "bos_id": None,
+    "dtype": "int32",
+}
+
+
+def make_run(root: Path, sizes: dict[str, list[np.ndarray]], seed: int = 0, sidecar: dict = SIDECAR) -> Path:
+    """A run folder with tokens/<source>/<shard>.{bin,idx,json,docs.parquet}."""
+    rng = np.random.default_rng(seed)
+    for source, shards in sizes.items():
+        folder = root / "tokens" / source
+        folder.mkdir(parents=True, exist_ok=True)
+        for k, lengths in enumerate(shards):
+            prefix = folder / f"{k:05d}-part"
+            writer = ShardWriter(str(prefix) + ".bin", str(prefix) + ".idx", np.int32)
+            writer.add_documents(rng.integers(0, 1000, int(lengths.sum())), lengths)
+            writer.close()
+            ids = [f"{source}-{k}-{i}" for i in range(len(lengths))]
+            quality = rng.random(len(lengths))
+            pq.write_table(
+                pa.table({"id": ids, "source": [source] * len(ids), "n_tokens": lengths, "quality_score": quality}),
+                docs_path(prefix),
+            )
+            sidecar_path(prefix).write_text(json.dumps({**sidecar, "documents": len(lengths), "tokens": int(lengths.sum())}))
+    return root
+
+
+@pytest.fixture
+def three_sources(tmp_path):
+    rng = np.random.default_rng(1)
+    return make_run(
+        tmp_path / "run",
+        {
+            "web": [rng.integers(200, 3000, 4000), rng.integers(200, 3000, 3000)],
+            "code": [rng.integers(100, 4000, 2500)],
+            "math": [rng.integers(50, 800, 3000)],
+        },
+    )
+
+
+def test_shares_hold_in_every_window(three_sources):
+    description, order = plan_mixture([three_sources], {"code": 0.25, "math": 0.08}, budget="20M")
+    assert description["tokens"] == pytest.approx(20_000_000, rel=1e-3)
+    shares = window_shares(order, 1_000_000)
+    targets = {"code": 0.25, "math": 0.08}
+    targets["web"] = 1 - sum(targets.values())
+    for index, name in enumerate(order.sources):
+        worst = np.abs(shares[:, index] - targets[name]).max()
+        assert worst < 0.01, f"{name}: off by {worst:.4f} in some 1M-token window"
+    # Up-sampling: math has ~1.3M tokens and must supply 1.6M.
+    math = description["sources"]["math"]
+    assert math["epochs"] > 1 and abs(math["tokens_used"] - math["tokens_target"]) <= 800
+
+
+def test_deterministic_and_seed_dependent(three_sources):
+    _, first = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=7)
+    _, again = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=7)
+    _, other = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=8)
+    assert np.array_equal(first.document, again.document) and np.array_equal(first.source, again.source)
+    assert not np.array_equal(first.document, other.document)
+
+
+def test_downsampling_does_not_depend_on_file_order(tmp_path):
+    """The same documents split into shards differently are picked the same way."""
+    rng = np.random.default_rng(3)
+    lengths = rng.integers(100, 1000, 3000)
+    one = make_run(tmp_path / "one", {"web": [lengths]})
+    two = make_run(tmp_path / "two", {"web": [lengths[:1000], lengths[1000:]]})
+    # Rename the second run's ids to match the first (same documents, other files).
+    for k, prefix in enumerate(sorted((two / "tokens" / "web").glob("*.docs.parquet"))):
+        table = pq.read_table(prefix)
+        offset = 0 if k == 0 else 1000
+        ids = [f"web-0-{offset + i}" for i in range(table.num_rows)]
+        pq.write_table(table.set_column(0, "id", pa.array(ids)), prefix)
+    _, a = plan_mixture([one], {}, budget=int(lengths.sum() * 0.4))
+    _, b = plan_mixture([two], {}, budget=int(lengths.sum() * 0.4))
+    assert sorted(a.document.tolist()) == sorted(b.document.tolist())
+
+
+def test_curriculum_orders_within_each_source_across_phases(three_sources):
+    description, order = plan_mixture([three_sources], {"code": 0.2}, budget="8M", curriculum="length", phases=4)
+    for index, name in enumerate(order.sources):
+        lengths = order.tokens[order.source == index]
+        assert np.all(np.diff(lengths) >= 0), name  # one pass: easy (short) to hard (long)
+    ends = [p["end"] for p in description["phases"]]
+    assert ends == sorted(ends) and ends[-1] == len(order.source)
+
+
+def test_phase_weights_change_the_mixture(three_sources):
+    description, order = plan_mixture(
+        [three_sources], {}, budget="8M", phase_weights="code=0.1,math=0.05;code=0.4,math=0.3"
+    )
+    phases = description["phases"]
+    for phase, (code, math) in zip(phases, [(0.1, 0.05), (0.4, 0.3)]):
+        part = slice(phase["start"], phase["end"])
+        tokens, sources = order.tokens[part], order.source[part]
+        share = {name: tokens[sources == i].sum() / tokens.sum() for i, name in enumerate(order.sources)}
+        assert share["code"] == pytest.approx(code, abs=0.005) and share["math"] == pytest.approx(math, abs=0.005)
+
+
+def test_quality_curriculum_uses_the_score_column(three_sources):
+    _, order = plan_mixture([three_sources], {}, budget="3M", curriculum="quality")
+    assert len(order.source)
+    with pytest.raises(MixError, match="no numeric column 'qualty'.*did you mean 'quality_score'"):
+        plan_mixture([three_sources], {}, budget="3M", curriculum="qualty")
+
+
+@pytest.mark.parametrize(
+    "weights, options, message",
+    [
+        ({"code": 0.7, "math": 0.5}, {}, "sum to 1.2, above 1"),
+        ({"code": -0.1}, {}, "negative"),
+        ({"cdoe": 0.1}, {}, "unknown source 'cdoe'; did you mean 'code'"),
+        ({"math": 0.9}, {"budget": "100M"}, "repeated .* times \\(over --max-epochs 4\\)"),
+        ({"code": 0.5, "math": 0.3, "web": 0.1}, {}, "no other source with tokens is left"),
+        ({}, {"rest": "wbe"}, "--rest: unknown source 'wbe'"),
+    ],
+)
+def test_clear_errors(three_sources, weights, options, message):
+    with pytest.raises(MixError, match=message):
+        plan_mixture([three_sources], weights, **options)
+
+
+def test_a_weight_of_one_and_a_source_without_tokens(tmp_path):
+    run = make_run(tmp_path / "run", {"web": [np.full(100, 500)], "code": [np.full(100, 300)], "math": [np.zeros(5, np.int64)]})
+    description, order = plan_mixture([run], {"code": 1.0})
+    assert set(order.source.tolist()) == {order.sources.index("code")}
+    assert description["sources"]["web"]["tokens_used"] == 0
+    with pytest.raises(MixError, match="'math' has weight .* but no tokens"):
+        plan_mixture([run], {"math": 0.1})
+
+
+def test_shards_of_different_tokenizers_are_refused(tmp_path):
+    run = make_run(tmp_path / "a", {"web": [np.full(10, 50)]})
+    make_run(run, {"code": [np.full(10, 50)]}, sidecar={**SIDECAR, "vocab_sha256": "0" * 64, "tokenizer": "o200k_base"})
+    with pytest.raises(ValueError, match="different tokenizers"):
+        plan_mixture([run], {})
+
+
+def test_cli_dry_run_writes_nothing_and_real_run_writes_order(three_sources, tmp_path):
+    out = tmp_path / "mix"
+    runner = CliRunner()
+    result = runner.invoke(main, ["mix", str(three_sources), "--code", "0.25", "--math=0.08", "--tokens", "2M", "--out", str(out), "--dry-run"])
+    assert result.exit_code == 0, result.output
+    assert "code" in result.output and "epochs" in result.output and not out.exists()
+    result = runner.invoke(main, ["mix", str(three_sources), "--code", "0.25", "--tokens", "2M", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    description = json.loads((out / "mix.json").read_text())
+    assert np.load(out / "order_source.npy").shape == (description["positions"],)
+    assert description["sources"]["code"]["weights"] == [0.25]
+    result = runner.invoke(main, ["mix", str(three_sources), "--cod", "0.25", "--dry-run"])
+    assert result.exit_code != 0 and "did you mean 'code'" in result.output
+
+
+def test_parse_tokens():
+    assert parse_tokens("10B") == 10**10 and parse_tokens("2.5M") == 2_500_000 and parse_tokens("7k") == 7000
+    with pytest.raises(MixError):
+        parse_tokens("ten")
+
+
+def test_hash_strings_is_stable_and_sliced_correctly():
+    strings = pa.array(["a", "bb", None, "ccc"])
+    full = hash_strings(strings)
+    assert np.array_equal(hash_strings(strings.slice(1, 3)), full[1:])
+    assert full[0] == np.uint64(0xAF63DC4C8601EC8C)  # FNV-1a 64 of "a"
