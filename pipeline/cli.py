@@ -29,7 +29,11 @@ def main() -> None:
 @click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
 @click.option("--force", is_flag=True, help="Delete a different run found in --out and start over.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
-def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool) -> None:
+@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
+              help="local: worker processes on this machine; ray: Ray tasks on a cluster (pip install -e '.[ray]').")
+@click.option("--address", help="Ray cluster to join (auto, or ray://HOST:PORT); default: start a local one.")
+def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool,
+        executor: str, address: str | None) -> None:
     """Run the pipeline described by CONFIG (a TOML file) into --out.
 
     Running the same command again after an interruption (Ctrl-C, kill, crash) resumes:
@@ -42,7 +46,9 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
     from pipeline.run import print_summary, run_pipeline
 
     try:
-        manifest = run_pipeline(config, out, workers=workers, strict=strict, force=force, quiet=quiet)
+        manifest = run_pipeline(
+            config, out, workers=workers, strict=strict, force=force, quiet=quiet, executor=executor, address=address
+        )
     except ConfigError as error:
         raise click.ClickException(str(error)) from None
     except StrictModeError as error:

@@ -34,6 +34,8 @@ def run_pipeline(
     strict: bool = False,
     force: bool = False,
     quiet: bool = False,
+    executor: str = "local",
+    address: str | None = None,
 ) -> dict:
     config = load_config(config_path)
     layout = Layout(Path(out))
@@ -42,7 +44,7 @@ def run_pipeline(
     labels = stage_labels(config)
     _claim_output(layout, _fingerprint(config, units), force)
     _remove_temporaries(layout.out)
-    executor = LocalExecutor(workers or config.run.workers or os.cpu_count() or 1)
+    executor = _executor(executor, address, workers or config.run.workers)
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     for segment in segments:
@@ -53,6 +55,16 @@ def run_pipeline(
     manifest = build_manifest(config, labels, unit_stats, global_stats)
     write_json_atomic(layout.manifest, manifest)
     return manifest
+
+
+def _executor(name: str, address: str | None, workers: int | None):
+    if name == "local":
+        return LocalExecutor(workers or os.cpu_count() or 1)
+    if name == "ray":
+        from pipeline.ray_executor import RayExecutor  # ray is an optional extra
+
+        return RayExecutor(address, workers)
+    raise ConfigError(f"unknown executor {name!r} (local or ray)")
 
 
 def _fingerprint(config: Config, units: list[Unit]) -> dict:

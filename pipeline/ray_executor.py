@@ -1,0 +1,84 @@
+"""The Ray executor: the same tasks as the local executor, run as Ray tasks on a cluster.
+
+Only ``prep run --executor ray`` imports this module, and only it imports ray (an extra:
+``pip install -e ".[ray]"``). Tasks are the module-level (function, args) pairs the
+runner builds, so stages never know which executor runs them; each unit's outputs are
+committed by rename with a marker, so a task retried after its worker died (Ray retries
+tasks on system failures) rewrites the same bytes. Input and output paths must be
+visible to every node (a shared file system), as with any Ray job over files.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from pipeline.executor import Task
+from pipeline.progress import ProgressBar
+
+RETRIES = 3
+
+
+def _run_task(fn, args, reporter):
+    def progress(documents: int, nbytes: int) -> None:
+        reporter.add.remote(documents, nbytes)
+
+    return fn(*args, progress=progress)
+
+
+class RayExecutor:
+    def __init__(self, address: str | None, workers: int | None):
+        try:
+            import ray
+        except ImportError:
+            raise RuntimeError('--executor ray needs Ray: pip install -e ".[ray]"') from None
+        self.ray = ray
+        if not ray.is_initialized():
+            options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}
+            if address:
+                options["address"] = address
+            elif workers:
+                options["num_cpus"] = workers
+            ray.init(**options)
+        self._remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(_run_task)
+        self._reporter_cls = ray.remote(num_cpus=0)(_Reporter)
+
+    def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
+        ray = self.ray
+        if not tasks:
+            return []
+        reporter = self._reporter_cls.remote()
+        refs = [self._remote.remote(fn, args, reporter) for fn, args in tasks]
+        index = {ref: i for i, ref in enumerate(refs)}
+        results: list[Any] = [None] * len(refs)
+        pending = list(refs)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+                documents, nbytes = ray.get(reporter.take.remote())
+                bar.update(documents, nbytes)
+                for ref in done:
+                    results[index[ref]] = ray.get(ref)  # re-raises the task's error
+                    bar.unit_done()
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+        finally:
+            ray.kill(reporter)
+        return results
+
+
+class _Reporter:
+    """A tiny actor that adds up progress from tasks; the driver takes it in turns."""
+
+    def __init__(self) -> None:
+        self.documents = self.bytes = 0
+
+    def add(self, documents: int, nbytes: int) -> None:
+        self.documents += documents
+        self.bytes += nbytes
+
+    def take(self) -> tuple[int, int]:
+        taken = (self.documents, self.bytes)
+        self.documents = self.bytes = 0
+        return taken

@@ -1,0 +1,380 @@
+"""What the ``pii`` stage looks for: one ``PiiType`` per kind of personal data or secret.
+
+Each type has three parts, used in this order:
+
+``scan``      an RE2 pattern with two groups, (left boundary)(candidate). pyarrow runs it
+              natively over the Arrow buffers, first to flag documents, then to mark every
+              candidate in the flagged ones; RE2 runs in linear time, so a 10 MB line of
+              digits or letters costs one pass, never n^2. RE2 has no look-arounds: the left
+              boundary is consumed as group 1 and the right one is ``after``.
+``after``     a Python pattern that must match right after a candidate (e.g. "not followed by
+              another digit or a version suffix"); it is tried once per candidate.
+``validate``  all candidates of a batch at once -> how many characters of each to replace
+              (0 keeps it): checksums are vectorised in numpy (Luhn for cards, ISO 7064
+              mod-97 for IBANs); addresses go through ``ipaddress``; phone numbers and IPv4
+              through rules that tell them from dates, versions and plain numbers.
+
+Types are applied in ``TYPES`` order, most specific first; a candidate overlapping a span
+an earlier type took is dropped.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+Validator = Callable[..., np.ndarray]
+
+
+@dataclass(frozen=True)
+class PiiType:
+    name: str
+    placeholder: str
+    scan: str
+    validate: Validator
+    after: re.Pattern = re.compile("")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A candidate span of ``string``; mirrors the parts of ``re.Match`` validators use."""
+
+    string: str
+    begin: int
+    finish: int
+
+    def group(self) -> str:
+        return self.string[self.begin : self.finish]
+
+    def start(self) -> int:
+        return self.begin
+
+    def end(self) -> int:
+        return self.finish
+
+
+def _not_after(chars: str) -> str:
+    """RE2 left boundary: start of text, or a character that is no letter, digit, _ or ``chars``."""
+    return rf"(^|[^\pL\pN_{chars}])"
+
+
+def _full(matches: Sequence[Candidate], ok: np.ndarray | Sequence[bool]) -> np.ndarray:
+    """Replace whole matches where ``ok``, nothing elsewhere."""
+    lengths = np.fromiter((m.end() - m.start() for m in matches), dtype=np.int64, count=len(matches))
+    return np.where(np.asarray(ok, dtype=bool), lengths, 0)
+
+
+def digit_matrix(numbers: Sequence[str], width: int) -> np.ndarray:
+    """ASCII digit strings right-aligned into an (n, width) uint8 matrix, zeros on the left."""
+    if not numbers:
+        return np.zeros((0, width), dtype=np.uint8)
+    joined = "".join(s.rjust(width, "0")[-width:] for s in numbers).encode("ascii")
+    return (np.frombuffer(joined, dtype=np.uint8).reshape(len(numbers), width) - ord("0")).astype(np.uint8)
+
+
+def luhn_valid(numbers: Sequence[str]) -> np.ndarray:
+    """Luhn checksum of many digit strings at once (leading zeros do not change it)."""
+    digits = digit_matrix(numbers, 20).astype(np.int64)
+    doubled = digits[:, -2::-2] * 2  # every second digit from the right, check digit excluded
+    digits[:, -2::-2] = np.where(doubled > 9, doubled - 9, doubled)
+    return digits.sum(axis=1) % 10 == 0
+
+
+def mod97(numbers: Sequence[str]) -> np.ndarray:
+    """Each decimal string modulo 97, column by column over all strings at once."""
+    width = max((len(s) for s in numbers), default=1)
+    digits = digit_matrix(numbers, width).astype(np.int64)
+    rest = np.zeros(len(numbers), dtype=np.int64)
+    for col in range(width):
+        rest = (rest * 10 + digits[:, col]) % 97
+    return rest
+
+
+# ---------------------------------------------------------------- e-mail
+
+_FILE_SUFFIXES = {"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "css", "js", "pdf", "mp4"}
+
+
+def _validate_email(matches: Sequence[Candidate], **_) -> np.ndarray:
+    # "icon@2x.png" and friends are asset names, not addresses.
+    return _full(matches, [m.group().rsplit(".", 1)[-1].lower() not in _FILE_SUFFIXES for m in matches])
+
+
+EMAIL = PiiType(
+    name="email",
+    placeholder="<EMAIL>",
+    # ASCII boundaries: in Chinese or Japanese text an address sits right between letters
+    scan=r"(^|[^A-Za-z0-9_.%+-])((?i)[a-z0-9][a-z0-9._%+-]*@(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})",
+    after=re.compile(r"(?![A-Za-z0-9_-])"),
+    validate=_validate_email,
+)
+
+# ---------------------------------------------------------------- IP addresses
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+# A version string, not an address: said after these words ("Standards-Version to
+# 3.9.1.0", "Policy 4.4.1.1", "bump to 2.5.0.0") ...
+_VERSION_BEFORE = re.compile(
+    r"(?i)\b(?:v|ver|version|versions|release[sd]?|policy|standards(?:-version)?|bump(?:ed|s)?|"
+    r"upgrade[sd]?|update[sd]?|patch(?:ed|es)?|build|firmware|kernel|package|dep|deps|depends|requires?)\b"
+    r"[^\n\w]{0,4}(?:(?:to|from|is|at)\b[^\n\w]{0,3})?$"
+    # ... or compared ("(>= 1:1.0.99.4)"), or the second of a pair ("from 1.2.99.2 to 1.2.99.4")
+    r"|(?:[<>=]=?|~)\s*(?:\d+:)?$|\d+(?:\.\d+)+\S*\s+(?:to|and|or|->|=>)\s+$"
+)
+# ... or as the version of a Debian changelog entry: "pkg (2.12.90.0.1) unstable; urgency=".
+_VERSION_AFTER = re.compile(r"\)\s+[\w-]+(?:\s+[\w-]+)*;\s*urgency=")
+
+
+# Only 2000::/3 is handed out as global unicast; ipaddress calls most unassigned space global,
+# which would make "a::b" in C++ or Perl text an address.
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
+
+
+def _validate_ip(matches: Sequence[Candidate], public_only: bool = True, **_) -> np.ndarray:
+    ok = []
+    for m in matches:
+        text = m.group()
+        try:
+            address = ipaddress.ip_address(text)
+        except ValueError:
+            ok.append(False)
+            continue
+        if public_only and not (address.is_global and (address.version == 4 or address in _GLOBAL_UNICAST)):
+            ok.append(False)
+        elif address.version == 4 and _looks_like_version(m):
+            ok.append(False)
+        else:
+            ok.append(True)
+    return _full(matches, ok)
+
+
+def _looks_like_version(m: Candidate) -> bool:
+    if all(len(part) == 1 for part in m.group().split(".")):
+        return True  # 1.2.3.4: user addresses with four one-digit parts are vanishingly rare
+    before = m.string[max(0, m.start() - 40) : m.start()]
+    after = m.string[m.end() : m.end() + 60]
+    return bool(_VERSION_BEFORE.search(before) or _VERSION_AFTER.match(after))
+
+
+IP = PiiType(
+    name="ip",
+    placeholder="<IP_ADDRESS>",
+    scan=_not_after(".-")
+    + rf"({_OCTET}(?:\.{_OCTET}){{3}}"  # IPv4
+    # IPv6 candidates (ipaddress decides): hex groups and colons, maybe an IPv4 tail
+    + r"|(?i:[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){1,6}:(?:\d{1,3}\.){3}\d{1,3})"
+    + r"|(?i:[0-9a-f]{0,4}(?::[0-9a-f]{0,4}){2,7}))",
+    # not glued to a longer dotted number or a version suffix (-1, ~rc1, +dfsg)
+    after=re.compile(r"(?![\w~+-]|\.\d)"),
+    validate=_validate_ip,
+)
+
+# ---------------------------------------------------------------- secrets
+
+SECRET = PiiType(
+    name="secret",
+    placeholder="<SECRET>",
+    scan=r"(^|[^A-Za-z0-9_])("
+    r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|IPA|NPA|NVA|ROA|PKA|SCA)[A-Z0-9]{16}"
+    # an AWS secret key is 40 base64 characters with nothing to tell it from a hash, so only
+    # its assignment is recognised (and replaced whole, name included)
+    r"|(?i:aws_?secret_?(?:access_?)?key)[\"']?\s*[:=]\s*[\"']?[A-Za-z0-9/+]{40}"
+    r"|gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82}"
+    r"|xox[abposr]-[A-Za-z0-9-]{10,}"
+    r"|https://hooks\.slack\.com/services/[A-Za-z0-9_]+/[A-Za-z0-9_]+/[A-Za-z0-9_]+"
+    r"|-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----(?s:.)*?-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"
+    r"|AIza[0-9A-Za-z_-]{35}"
+    r"|(?:sk|rk)_live_[0-9A-Za-z]{24,})",
+    after=re.compile(r"(?![A-Za-z0-9/+_-])"),
+    validate=lambda matches, **_: _full(matches, [True] * len(matches)),
+)
+
+# ---------------------------------------------------------------- IBAN
+
+# ISO 13616 lengths by country (SWIFT IBAN registry).
+IBAN_LENGTHS = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22,
+    "BI": 27, "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27,
+    "DK": 18, "DO": 28, "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27,
+    "GB": 22, "GE": 22, "GI": 23, "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22,
+    "IL": 23, "IQ": 23, "IS": 26, "IT": 27, "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32,
+    "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25, "MC": 27, "MD": 24, "ME": 22, "MK": 19,
+    "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18, "NO": 15, "OM": 23, "PK": 24,
+    "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33, "SA": 24, "SC": 31,
+    "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28, "TL": 23,
+    "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}  # fmt: skip
+
+
+def _validate_iban(matches: Sequence[Candidate], **_) -> np.ndarray:
+    """Country length, then mod-97 == 1 on the rearranged number; a match that runs into the
+    next word ("BE68 5390 0754 7034 2021") is cut back to the country's length if that cut
+    falls on a group boundary."""
+    keep = np.zeros(len(matches), dtype=np.int64)
+    numeric, rows, spans = [], [], []
+    for i, m in enumerate(matches):
+        text = m.group()
+        compact = text.replace(" ", "").upper()
+        length = IBAN_LENGTHS.get(compact[:2])
+        if length is None or len(compact) < length:
+            continue
+        end = _char_end(text, length)
+        if end is None:
+            continue
+        iban = compact[:length]
+        numeric.append("".join(str(int(c, 36)) for c in iban[4:] + iban[:4]))
+        rows.append(i)
+        spans.append(end)
+    if rows:
+        valid = mod97(numeric) == 1
+        keep[np.asarray(rows)[valid]] = np.asarray(spans)[valid]
+    return keep
+
+
+def _char_end(text: str, compact_length: int) -> int | None:
+    """Index in ``text`` just after its ``compact_length``-th non-space character, if the text
+    ends there or a space follows (a group boundary)."""
+    seen = 0
+    for pos, char in enumerate(text):
+        if char != " ":
+            seen += 1
+            if seen == compact_length:
+                end = pos + 1
+                return end if end == len(text) or text[end] == " " else None
+    return None
+
+
+IBAN = PiiType(
+    name="iban",
+    placeholder="<IBAN>",
+    scan=_not_after("") + r"([A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?|[a-z]{2}\d{2}[a-z0-9]{11,30})",
+    after=re.compile(r"(?!\w)"),
+    validate=_validate_iban,
+)
+
+# ---------------------------------------------------------------- payment cards
+
+# (prefixes, lengths) of the card networks; a Luhn-valid number outside these is not a card.
+_CARD_BRANDS = [
+    (("4",), (13, 16, 19)),  # Visa
+    (tuple(str(p) for p in range(51, 56)) + tuple(str(p) for p in range(2221, 2721)), (16,)),  # Mastercard
+    (("34", "37"), (15,)),  # American Express
+    (("6011", "65") + tuple(str(p) for p in range(644, 650)), (16, 17, 18, 19)),  # Discover
+    (tuple(str(p) for p in range(3528, 3590)), (16, 17, 18, 19)),  # JCB
+    (("300", "301", "302", "303", "304", "305", "36", "38", "39"), (14, 15, 16, 17, 18, 19)),  # Diners
+    (("62",), (16, 17, 18, 19)),  # UnionPay
+    (("5018", "5020", "5038", "5893", "6304", "6759", "6761", "6762", "6763"), tuple(range(12, 20))),  # Maestro
+]
+
+
+def _card_brand_ok(number: str) -> bool:
+    return any(len(number) in lengths and number.startswith(prefixes) for prefixes, lengths in _CARD_BRANDS)
+
+
+def _validate_card(matches: Sequence[Candidate], **_) -> np.ndarray:
+    numbers = [re.sub(r"[ -]", "", m.group()) for m in matches]
+    brand = np.fromiter((_card_brand_ok(n) for n in numbers), dtype=bool, count=len(numbers))
+    return _full(matches, brand & luhn_valid(numbers))
+
+
+CREDIT_CARD = PiiType(
+    name="credit_card",
+    placeholder="<CREDIT_CARD>",
+    scan=_not_after("-") + r"(\d{12,19}"
+    r"|\d{4} \d{4}(?: \d{4}){1,2} \d{1,4}|\d{4}-\d{4}(?:-\d{4}){1,2}-\d{1,4}"  # 4-4-4-4(-3)
+    r"|\d{4} \d{6} \d{4,5}|\d{4}-\d{6}-\d{4,5})",  # Amex / Diners 4-6-5, 4-6-4
+    after=re.compile(r"(?!\w|-\d)"),
+    validate=_validate_card,
+)
+
+# ---------------------------------------------------------------- US SSN
+
+def _validate_ssn(matches: Sequence[Candidate], **_) -> np.ndarray:
+    # Area 000, 666 and 900-999, group 00 and serial 0000 are never issued.
+    parts = [m.group().split("-") for m in matches]
+    return _full(matches, [a not in ("000", "666") and a[0] != "9" and g != "00" and s != "0000" for a, g, s in parts])
+
+
+SSN = PiiType(
+    name="ssn",
+    placeholder="<SSN>",
+    scan=_not_after("-") + r"(\d{3}-\d{2}-\d{4})",
+    after=re.compile(r"(?![\w-])"),
+    validate=_validate_ssn,
+)
+
+# ---------------------------------------------------------------- phone numbers
+
+_EXTENSION = re.compile(r"\s?(?:x|ext\.?|extension)\s?\d{1,6}$", re.IGNORECASE)
+_GROUPS = re.compile(r"\d+")
+
+
+def _phone_ok(text: str) -> bool:
+    """International (+CC / 00CC) or national numbers of 7-15 digits in phone-like groups;
+    not a date, a year range, a version, an IPv4 address or a number with thousands separators."""
+    main = _EXTENSION.sub("", text)
+    groups = _GROUPS.findall(main)
+    digits = sum(len(g) for g in groups)
+    international = main.startswith("+") or (main.startswith("00") and main[2:3] != "0" and len(groups) > 1)
+    if international:
+        return 8 <= digits <= 15
+    if len(groups) == 1:
+        # Unbroken runs: 10-11 digit national numbers only (not 1,700,000,000 timestamps or IDs).
+        g = groups[0]
+        return (len(g) == 10 and g[0] in "23456789") or (len(g) in (10, 11) and g[0] == "0")
+    if digits > 13 or digits < 6 or (digits == 6 and len(groups) < 3):
+        return False
+    if any(len(g) == 1 for g in groups[1:]):
+        return False
+    separators = set(re.findall(r"[ .-]", main.replace("(", "").replace(")", "")))
+    if "." in separators and (digits < 9 or (len(groups) == 4 and all(len(g) <= 3 for g in groups))):
+        return False  # dotted quad (a private IP address, left as it is) or clause number 52.227.19
+    if [len(g) for g in groups] in ([5, 4], [3, 2, 4]) and separators == {"-"}:
+        return False  # US ZIP+4 code, or SSN-shaped (the ssn type had its say)
+    if _is_date(groups, main) or ("(" not in main and len(groups[0]) == 4 and groups[0][:2] in ("19", "20")):
+        # a date or a year-led number ("binutils 2003 0523", "2019-2020")
+        return False
+    if (
+        "(" not in main
+        and len(separators) == 1
+        and separators <= {" ", "."}
+        and not groups[0].startswith("0")
+        and len(groups[0]) <= 3
+        and all(len(g) == 3 for g in groups[1:])
+    ):
+        return False  # 1 000 000 / 1.000.000
+    return True
+
+
+def _is_date(groups: list[str], text: str) -> bool:
+    if len(groups) != 3 or "(" in text:
+        return False
+    nums = [int(g) for g in groups]
+    lens = [len(g) for g in groups]
+    if lens[0] == 4 and lens[1] <= 2 and lens[2] <= 2:
+        return 1 <= nums[1] <= 12 and 1 <= nums[2] <= 31
+    if lens[2] == 4 and lens[0] <= 2 and lens[1] <= 2:
+        return 1 <= min(nums[0], nums[1]) <= 12 and max(nums[0], nums[1]) <= 31
+    return False
+
+
+PHONE = PiiType(
+    name="phone",
+    placeholder="<PHONE>",
+    scan=_not_after("@/.+:-") + r"("
+    r"(?:\+\d{1,3}[ .-]?|00\d{1,3}[ .-]?)?"  # +CC or 00CC
+    r"(?:\(\d{1,5}\)[ .-]?)?"  # (area)
+    r"(?:\d{1,5}(?:[ .-]\d{1,8}){1,5}|\d{6,11})"  # grouped, or one run
+    r"(?: ?(?i:x|ext\.?|extension) ?\d{1,6})?)",
+    after=re.compile(r"(?!\w|[-.:/]\d)"),
+    validate=lambda matches, **_: _full(matches, [_phone_ok(m.group()) for m in matches]),
+)
+
+# Most specific first: a secret or an IBAN holds digit runs that looser types would take.
+TYPES: tuple[PiiType, ...] = (SECRET, EMAIL, IBAN, CREDIT_CARD, SSN, IP, PHONE)
+BY_NAME = {t.name: t for t in TYPES}
