@@ -29,11 +29,15 @@ def main() -> None:
 @click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
 @click.option("--force", is_flag=True, help="Delete a different run found in --out and start over.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
+@click.option("--progress", type=click.Choice(["bar", "json", "none"]), default="bar", show_default=True,
+              help="Live progress on stderr: a bar, or one JSON line a second for logs.")
+@click.option("--sample", type=click.FloatRange(min=0, max=1, min_open=True), default=1.0,
+              help="Process a hash-sampled fraction of every source (e.g. 0.01) and project the full run in cost.json.")
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: worker processes on this machine; ray: Ray tasks on a cluster (pip install -e '.[ray]').")
 @click.option("--address", help="Ray cluster to join (auto, or ray://HOST:PORT); default: start a local one.")
-def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool,
-        executor: str, address: str | None) -> None:
+def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool, progress: str,
+        sample: float, executor: str, address: str | None) -> None:
     """Run the pipeline described by CONFIG (a TOML file) into --out.
 
     Running the same command again after an interruption (Ctrl-C, kill, crash) resumes:
@@ -47,7 +51,8 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
 
     try:
         manifest = run_pipeline(
-            config, out, workers=workers, strict=strict, force=force, quiet=quiet, executor=executor, address=address
+            config, out, workers=workers, strict=strict, force=force, quiet=quiet, executor=executor, address=address,
+            sample=sample, progress=progress,
         )
     except ConfigError as error:
         raise click.ClickException(str(error)) from None

@@ -114,8 +114,17 @@ class Layout:
     def marker(self, phase: str, source: str, unit: str) -> Path:
         return self.out / "stats" / phase / source / f"{unit}.json"
 
+    def cost(self, phase: str, source: str, unit: str) -> Path:
+        """CPU seconds of one unit: kept apart from the markers, since timings differ
+        from run to run while every other file is byte-identical."""
+        return self.out / "stats" / "cost" / phase / source / f"{unit}.json"
+
+    @property
+    def cost_summary(self) -> Path:
+        return self.out / "cost.json"
+
     def global_marker(self, segment: int, step: str) -> Path:
         return self.out / "stats" / f"global-{segment}" / f"{step}.json"
 
     # Folders a run creates (and --force removes).
-    OWNED = ("docs", "rejects", "stats", "work", "tokens", ".prep", "manifest.json")
+    OWNED = ("docs", "rejects", "stats", "work", "tokens", ".prep", "manifest.json", "cost.json")

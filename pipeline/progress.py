@@ -1,11 +1,13 @@
 """Live progress on stderr: documents/s, MB/s, units done and an ETA from input bytes.
 
-On a terminal the line redraws in place a few times a second; in a log (not a TTY) a
-plain line is printed every few seconds so CI logs stay short.
+Modes: "bar" redraws one line in place a few times a second on a terminal, and prints a
+plain line every few seconds in a log (not a TTY) so CI logs stay short; "json" prints
+one JSON object a second for machines; "none" prints nothing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -15,14 +17,17 @@ def _rate(value: float, seconds: float) -> float:
 
 
 class ProgressBar:
-    def __init__(self, label: str, total_bytes: int, total_units: int, enabled: bool = True, stream=None):
+    def __init__(self, label: str, total_bytes: int, total_units: int, mode: str = "bar", stream=None):
+        if mode not in ("bar", "json", "none"):
+            raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
         self.total_bytes = max(total_bytes, 1)
         self.total_units = total_units
         self.stream = stream or sys.stderr
-        self.enabled = enabled
+        self.mode = mode
+        self.enabled = mode != "none"
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.interval = 0.2 if self.tty else 5.0
+        self.interval = 1.0 if mode == "json" else 0.2 if self.tty else 5.0
         self.start = time.monotonic()
         self.last_draw = 0.0
         self.documents = 0
@@ -47,6 +52,16 @@ class ProgressBar:
         elapsed = now - self.start
         done = min(self.bytes / self.total_bytes, 1.0)
         eta = elapsed * (1 - done) / done if done > 0 else float("nan")
+        if self.mode == "json":
+            record = {
+                "phase": self.label, "elapsed_s": round(elapsed, 2), "units_done": self.units,
+                "units_total": self.total_units, "documents": self.documents, "bytes": self.bytes,
+                "docs_per_s": round(_rate(self.documents, elapsed), 1), "mb_per_s": round(_rate(self.bytes, elapsed) / 1e6, 2),
+                "fraction": round(done, 4), "eta_s": None if eta != eta else round(eta, 1),
+            }
+            self.stream.write(json.dumps(record) + "\n")
+            self.stream.flush()
+            return
         eta_text = "--" if eta != eta else f"{eta:,.0f}s"
         line = (
             f"{self.label}: {done:6.1%} | units {self.units}/{self.total_units} | "
@@ -63,6 +78,6 @@ class ProgressBar:
         if not self.enabled:
             return
         self._maybe_draw(force=True)
-        if self.tty:
+        if self.tty and self.mode == "bar":
             self.stream.write("\n")
         self.stream.flush()

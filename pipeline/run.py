@@ -14,17 +14,20 @@ import json
 import os
 import shutil
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
 from pipeline.config import Config, ConfigError, load_config
+from pipeline.cost import summarize_cost, write_cost
 from pipeline.executor import LocalExecutor
 from pipeline.manifest import build_manifest
 from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.progress import ProgressBar
 from pipeline.stage import UnitContext
-from pipeline.unit import _stage, commit, run_unit, segment_parts, write_json_atomic
+from pipeline.atomic import write_json_atomic
+from pipeline.unit import _stage, commit, run_unit, segment_parts
 
 
 def run_pipeline(
@@ -36,24 +39,39 @@ def run_pipeline(
     quiet: bool = False,
     executor: str = "local",
     address: str | None = None,
+    sample: float = 1.0,
+    progress: str = "bar",
 ) -> dict:
+    """Run (or resume) a config into ``out``; returns the manifest.
+
+    ``sample`` < 1 keeps a hash-sampled fraction of every source (by document id, so the
+    same documents whatever the worker count) and projects the full run in cost.json.
+    ``progress`` is "bar", "json" (one JSON line a second, for logs) or "none".
+    """
+    if not 0 < sample <= 1:
+        raise ConfigError(f"--sample must be in (0, 1], not {sample}")
+    wall_start = time.monotonic()
     config = load_config(config_path)
     layout = Layout(Path(out))
     units = plan_units(config)
     segments = plan_segments(config)
     labels = stage_labels(config)
-    _claim_output(layout, _fingerprint(config, units), force)
+    _claim_output(layout, _fingerprint(config, units, sample), force)
     _remove_temporaries(layout.out)
-    executor = _executor(executor, address, workers or config.run.workers)
+    workers = workers or config.run.workers or os.cpu_count() or 1
+    runner = _executor(executor, address, workers)
+    mode = "none" if quiet else progress
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     for segment in segments:
         if segment.entry is not None:
             label = labels[config.stages.index(segment.entry)]
-            global_stats[label] = _run_global(config, layout, segment, units, executor, quiet)
-        unit_stats += _run_segment(config, layout, segment, units, labels, executor, strict, quiet)
+            global_stats[label] = _run_global(config, layout, segment, units, runner, mode)
+        unit_stats += _run_segment(config, layout, segment, units, labels, runner, strict, mode, sample)
     manifest = build_manifest(config, labels, unit_stats, global_stats)
+    manifest["sample"] = sample
     write_json_atomic(layout.manifest, manifest)
+    write_json_atomic(layout.cost_summary, summarize_cost(layout, manifest, time.monotonic() - wall_start, workers))
     return manifest
 
 
@@ -67,13 +85,13 @@ def _executor(name: str, address: str | None, workers: int | None):
     raise ConfigError(f"unknown executor {name!r} (local or ray)")
 
 
-def _fingerprint(config: Config, units: list[Unit]) -> dict:
+def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     inputs = []
     for unit in units:
         stat = unit.path.stat()
         inputs.append([unit.source, unit.file_key, stat.st_size, stat.st_mtime_ns])
-    digest = hashlib.sha256(json.dumps([config.canonical(), inputs]).encode()).hexdigest()
-    return {"config": config.raw, "config_file": str(config.path), "fingerprint": digest}
+    digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample]).encode()).hexdigest()
+    return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
 
 
 def _claim_output(layout: Layout, fingerprint: dict, force: bool) -> None:
@@ -108,7 +126,7 @@ def _remove_temporaries(out: Path) -> None:
         path.unlink()
 
 
-def _run_segment(config, layout: Layout, segment: Segment, units, labels, executor, strict, quiet) -> list[dict]:
+def _run_segment(config, layout: Layout, segment: Segment, units, labels, executor, strict, mode, sample) -> list[dict]:
     phase = f"segment-{segment.index}"
     todo, done = [], []
     for unit in units:
@@ -119,22 +137,22 @@ def _run_segment(config, layout: Layout, segment: Segment, units, labels, execut
             todo.append(unit)
     total = sum(u.path.stat().st_size for u in units) if segment.index == 0 else 0
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
-    bar = ProgressBar(name, total, len(units), enabled=not quiet)
+    bar = ProgressBar(name, total, len(units), mode=mode)
     for stats in done:
         bar.unit_done(stats.get("input_file", {}).get("bytes") or 0)
-    tasks = [(segment_task, (config, layout.out, segment.index, unit, labels, strict)) for unit in todo]
+    tasks = [(segment_task, (config, layout.out, segment.index, unit, labels, strict, sample)) for unit in todo]
     results = executor.run(tasks, bar)
     bar.close()
     by_name = {(s["source"], s["unit"]): s for s in done + results}
     return [by_name[(u.source, u.name)] for u in units]
 
 
-def segment_task(config: Config, out: Path, segment_index: int, unit: Unit, labels, strict, progress=None) -> dict:
+def segment_task(config: Config, out: Path, segment_index: int, unit: Unit, labels, strict, sample, progress=None) -> dict:
     segment = plan_segments(config)[segment_index]
-    return run_unit(config, Layout(out), segment, unit, labels, strict=strict, progress=progress)
+    return run_unit(config, Layout(out), segment, unit, labels, strict=strict, progress=progress, sample=sample)
 
 
-def _run_global(config: Config, layout: Layout, segment: Segment, units, executor, quiet) -> dict:
+def _run_global(config: Config, layout: Layout, segment: Segment, units, executor, mode) -> dict:
     """Map over the previous segment's output, reduce each partition, finalize."""
     stage_config = segment.entry
     index = config.stages.index(stage_config)
@@ -143,17 +161,20 @@ def _run_global(config: Config, layout: Layout, segment: Segment, units, executo
         u for u in units
         if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
     ]
-    bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), enabled=not quiet)
+    bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, layout.out, segment.index, unit)) for unit in todo], bar)
     bar.close()
     stage = _stage(config, index, stage_config, "")
     partitions = [p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
-    bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), enabled=not quiet)
+    bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
     executor.run([(reduce_task, (config, layout.out, segment.index, p)) for p in partitions], bar)
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
     if not marker.exists():
-        write_json_atomic(marker, {"counters": stage.finalize(layout.global_work(segment.index))})
+        started = time.process_time()
+        counters = stage.finalize(layout.global_work(segment.index))
+        write_cost(layout.cost(f"global-{segment.index}", "", "finalize"), stage_config.name, started)
+        write_json_atomic(marker, {"counters": counters})
     return json.loads(marker.read_text())["counters"]
 
 
@@ -173,7 +194,9 @@ def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress
 
     work = layout.global_work(segment_index)
     work.mkdir(parents=True, exist_ok=True)
+    started = time.process_time()
     counters = stage.map_unit(batches(), ctx, work)
+    write_cost(layout.cost(f"global-{segment_index}-map", unit.source, unit.name), segment.entry.name, started)
     commit(ctx, layout.marker(f"global-{segment_index}-map", unit.source, unit.name), {"counters": counters})
     return counters
 
@@ -182,7 +205,9 @@ def reduce_task(config: Config, out: Path, segment_index: int, partition: int, p
     layout = Layout(out)
     segment = plan_segments(config)[segment_index]
     stage = _stage(config, config.stages.index(segment.entry), segment.entry, "")
+    started = time.process_time()
     counters = stage.reduce_partition(partition, layout.global_work(segment_index))
+    write_cost(layout.cost(f"global-{segment_index}-reduce", "", str(partition)), segment.entry.name, started)
     write_json_atomic(layout.global_marker(segment_index, f"reduce-{partition}"), {"counters": counters})
     return counters
 

@@ -7,8 +7,8 @@ has no marker and simply runs again, producing the same bytes.
 
 from __future__ import annotations
 
-import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
@@ -17,8 +17,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.atomic import write_json, write_json_atomic
 from pipeline.config import Config, StageConfig
-from pipeline.documents import LEDGER_SCHEMA, LINE, ledger_rows, split_by_reason
+from pipeline.documents import ID, LEDGER_SCHEMA, LINE, ledger_rows, split_by_reason
+from pipeline.hashing import in_sample
 from pipeline.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
 from pipeline.sinks import ParquetSink
@@ -61,7 +63,9 @@ def run_unit(
     labels: list[str],
     strict: bool = False,
     progress: Progress | None = None,
+    sample: float = 1.0,
 ) -> dict:
+    started = time.process_time()
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
     chain = [
         (labels[config.stages.index(s)], _stage(config, config.stages.index(s), s, unit.source))
@@ -80,11 +84,14 @@ def run_unit(
     counts = {"input": 0, "output": 0, "rejected": 0}
     file_info: dict = {}
     bad_input: Counter[str] = Counter()
+    cpu: Counter[str] = Counter()
 
     for _, stage in steps:
         stage.open_unit(ctx)
     for batch, bad, nbytes, extra in _batches(layout, segment, unit, strict):
         file_info.update(extra)
+        if sample < 1.0 and segment.index == 0:
+            batch, bad = _sampled(batch, sample), _sampled(bad, sample)
         documents_in = 0
         if bad is not None and bad.num_rows:
             ledger_sink.write(bad)
@@ -93,7 +100,7 @@ def run_unit(
             counts["rejected"] += bad.num_rows
         if batch is not None and batch.num_rows:
             documents_in += batch.num_rows
-            batch = _run_chain(batch, steps, tallies, ledger_sink, unit, counts)
+            batch = _run_chain(batch, steps, tallies, ledger_sink, unit, counts, cpu)
             if batch.num_rows:
                 kept_sink.write(batch.drop_columns([LINE]) if segment.last else batch)
                 counts["output"] += batch.num_rows
@@ -115,16 +122,28 @@ def run_unit(
     }
     if segment.index == 0:
         stats["input_file"] = {"path": unit.file_key, "bytes": file_info.get("bytes"), "sha256": file_info.get("sha256")}
-    commit(ctx, layout.marker(f"segment-{segment.index}", unit.source, unit.name), stats)
+    phase = f"segment-{segment.index}"
+    cpu["read+write"] = time.process_time() - started - sum(cpu.values())
+    write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
+    commit(ctx, layout.marker(phase, unit.source, unit.name), stats)
     return stats
 
 
-def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict) -> pa.RecordBatch:
+def _sampled(batch: pa.RecordBatch | None, fraction: float) -> pa.RecordBatch | None:
+    """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same."""
+    if batch is None or batch.num_rows == 0:
+        return batch
+    return batch.filter(pa.array(in_sample(batch.column(ID), fraction)))
+
+
+def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu: Counter) -> pa.RecordBatch:
     """Pass one batch through the stages, moving each rejected row to the ledger."""
     for label, stage in steps:
         tally = tallies[label]
         tally.input += batch.num_rows
+        started = time.process_time()
         result = stage.process(batch, unit.source)
+        cpu[label] += time.process_time() - started
         batch = result.batch
         tally.changed += result.changed
         tally.counters.update(result.counters)
@@ -181,14 +200,3 @@ def commit(ctx: UnitContext, marker: Path, stats: dict) -> None:
     for tmp, final in ctx.pending.items():
         os.replace(tmp, final)
     write_json_atomic(marker, stats)
-
-
-def write_json_atomic(path: Path, value) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from pipeline.cli import main
 from pipeline.mix.build import plan_mixture
-from pipeline.mix.inventory import MixError, hash_strings
+from pipeline.hashing import hash_strings
+from pipeline.mix.inventory import MixError
 from pipeline.mix.order import window_shares
 from pipeline.mix.plan import parse_tokens
 from pipeline.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path

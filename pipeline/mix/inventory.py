@@ -7,12 +7,11 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numba
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.hashing import hash_strings
 from pipeline.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
 
 
@@ -97,25 +96,3 @@ def take_inventory(runs: list[Path]) -> Inventory:
             metadata_columns=columns or [],
         )
     return Inventory(sources=sources, tokenizer=reference or {})
-
-
-def hash_strings(strings: pa.Array) -> np.ndarray:
-    """64-bit FNV-1a of each string's UTF-8 bytes, straight from the Arrow buffers."""
-    strings = pc.cast(strings, pa.large_string())
-    if strings.null_count:
-        strings = pc.fill_null(strings, "")
-    _, offsets_buffer, data_buffer = strings.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int64)[strings.offset : strings.offset + len(strings) + 1]
-    data = np.frombuffer(data_buffer, dtype=np.uint8) if data_buffer is not None else np.zeros(0, np.uint8)
-    return _fnv1a(data, offsets)
-
-
-@numba.njit(cache=True)
-def _fnv1a(data, offsets):
-    out = np.empty(len(offsets) - 1, dtype=np.uint64)
-    for i in range(len(offsets) - 1):
-        h = np.uint64(14695981039346656037)
-        for j in range(offsets[i], offsets[i + 1]):
-            h = (h ^ np.uint64(data[j])) * np.uint64(1099511628211)
-        out[i] = h
-    return out

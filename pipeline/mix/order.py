@@ -18,18 +18,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.hashing import splitmix64
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.plan import Plan
-
-
-def splitmix64(values: np.ndarray) -> np.ndarray:
-    """A strong 64-bit mix (Steele et al.'s SplitMix64 finalizer), vectorised."""
-    z = values.astype(np.uint64, copy=True)
-    with np.errstate(over="ignore"):
-        z += np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
 
 
 def seeded_hash(id_hashes: np.ndarray, seed: int, repetition: int) -> np.ndarray:
