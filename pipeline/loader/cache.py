@@ -1,0 +1,72 @@
+"""Loader index cache: numpy arrays kept beside the data, written atomically, read memory-mapped.
+
+Why a cache: the loader's indexes (where each document's tokens live, the stream order of
+documents and its cumulative sizes) cost seconds to build on a billion-token corpus and
+would otherwise be rebuilt in every rank and every worker. Built once, saved as ``.npy``
+and opened with ``mmap_mode="r"``, they open in milliseconds and every process on the
+machine shares the same page-cache pages instead of holding a private copy.
+
+A file's name carries a fingerprint of everything it depends on (shard files, seed,
+epochs, ...) and nothing it does not (world size, batch size, workers), so any change to
+the inputs selects a new file and a stale one is never read. Writers race safely: each
+writes a private temporary name and ``os.replace``s it, and all writers produce the same
+bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+CACHE_DIRNAME = ".loader_cache"
+
+
+def fingerprint(*parts: object) -> str:
+    """A short stable hash of ``parts`` (their ``repr``), used in cache file names."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(repr(part).encode())
+        h.update(b"\x00")
+    return h.hexdigest()[:20]
+
+
+def save_atomic(path: Path, array: np.ndarray) -> None:
+    """Write ``array`` as ``.npy`` at ``path`` under a temporary name, then rename it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, array, allow_pickle=False)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+    """Return the array cached as ``cache_dir/name``, building and saving it when missing.
+
+    With ``cache_dir=None`` (read-only data and no cache folder given) the array is built
+    in memory each time. A cache folder that cannot be written is treated the same way.
+    """
+    if cache_dir is None:
+        return build()
+    path = cache_dir / name
+    if not path.exists():
+        array = build()
+        try:
+            save_atomic(path, array)
+        except OSError:
+            return array
+    try:
+        # A plain ndarray view of the map: indexing an np.memmap subclass costs
+        # microseconds of Python per call, paid many times per batch.
+        return np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+    except ValueError:  # numpy cannot map an empty array; it is tiny anyway
+        return np.load(path, allow_pickle=False)

@@ -1,0 +1,183 @@
+"""The documents of a token-shard folder, numbered globally, with where their tokens live.
+
+Why: the loader walks a stream of documents that may come from many shards and many
+sources (``tokens/<source>/`` folders of a run). It needs, for any global document id, its
+length and where its tokens start in which ``.bin``, without opening every ``.idx`` in
+every worker. ``ShardCorpus`` builds three small arrays once (document sizes, document
+starts, first document of each shard), caches them beside the data and memory-maps them;
+the ``.bin`` files are memory-mapped lazily in each process that reads tokens.
+
+Document boundaries come from each ``.idx``'s document index (a document may span several
+sequences in Megatron files from elsewhere; prep writes one sequence per document).
+No torch here: the rest of the package may use this module.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
+from pipeline.token_shards import IndexedShard, list_shards, shard_paths
+
+CORPUS_FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Source:
+    """A group of shards (one ``tokens/<source>/`` folder): its global document range."""
+
+    name: str
+    first_document: int
+    documents: int
+
+
+def discover_shards(root: Path) -> list[tuple[str, str]]:
+    """``(source, prefix)`` for every complete shard below ``root``, in a stable order.
+
+    The source is the folder's path relative to ``root`` (``""`` for shards at the top).
+    Hidden folders (the loader cache, temporary outputs) are skipped.
+    """
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        rel = os.path.relpath(dirpath, root)
+        source = "" if rel == "." else rel.replace(os.sep, "/")
+        found.extend((source, prefix) for prefix in list_shards(dirpath))
+    return found
+
+
+def resolve_root(path: str | os.PathLike) -> Path:
+    """The folder holding the shards: ``path/tokens`` for a run folder, else ``path``."""
+    path = Path(path)
+    if (path / "tokens").is_dir():
+        return path / "tokens"
+    return path
+
+
+def _shard_documents(shard: IndexedShard) -> tuple[np.ndarray, np.ndarray]:
+    """Sizes (tokens) and starts (element offsets in the ``.bin``) of a shard's documents."""
+    seq_starts = np.concatenate([[0], np.cumsum(shard.sizes, dtype=np.int64)])
+    first_seq = shard.document_index.astype(np.int64)
+    sizes = seq_starts[first_seq[1:]] - seq_starts[first_seq[:-1]]
+    item = shard.dtype.itemsize
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    present = first_seq[:-1] < len(shard.pointers)
+    starts[present] = shard.pointers[first_seq[:-1][present]] // item
+    return sizes, starts
+
+
+class ShardCorpus:
+    """All documents under a shard folder or a run folder, numbered 0..num_documents-1.
+
+    Numbering follows ``discover_shards`` (sources sorted by folder, shards by name,
+    documents in file order), so it is the same on every rank and every run.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        cache_dir: str | os.PathLike | None = None,
+        shards: list[tuple[str, str]] | None = None,
+    ):
+        """Shards under ``path``, or exactly ``shards`` (``(source, prefix)`` pairs in order;
+        a mixture lists its own), with the cache under ``path`` then."""
+        self.root = resolve_root(path) if shards is None else Path(path)
+        found = discover_shards(self.root) if shards is None else list(shards)
+        if not found:
+            raise ValueError(f"no token shards (*.idx with *.bin) under {self.root}")
+        self.prefixes = [prefix for _, prefix in found]
+        self._shard_sources = [source for source, _ in found]
+        stats = []
+        for prefix in self.prefixes:
+            bin_path, idx_path = shard_paths(prefix)
+            idx_stat, bin_stat = idx_path.stat(), bin_path.stat()
+            rel = os.path.relpath(prefix, self.root)
+            stats.append((rel, idx_stat.st_size, idx_stat.st_mtime_ns, bin_stat.st_size))
+        self.fingerprint = fingerprint("corpus", CORPUS_FORMAT, stats)
+        self.cache_dir = self._choose_cache_dir(cache_dir)
+        tag = f"corpus-{self.fingerprint}"
+        self.shard_first_document = np.asarray(
+            cached_array(self.cache_dir, f"{tag}-shards.npy", self._build_shard_offsets)
+        )
+        self._tokens: dict[int, np.ndarray] = {}
+        self._map_documents()
+
+    def _map_documents(self) -> None:
+        """Open (building on first use) the per-document size and start arrays."""
+        tag = f"corpus-{self.fingerprint}"
+        self._built: tuple[np.ndarray, np.ndarray] | None = None
+        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0])
+        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1])
+        self._built = None
+
+    def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path | None:
+        if cache_dir is not None:
+            return Path(cache_dir)
+        if os.access(self.root, os.W_OK):
+            return self.root / CACHE_DIRNAME
+        return None
+
+    def _build_shard_offsets(self) -> np.ndarray:
+        counts = [len(IndexedShard(prefix).document_index) - 1 for prefix in self.prefixes]
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+    def _build_documents(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._built is None:
+            parts = [_shard_documents(IndexedShard(prefix)) for prefix in self.prefixes]
+            sizes = np.concatenate([p[0] for p in parts]).astype(np.int64)
+            starts = np.concatenate([p[1] for p in parts]).astype(np.int64)
+            self._built = (sizes, starts)
+        return self._built
+
+    # -- what the order providers and the dataset read -------------------------------
+
+    @property
+    def num_documents(self) -> int:
+        return int(self.shard_first_document[-1])
+
+    @property
+    def num_tokens(self) -> int:
+        return int(np.sum(self.document_sizes, dtype=np.int64))
+
+    @property
+    def sources(self) -> list[Source]:
+        """Sources in numbering order; each covers a contiguous range of global ids."""
+        out: list[Source] = []
+        for shard, name in enumerate(self._shard_sources):
+            first, end = int(self.shard_first_document[shard]), int(self.shard_first_document[shard + 1])
+            if out and out[-1].name == name:
+                out[-1] = Source(name, out[-1].first_document, out[-1].documents + end - first)
+            else:
+                out.append(Source(name, first, end - first))
+        return out
+
+    def shard_of(self, documents: np.ndarray) -> np.ndarray:
+        """Shard number of each global document id."""
+        return np.searchsorted(self.shard_first_document, documents, side="right") - 1
+
+    def shard_tokens(self, shard: int) -> np.ndarray:
+        """The ``.bin`` of ``shard`` as a token array, mapped on first use in this process."""
+        tokens = self._tokens.get(shard)
+        if tokens is None:
+            # A plain ndarray view (the map stays open through its base): slicing an
+            # np.memmap subclass costs microseconds per piece.
+            tokens = IndexedShard(self.prefixes[shard]).tokens.view(np.ndarray)
+            self._tokens[shard] = tokens
+        return tokens
+
+    def __getstate__(self) -> dict:
+        # Pickled into spawned workers / DDP processes: send paths, never mapped arrays
+        # (pickling a memmap copies its whole content). The receiver maps them again.
+        state = self.__dict__.copy()
+        state["_tokens"] = {}
+        for name in ("_built", "document_sizes", "document_starts"):
+            state[name] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._map_documents()

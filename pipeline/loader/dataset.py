@@ -1,0 +1,174 @@
+"""``TokenDataset``: a map-style torch Dataset of packed fixed-length windows.
+
+Sample ``i`` is the window of ``seq_len + 1`` stream positions starting at ``i * seq_len``
+(consecutive windows share their boundary token, no token is wasted) over the stream of
+documents in the order's sequence, across as many epochs as asked. ``__getitems__``
+builds a whole batch at once (one vectorised lookup, then one copy per document piece)
+and returns it packed in a single int64 buffer; in a loader's worker that buffer is a
+slot of a shared ring allocated once, so only a slot number crosses processes (see
+``pipeline.loader.ring``). ``unpack`` turns a buffer into the batch dict without copying.
+
+Batch dict: ``input_ids``, ``labels`` (int64, ``[B, seq_len]``, labels are the inputs
+shifted by one), ``position_ids`` (int64, restart at 0 at each document start and at
+each window start), ``cu_seqlens`` (int32, boundaries of the document pieces of the
+flattened batch, for flash-attn varlen), ``max_seqlen`` (int), ``sample_index`` (int64
+window ids, for checks and debugging).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from pipeline.loader.cache import fingerprint
+from pipeline.loader.corpus import ShardCorpus
+from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
+from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
+from pipeline.loader.ring import active_ring
+from pipeline.loader.sampler import BatchChunk, WindowOrder
+from pipeline.loader.windows import positions_from_boundaries, read_windows, segment_boundaries
+
+
+class PackedBatch(NamedTuple):
+    """A collated batch as one int64 buffer plus the sizes needed to slice it.
+
+    Buffer layout: input_ids, labels, position_ids (``rows * seq_len`` each), window ids
+    (``rows``), then ``segments + 1`` int32 cu_seqlens packed two per int64 slot. From a
+    loader's worker, ``buffer`` is ``None`` and the data sits at ``offset`` in ``slot``
+    of the loader's shared ring (see ``pipeline.loader.ring``).
+    """
+
+    buffer: torch.Tensor | None
+    slot: int
+    offset: int
+    size: int
+    rows: int
+    seq_len: int
+    segments: int
+    max_seqlen: int
+
+
+def packed_size(rows: int, seq_len: int, segments: int) -> int:
+    """int64 elements of a packed batch."""
+    return 3 * rows * seq_len + rows + (segments + 2) // 2
+
+
+def largest_packed_size(rows: int, seq_len: int) -> int:
+    """The most a batch of ``rows`` windows can need (every token its own document)."""
+    return packed_size(rows, seq_len, rows * seq_len)
+
+
+def unpack(packed: PackedBatch) -> dict:
+    """The batch dict, as views into ``packed.buffer`` (no copy)."""
+    buf, rows, seq_len = packed.buffer, packed.rows, packed.seq_len
+    n = rows * seq_len
+    cu_slots = (packed.segments + 2) // 2
+    cu_seqlens = buf[3 * n + rows : 3 * n + rows + cu_slots].view(torch.int32)[: packed.segments + 1]
+    return {
+        "input_ids": buf[:n].view(rows, seq_len),
+        "labels": buf[n : 2 * n].view(rows, seq_len),
+        "position_ids": buf[2 * n : 3 * n].view(rows, seq_len),
+        "cu_seqlens": cu_seqlens,
+        "max_seqlen": packed.max_seqlen,
+        "sample_index": buf[3 * n : 3 * n + rows],
+    }
+
+
+class TokenDataset(Dataset):
+    """Packed windows over a shard folder, a run folder (``tokens/<source>/``) or a mixture.
+
+    ``order`` chooses the document order (see ``pipeline.loader.order``); by default a
+    mixture folder's own order (``mix.json``; ``epochs`` is then the mixture's business)
+    or else ``ShuffledEpochs(seed, epochs)``. ``shuffle_block`` windows are shuffled together
+    when the loader draws them (1: stream order). Indexes are cached in
+    ``cache_dir`` (default: ``.loader_cache`` beside the shards).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        seq_len: int,
+        seed: int = 0,
+        epochs: int = 1,
+        order: DocumentOrder | None = None,
+        shuffle_block: int = 4096,
+        cache_dir: str | os.PathLike | None = None,
+    ):
+        if seq_len < 1:
+            raise ValueError("seq_len must be at least 1")
+        if epochs < 1:
+            raise ValueError("epochs must be at least 1")
+        self.seq_len = seq_len
+        self.seed = seed
+        self.shuffle_block = shuffle_block
+        if order is None and is_mixture(path):
+            self.corpus, order = mixture_corpus(path, cache_dir), MixtureOrder(path)
+        else:
+            self.corpus = ShardCorpus(path, cache_dir)
+        self.stream = DocumentStream(self.corpus, order if order is not None else ShuffledEpochs(seed, epochs))
+        self.num_samples = max(0, (self.stream.num_tokens - 1) // seq_len)
+        # What a saved loader state must match: the windows and their order, not file
+        # paths or times (a resumed job may read a copy of the data elsewhere).
+        self.identity = fingerprint(
+            "windows", self.stream.provider.key(), self.corpus.num_documents, len(self.stream.order),
+            self.stream.num_tokens, seq_len, seed, shuffle_block,
+        )
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def window_order(self) -> WindowOrder:
+        """The order in which a loader draws windows (same for every rank and world size)."""
+        return WindowOrder(self.num_samples, self.seed, self.shuffle_block)
+
+    def __getitems__(self, indices) -> PackedBatch | list[PackedBatch]:
+        """The batch of windows ``indices``; for a ``BatchChunk``, the list of its batches.
+
+        In a loader's worker the batches are written into the worker's next ring slot.
+        """
+        chunk = indices if isinstance(indices, BatchChunk) else (indices,)
+        ring = active_ring()
+        slot, space = ring.claim() if ring is not None else (-1, None)
+        offset = 0
+        packed = []
+        for batch in chunk:
+            packed.append(self._pack(np.asarray(batch, dtype=np.int64), slot, space, offset))
+            offset += packed[-1].size
+        return packed if isinstance(indices, BatchChunk) else packed[0]
+
+    def _pack(self, indices: np.ndarray, slot: int, space: torch.Tensor | None, offset: int) -> PackedBatch:
+        if len(indices) and (indices.min() < 0 or indices.max() >= self.num_samples):
+            raise IndexError(f"window index out of range 0..{self.num_samples - 1}")
+        rows, seq_len = len(indices), self.seq_len
+        n = rows * seq_len
+        window, pieces = read_windows(self.stream, indices * seq_len, seq_len + 1)
+        cu_seqlens = segment_boundaries(pieces, rows, seq_len)
+        segments = len(cu_seqlens) - 1
+        size = packed_size(rows, seq_len, segments)
+        if space is not None:  # in a loader's worker: write into the shared slot
+            if offset + size > len(space):
+                raise ValueError(f"a fetch of {offset + size} elements does not fit a slot of {len(space)}")
+            buffer, carried = space[offset : offset + size], None
+        else:
+            # numpy's allocator reuses freed memory; a fresh torch.empty of this size
+            # takes new pages from the kernel each time (slow on virtual machines).
+            buffer = carried = torch.from_numpy(np.empty(size, dtype=np.int64))
+        flat = buffer.numpy()
+        flat[:n].reshape(rows, seq_len)[:] = window[:, :-1]
+        flat[n : 2 * n].reshape(rows, seq_len)[:] = window[:, 1:]
+        positions_from_boundaries(cu_seqlens, flat[2 * n : 3 * n])
+        flat[3 * n : 3 * n + rows] = indices
+        flat[3 * n + rows :].view(np.int32)[: segments + 1] = cu_seqlens
+        max_seqlen = int(np.diff(cu_seqlens).max()) if n else 0
+        return PackedBatch(carried, slot, offset, size, rows, seq_len, segments, max_seqlen)
+
+    def __getitem__(self, index: int) -> dict:
+        """One window: ``input_ids``, ``labels``, ``position_ids`` of shape ``[seq_len]``, ..."""
+        batch = unpack(self.__getitems__([index]))
+        for name in ("input_ids", "labels", "position_ids", "sample_index"):
+            batch[name] = batch[name][0]
+        return batch

@@ -1,0 +1,462 @@
+"""The DataLoader: windows and boundaries against the true stream, exactly-once sharding,
+exact and elastic resume, caching, and a two-process DDP run on CPU.
+
+Corpora are written with ``ShardWriter`` into temporary folders. The expected token
+stream is rebuilt here from what was written (never from the loader's internals, except
+the document order, which is checked to be a permutation per epoch).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import random
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
+from pipeline.loader.cache import CACHE_DIRNAME
+from pipeline.token_shards import ShardWriter, write_index
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+# -- corpora --------------------------------------------------------------------------
+
+
+def write_shard(prefix: Path, docs: list[np.ndarray], dtype=np.int32) -> None:
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    writer = ShardWriter(f"{prefix}.bin", f"{prefix}.idx", dtype)
+    lengths = np.array([len(d) for d in docs], dtype=np.int64)
+    flat = np.concatenate(docs) if docs else np.zeros(0, dtype=dtype)
+    writer.add_documents(flat, lengths)
+    writer.close()
+
+
+def make_run(root: Path, rng: np.random.Generator, layout: dict[str, int], docs_per_shard: int, max_len: int,
+             dtype=np.int32) -> list[np.ndarray]:
+    """A run folder ``root/tokens/<source>/shard-*`` of random documents (some empty).
+
+    Returns the documents in the loader's global numbering: sources by name, shards by
+    name, documents in file order. Token ids are unique across the corpus (when the
+    dtype allows), so a wrong document or offset cannot go unnoticed.
+    """
+    docs: list[np.ndarray] = []
+    next_id = 1
+    for source in sorted(layout):
+        for shard in range(layout[source]):
+            shard_docs = []
+            for _ in range(docs_per_shard):
+                n = int(rng.integers(0, max_len + 1))
+                shard_docs.append((np.arange(next_id, next_id + n) % np.iinfo(dtype).max).astype(dtype))
+                next_id += n
+            write_shard(root / "tokens" / source / f"shard-{shard:03d}", shard_docs, dtype)
+            docs.extend(shard_docs)
+    return docs
+
+
+def expected_stream(docs: list[np.ndarray], order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The token stream in ``order`` and the stream positions where each document starts."""
+    ordered = [docs[i] for i in order]
+    stream = np.concatenate(ordered).astype(np.int64)
+    starts = np.concatenate([[0], np.cumsum([len(d) for d in ordered])])[:-1]
+    return stream, starts[[len(d) > 0 for d in ordered]]
+
+
+def check_batch(batch: dict, stream: np.ndarray, doc_starts: np.ndarray, seq_len: int) -> None:
+    """input_ids/labels/position_ids/cu_seqlens of ``batch`` against the true stream."""
+    ids = batch["sample_index"].numpy()
+    rows = len(ids)
+    expected_cu = [0]
+    for r, i in enumerate(ids):
+        window = stream[i * seq_len : i * seq_len + seq_len + 1]
+        assert np.array_equal(batch["input_ids"][r].numpy(), window[:-1])
+        assert np.array_equal(batch["labels"][r].numpy(), window[1:])
+        # Documents starting strictly inside the inputs open a segment.
+        inside = doc_starts[(doc_starts > i * seq_len) & (doc_starts < i * seq_len + seq_len)] - i * seq_len
+        bounds = [0, *inside.tolist(), seq_len]
+        positions = np.concatenate([np.arange(b - a) for a, b in zip(bounds[:-1], bounds[1:])])
+        assert np.array_equal(batch["position_ids"][r].numpy(), positions)
+        expected_cu.extend((r * seq_len + np.array(bounds[1:])).tolist())
+    assert batch["cu_seqlens"].dtype == torch.int32
+    assert batch["cu_seqlens"].tolist() == expected_cu
+    assert batch["max_seqlen"] == int(np.diff(expected_cu).max())
+    for name in ("input_ids", "labels", "position_ids"):
+        assert batch[name].dtype == torch.int64 and batch[name].shape == (rows, seq_len)
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    rng = np.random.default_rng(7)
+    docs = make_run(tmp_path / "run", rng, {"code": 2, "web": 3}, docs_per_shard=9, max_len=40)
+    return tmp_path / "run", docs
+
+
+def epoch_stream(dataset: TokenDataset, docs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return expected_stream(docs, np.asarray(dataset.stream.order))
+
+
+def all_batches(loader) -> list[dict]:
+    return [{k: (v.clone() if torch.is_tensor(v) else v) for k, v in b.items()} for b in loader]
+
+
+def sample_ids(batches: list[dict]) -> list[int]:
+    return [i for b in batches for i in b["sample_index"].tolist()]
+
+
+# -- windows and boundaries ------------------------------------------------------------
+
+
+def test_order_is_a_fresh_permutation_each_epoch(corpus):
+    path, docs = corpus
+    dataset = TokenDataset(path, seq_len=16, seed=3, epochs=3)
+    order = np.asarray(dataset.stream.order).reshape(3, len(docs))
+    for epoch in order:
+        assert sorted(epoch.tolist()) == list(range(len(docs)))
+    assert not np.array_equal(order[0], order[1])
+    # More epochs extend the stream without changing its beginning.
+    two = TokenDataset(path, seq_len=16, seed=3, epochs=2)
+    assert np.array_equal(np.asarray(two.stream.order), order[:2].ravel())
+
+
+@pytest.mark.parametrize("seq_len", [1, 7, 64])
+def test_windows_positions_and_cu_seqlens_match_the_true_stream(corpus, seq_len):
+    path, docs = corpus
+    dataset = TokenDataset(path, seq_len=seq_len, seed=1, epochs=2)
+    stream, doc_starts = epoch_stream(dataset, docs)
+    assert len(dataset) == (len(stream) - 1) // seq_len
+    indices = np.random.default_rng(0).permutation(len(dataset))
+    for chunk in np.array_split(indices, max(1, len(indices) // 5)):
+        from pipeline.loader.dataset import unpack
+
+        check_batch(unpack(dataset.__getitems__(chunk.tolist())), stream, doc_starts, seq_len)
+    single = dataset[len(dataset) - 1]
+    assert single["input_ids"].shape == (seq_len,)
+    last = len(dataset) - 1
+    assert np.array_equal(single["labels"].numpy(), stream[last * seq_len + 1 : last * seq_len + seq_len + 1])
+
+
+def test_a_document_spanning_several_megatron_sequences_is_one_segment(tmp_path):
+    # Megatron files from elsewhere may group several sequences into one document.
+    prefix = tmp_path / "shard"
+    tokens = np.arange(1, 31, dtype=np.uint16)
+    Path(f"{prefix}.bin").write_bytes(tokens.tobytes())
+    write_index(f"{prefix}.idx", np.uint16, np.array([5, 5, 10, 10]), document_index=np.array([0, 2, 4]))
+    dataset = TokenDataset(tmp_path, seq_len=29, shuffle_block=1)
+    assert dataset.corpus.document_sizes.tolist() == [10, 20]
+    batch = dataset[0]
+    first = int(np.asarray(dataset.stream.order)[0])
+    boundary = 10 if first == 0 else 20
+    assert batch["cu_seqlens"].tolist() == [0, boundary, 29]
+
+
+def test_custom_document_order_is_followed(corpus):
+    """The seam for mixtures: any provider of global document ids, repeats allowed."""
+    path, docs = corpus
+
+    class Repeat:
+        def key(self):
+            return "repeat-first-three"
+
+        def build(self, corpus):
+            return np.array([2, 0, 2, 1, 2])
+
+    dataset = TokenDataset(path, seq_len=5, order=Repeat())
+    stream, doc_starts = expected_stream(docs, np.array([2, 0, 2, 1, 2]))
+    from pipeline.loader.dataset import unpack
+
+    check_batch(unpack(dataset.__getitems__(list(range(len(dataset))))), stream, doc_starts, 5)
+
+
+def test_sources_follow_the_run_folders(corpus):
+    path, docs = corpus
+    corpus_ = ShardCorpus(path)
+    assert [(s.name, s.documents) for s in corpus_.sources] == [("code", 18), ("web", 27)]
+    assert corpus_.num_documents == len(docs) and corpus_.num_tokens == sum(len(d) for d in docs)
+
+
+# -- exactly once -----------------------------------------------------------------------
+
+
+def ranks_samples(dataset, world_size, batch_size, drop_last, num_workers=0, **kw) -> list[list[int]]:
+    return [
+        sample_ids(all_batches(build_dataloader(dataset, batch_size, rank=r, world_size=world_size,
+                                                num_workers=num_workers, drop_last=drop_last, **kw)))
+        for r in range(world_size)
+    ]
+
+
+def assert_exactly_once(per_rank: list[list[int]], total: int, batch_size: int, world: int, drop_last: bool):
+    seen = [i for ids in per_rank for i in ids]
+    assert len(seen) == len(set(seen)), "a sample was produced twice"
+    assert set(seen) <= set(range(total))
+    if drop_last:
+        assert total - len(seen) < batch_size * world
+        assert len({len(ids) for ids in per_rank}) == 1, "ranks must take the same number of steps"
+    else:
+        assert len(seen) == total
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    docs=st.integers(1, 30),
+    max_len=st.integers(0, 50),
+    seq_len=st.integers(1, 20),
+    batch_size=st.integers(1, 6),
+    world=st.integers(1, 4),
+    epochs=st.integers(1, 2),
+    per_fetch=st.integers(1, 3),
+    drop_last=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_exactly_once_over_ranks_property(docs, max_len, seq_len, batch_size, world, epochs, per_fetch,
+                                          drop_last, seed):
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(seed)
+        write_shard(Path(tmp) / "a", [np.arange(int(rng.integers(0, max_len + 1)), dtype=np.int32) + 1
+                                      for _ in range(docs)])
+        write_shard(Path(tmp) / "b", [np.arange(int(rng.integers(1, max_len + 2)), dtype=np.int32) + 1])
+        dataset = TokenDataset(tmp, seq_len=seq_len, seed=seed, epochs=epochs, shuffle_block=int(rng.integers(1, 9)))
+        per_rank = ranks_samples(dataset, world, batch_size, drop_last, batches_per_fetch=per_fetch)
+        assert_exactly_once(per_rank, len(dataset), batch_size, world, drop_last)
+
+
+@pytest.mark.parametrize("drop_last", [False, True])
+def test_exactly_once_two_ranks_two_workers(corpus, drop_last):
+    path, docs = corpus
+    dataset = TokenDataset(path, seq_len=8, seed=5, epochs=2, shuffle_block=16)
+    stream, doc_starts = epoch_stream(dataset, docs)
+    per_rank = []
+    for rank in range(2):
+        loader = build_dataloader(dataset, 3, rank=rank, world_size=2, num_workers=2, drop_last=drop_last,
+                                  prefetch_factor=2, batches_per_fetch=2)
+        batches = all_batches(loader)
+        for batch in batches:
+            check_batch(batch, stream, doc_starts, 8)
+        per_rank.append(sample_ids(batches))
+    assert_exactly_once(per_rank, len(dataset), 3, 2, drop_last)
+    # Same batches in the same order whatever the number of workers.
+    solo = ranks_samples(dataset, 2, 3, drop_last, num_workers=0)
+    assert solo == per_rank
+
+
+# -- resume -----------------------------------------------------------------------------
+
+
+def run_with_interruption(make_loader, stop: int, through_json: bool = True) -> list[dict]:
+    first = make_loader()
+    out = []
+    for step, batch in enumerate(first):
+        out.append({k: (v.clone() if torch.is_tensor(v) else v) for k, v in batch.items()})
+        if step + 1 == stop:
+            break
+    state = first.state_dict()
+    if through_json:
+        state = json.loads(json.dumps(state))
+    del first
+    second = make_loader()
+    second.load_state_dict(state)
+    return out + all_batches(second)
+
+
+@pytest.mark.parametrize("num_workers,per_fetch", [(0, 1), (2, 3)])
+def test_resume_at_random_steps_gives_the_uninterrupted_batches(corpus, num_workers, per_fetch):
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=6, seed=11, epochs=2, shuffle_block=32)
+
+    def make():
+        return build_dataloader(dataset, 4, rank=1, world_size=2, num_workers=num_workers,
+                                prefetch_factor=2 if num_workers else None, batches_per_fetch=per_fetch)
+
+    reference = all_batches(make())
+    rng = random.Random(num_workers)
+    for stop in sorted({1, len(reference) - 1, *rng.sample(range(1, len(reference)), 3)}):
+        resumed = run_with_interruption(make, stop)
+        assert len(resumed) == len(reference)
+        for a, b in zip(resumed, reference):
+            for key in ("input_ids", "labels", "position_ids", "cu_seqlens", "sample_index"):
+                assert torch.equal(a[key], b[key]), (stop, key)
+
+
+def test_state_is_small_constant_and_advances_by_batches_handed_over(corpus):
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=4, seed=0)
+    loader = build_dataloader(dataset, 2, rank=0, world_size=3, num_workers=2, prefetch_factor=4)
+    sizes = set()
+    iterator = iter(loader)
+    for step in range(1, 6):
+        next(iterator)
+        state = loader.state_dict()
+        # Prefetched batches do not count: 3 ranks x 2 samples per step.
+        assert state["samples"] == step * 6
+        sizes.add(len(json.dumps(state)))
+    assert max(sizes) < 400 and max(sizes) - min(sizes) <= 2
+    del iterator
+    bigger = TokenDataset(path, seq_len=4, seed=0, epochs=5)
+    assert len(json.dumps(build_dataloader(bigger, 2, num_workers=0).state_dict())) < 400
+
+
+def test_elastic_resume_from_two_ranks_to_three(corpus):
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=5, seed=2, epochs=2)
+    first = [iter(build_dataloader(dataset, 3, rank=r, world_size=2, num_workers=0)) for r in range(2)]
+    seen = []
+    for _ in range(7):  # ranks step in lockstep
+        for it in first:
+            seen.extend(next(it)["sample_index"].tolist())
+    leader = build_dataloader(dataset, 3, rank=0, world_size=2, num_workers=0)
+    leader_it = iter(leader)
+    for _ in range(7):
+        next(leader_it)
+    state = leader.state_dict()
+    assert state["samples"] == 7 * 2 * 3
+    for rank in range(3):
+        loader = build_dataloader(dataset, 4, rank=rank, world_size=3, num_workers=2 if rank == 0 else 0,
+                                  drop_last=False)
+        loader.load_state_dict(state)
+        seen.extend(sample_ids(all_batches(loader)))
+    assert sorted(seen) == list(range(len(dataset)))
+
+
+def test_load_state_rejects_other_data(corpus):
+    path, _ = corpus
+    state = build_dataloader(TokenDataset(path, seq_len=4, seed=0), 2, num_workers=0).state_dict()
+    for other in (TokenDataset(path, seq_len=5, seed=0), TokenDataset(path, seq_len=4, seed=1)):
+        with pytest.raises(ValueError, match="other data"):
+            build_dataloader(other, 2, num_workers=0).load_state_dict(state)
+
+
+def test_a_finished_pass_starts_the_next_one_with_the_same_windows(corpus):
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=9)
+    loader = build_dataloader(dataset, 2, num_workers=2, persistent_workers=True, prefetch_factor=2)
+    one, two = sample_ids(all_batches(loader)), sample_ids(all_batches(loader))
+    assert one == two and loader.state_dict()["epoch"] == 2 and loader.state_dict()["samples"] == 0
+    assert len(loader) == len(one) // 2
+
+
+# -- startup, cache, processes ---------------------------------------------------------------
+
+
+def test_index_is_cached_once_beside_the_data_and_independent_of_world_size(corpus):
+    path, _ = corpus
+    TokenDataset(path, seq_len=8, seed=4, epochs=2)
+    cache = path / "tokens" / CACHE_DIRNAME
+    files = {p.name: p.stat().st_mtime_ns for p in cache.iterdir()}
+    assert files and not [name for name in files if name.endswith(".tmp")]
+    dataset = TokenDataset(path, seq_len=8, seed=4, epochs=2)
+    for world in (1, 3):
+        build_dataloader(dataset, 2, world_size=world, num_workers=0)
+    assert {p.name: p.stat().st_mtime_ns for p in cache.iterdir()} == files
+    # Another seq_len reuses the same stream index; another seed adds its own.
+    TokenDataset(path, seq_len=3, seed=4, epochs=2)
+    assert len(list(cache.iterdir())) == len(files)
+    TokenDataset(path, seq_len=8, seed=5, epochs=2)
+    assert len(list(cache.iterdir())) == len(files) + 2
+
+
+def test_changed_shards_get_a_new_index(tmp_path):
+    write_shard(tmp_path / "a", [np.arange(10, dtype=np.int32)])
+    assert len(TokenDataset(tmp_path, seq_len=3)) == 3
+    write_shard(tmp_path / "b", [np.arange(20, dtype=np.int32)])
+    assert len(TokenDataset(tmp_path, seq_len=3)) == 9
+
+
+def test_dataset_pickles_without_its_arrays(corpus):
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=8)
+    dataset[0]
+    blob = pickle.dumps(dataset)
+    assert len(blob) < 10_000
+    again = pickle.loads(blob)
+    assert torch.equal(again[3]["input_ids"], dataset[3]["input_ids"])
+
+
+def test_numpy_side_does_not_import_torch():
+    code = ("import sys, pipeline.loader, pipeline.loader.order, pipeline.loader.windows, "
+            "pipeline.loader.sampler, pipeline.loader.corpus; assert 'torch' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+def _ddp_worker(rank: int, world: int, path: str, port: int, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.manual_seed(0)
+    dataset = TokenDataset(path, seq_len=8, seed=0)
+    loader = build_dataloader(dataset, 2, rank=rank, world_size=world, num_workers=1, prefetch_factor=2)
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Embedding(2**16, 8), torch.nn.Linear(8, 2**16)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    mine, losses = [], []
+    for step, batch in enumerate(loader):
+        logits = model(batch["input_ids"] % 2**16)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch["labels"].flatten() % 2**16)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        mine.extend(batch["sample_index"].tolist())
+        losses.append(loss.item())
+        if step == 2:
+            break
+    gathered = [None] * world
+    dist.all_gather_object(gathered, {"samples": mine, "losses": losses, "state": loader.state_dict()})
+    if rank == 0:
+        Path(out).write_text(json.dumps(gathered))
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow  # spawning two ranks imports torch twice and builds DDP: ~40 s on 2 CPUs
+def test_two_process_ddp_smoke_on_cpu(corpus, tmp_path):
+    import socket
+
+    import torch.multiprocessing as mp
+
+    path, _ = corpus
+    TokenDataset(path, seq_len=8, seed=0)  # build the cache once, as a launcher would
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "ddp.json"
+    mp.spawn(_ddp_worker, args=(2, str(path), port, str(out)), nprocs=2, join=True)
+    results = json.loads(out.read_text())
+    samples = [r["samples"] for r in results]
+    assert all(len(s) == 6 for s in samples) and not set(samples[0]) & set(samples[1])
+    assert all(np.isfinite(r["losses"]).all() for r in results)
+    assert results[0]["state"] == results[1]["state"] and results[0]["state"]["samples"] == 3 * 2 * 2
+
+
+def test_mixture_folder_order_is_followed(corpus, tmp_path):
+    """A ``prep mix`` folder: mix.json lists sources and shards, two arrays the order."""
+    path, docs = corpus
+    sources = {}
+    for name in ("web", "code"):  # the mixture's own source order, not the folder order
+        shards = sorted(str(p.with_suffix("")) for p in (path / "tokens" / name).glob("*.idx"))
+        sources[name] = {"shards": shards}
+    mix = tmp_path / "mix"
+    mix.mkdir()
+    source = np.array([1, 0, 0, 1, 0], dtype=np.uint16)  # code, web, web, code, web
+    document = np.array([3, 26, 0, 3, 5], dtype=np.int64)
+    np.save(mix / "order_source.npy", source)
+    np.save(mix / "order_document.npy", document)
+    (mix / "mix.json").write_text(json.dumps({
+        "format": "prep-mix", "version": 1, "sources": sources,
+        "order": {"source": "order_source.npy", "document": "order_document.npy"}}))
+    dataset = TokenDataset(mix, seq_len=4, shuffle_block=1)
+    # The corpus fixture numbers code (18 documents) before web.
+    global_ids = np.where(source == 0, 18 + document, document)
+    stream, doc_starts = expected_stream(docs, global_ids)
+    batches = all_batches(build_dataloader(dataset, 2, num_workers=0, drop_last=False))
+    assert sample_ids(batches) == list(range(len(dataset)))
+    for batch in batches:
+        check_batch(batch, stream, doc_starts, 4)
