@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline import __version__
+from pipeline.inspect_cli import estimate, show
 from pipeline.mix_cli import mix
 
 
@@ -66,6 +67,8 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
 
 
 main.add_command(mix)
+main.add_command(show)
+main.add_command(estimate)
 
 
 if __name__ == "__main__":

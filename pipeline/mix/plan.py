@@ -20,7 +20,7 @@ SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 
 def parse_tokens(text: str) -> int:
-    """``10B`` -> 10_000_000_000 (suffixes K, M, B, T; decimals allowed: ``2.5M``)."""
+    """``10B`` -> 10_000_000_000 (suffixes K, M, B, T; decimals allowed: ``2.5M``); also model sizes."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMBT]?)\s*", text.upper())
     if not match:
         raise MixError(f"--tokens {text!r}: expected a number with an optional K, M, B or T suffix (e.g. 10B)")
