@@ -10,6 +10,7 @@ import click
 from pipeline import __version__
 from pipeline.inspect_cli import estimate, show
 from pipeline.mix_cli import mix
+from pipeline.shards_cli import shards_group, tokenizer_group
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -69,6 +70,8 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
 main.add_command(mix)
 main.add_command(show)
 main.add_command(estimate)
+main.add_command(shards_group)
+main.add_command(tokenizer_group)
 
 
 if __name__ == "__main__":

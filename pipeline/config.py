@@ -128,6 +128,9 @@ def load_config(path: str | Path) -> Config:
     if not sources:
         raise ConfigError(f"{path}: no [sources.<name>] table; a run needs at least one source of documents")
     stages = [_stage(i, table, sources) for i, table in enumerate(raw.get("stages", []))]
+    for stage in stages[:-1]:
+        if registry()[stage.name].terminal:
+            raise ConfigError(f"stage {stage.name!r} writes the final output and must be the last stage")
     return Config(path=path, raw=raw, sources=sources, stages=stages, run=run)
 
 

@@ -58,6 +58,9 @@ class Stage:
     """Base class of every stage. Subclasses set ``name`` and ``Options`` and implement ``process``."""
 
     name: ClassVar[str] = ""
+    # A terminal stage writes the run's final artefacts (token shards): it must come last,
+    # or a later stage could drop documents it has already written.
+    terminal: ClassVar[bool] = False
 
     @dataclass
     class Options:

@@ -201,8 +201,14 @@ def docs_path(prefix: str | os.PathLike) -> Path:
 
 
 def shard_prefix(path: str | os.PathLike) -> str:
-    """The prefix of a shard named by its prefix or by any of its files."""
+    """The prefix of a shard named by its prefix or by any of its files.
+
+    Unit names may themselves end in ``.json`` (an input ``foo.json``), so a path that is
+    already the prefix of an existing shard is taken as it is.
+    """
     path = str(path)
+    if os.path.exists(path + ".idx"):
+        return path
     for suffix in (".docs.parquet", ".bin", ".idx", ".json"):
         if path.endswith(suffix):
             return path[: -len(suffix)]
@@ -265,7 +271,7 @@ def check_folder_compatible(folder: str | os.PathLike, meta: dict[str, Any], exc
     for path in sorted(Path(folder).glob("*.json")):
         if path.resolve() == exclude_path:
             continue
-        found = read_sidecar(shard_prefix(path))
+        found = read_sidecar(str(path)[: -len(".json")])
         if found is not None:
             check_compatible(meta, found, f"{path} (already in {folder})")
             return
@@ -358,6 +364,10 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     meta = dict(with_meta[0]) if with_meta else {"format": SIDECAR_FORMAT, "version": SIDECAR_VERSION,
                                                  "tokenizer": None, "vocab_sha256": None, "eod_id": None,
                                                  "bos_id": None, "dtype": dtype.name}
+    sources = sorted({m["source"] for m in with_meta if "source" in m})
+    meta.pop("source", None)
+    if len(sources) == 1:
+        meta["source"] = sources[0]
     meta.update(documents=int(len(document_index) - 1), tokens=int(sizes.sum(dtype=np.int64)),
                 bin_sha256=digest.hexdigest(), merged_from=[os.path.basename(p) for p in prefixes])
     final = sidecar_path(out_prefix)

@@ -1,0 +1,438 @@
+"""Tokenizers behind one small interface, loaded from a spec string, never from the network.
+
+A spec is one of:
+
+* a tiktoken encoding name (``gpt2``, ``r50k_base``, ``p50k_base``, ``cl100k_base``,
+  ``o200k_base``): built here from the rank files shipped in ``pipeline/vocab``, checked
+  against OpenAI's sha256. ``tiktoken.get_encoding`` is never called: it downloads its
+  files at first use, which fails (or hangs) on a closed machine;
+* a path to a ``.tiktoken`` rank file (optionally ``.gz``): if its sha256 is one of the
+  named encodings it gets that encoding's split pattern and special tokens, otherwise
+  cl100k's pattern and ``<|endoftext|>`` right after the last rank;
+* a path to a SentencePiece ``.model``;
+* a path to a Hugging Face ``tokenizer.json`` (needs the optional ``tokenizers`` package).
+
+Every tokenizer offers ``name``, ``vocab_size``, ``vocab_sha256``, ``eos_id``, ``bos_id``,
+``encode_batch(texts) -> (flat ids, lengths)`` through the library's native batch path,
+and ``decode(ids)``. Tokenizers pickle as their spec, so a worker process reloads the
+bundled files instead of receiving megabytes of ranks (and tiktoken's own pickling of a
+registered encoding would call ``get_encoding``, i.e. the network).
+"""
+
+from __future__ import annotations
+
+import binascii
+import functools
+import gzip
+import hashlib
+import itertools
+import os
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+VOCAB_DIR = Path(__file__).resolve().parent / "vocab"
+
+ENDOFTEXT = "<|endoftext|>"
+FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX = "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"
+ENDOFPROMPT = "<|endofprompt|>"
+
+# Split patterns as tiktoken_ext/openai_public.py defines them (tiktoken 0.14).
+R50K_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s"""
+CL100K_PATTERN = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class NamedEncoding:
+    """How to rebuild one of OpenAI's encodings from the bundled rank files."""
+
+    files: tuple[str, ...]  # gzipped parts under VOCAB_DIR, concatenated in order
+    sha256: str  # official hash of the concatenated, decompressed rank file
+    pattern: str
+    special_tokens: dict[str, int]
+    explicit_n_vocab: int | None = None
+
+
+NAMED_ENCODINGS: dict[str, NamedEncoding] = {
+    "gpt2": NamedEncoding(
+        ("r50k_base.tiktoken.gz",),
+        "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+        R50K_PATTERN,
+        {ENDOFTEXT: 50256},
+        50257,
+    ),
+    "r50k_base": NamedEncoding(
+        ("r50k_base.tiktoken.gz",),
+        "306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930",
+        R50K_PATTERN,
+        {ENDOFTEXT: 50256},
+        50257,
+    ),
+    # p50k's ranks are r50k's plus 24 tokens for runs of 2..25 spaces; only those ship apart.
+    "p50k_base": NamedEncoding(
+        ("r50k_base.tiktoken.gz", "p50k_base.extra.tiktoken.gz"),
+        "94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069",
+        R50K_PATTERN,
+        {ENDOFTEXT: 50256},
+        50281,
+    ),
+    "cl100k_base": NamedEncoding(
+        ("cl100k_base.tiktoken.gz",),
+        "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+        CL100K_PATTERN,
+        {ENDOFTEXT: 100257, FIM_PREFIX: 100258, FIM_MIDDLE: 100259, FIM_SUFFIX: 100260, ENDOFPROMPT: 100276},
+    ),
+    "o200k_base": NamedEncoding(
+        ("o200k_base.tiktoken.gz",),
+        "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+        O200K_PATTERN,
+        {ENDOFTEXT: 199999, ENDOFPROMPT: 200018},
+    ),
+}
+
+
+class TokenizerError(ValueError):
+    """A tokenizer spec that cannot be loaded (unknown name, bad file, wrong hash)."""
+
+
+def default_threads() -> int:
+    """Threads for native batch encoding: the CPUs this process may use, at most 8."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(8, cpus))
+
+
+class Tokenizer:
+    """The interface every backend implements (see the module docstring)."""
+
+    spec: str
+    name: str
+    vocab_size: int
+    vocab_sha256: str
+    eos_id: int | None
+    bos_id: int | None
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Encode without special tokens; return all ids back to back and each text's count."""
+        raise NotImplementedError
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        raise NotImplementedError
+
+    def __reduce__(self):
+        return (load_tokenizer, (self.spec,))
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} vocab={self.vocab_size} sha256={self.vocab_sha256[:12]}>"
+
+
+# --- splitting long texts -------------------------------------------------------------
+
+# A space preceded by a word character or common punctuation starts a new pre-token in
+# every OpenAI pattern: no alternative can run from such a character into a space (runs of
+# letters, digits and punctuation all stop at whitespace), and each pattern only attaches
+# a space to what follows it. So encoding the two sides apart gives the same ids as
+# encoding the whole, and nothing before the cut ends in whitespace (where ``\s++$`` or a
+# look-ahead would see the cut).
+_SAFE_CUT = re.compile(r"""[\w.,;:!?'")\]}] """)
+
+CHUNK_CHARS = 1 << 16  # aim for pieces of about this many characters
+MAX_SCAN_CHARS = 1 << 16  # look this far past the aim for a safe cut before cutting blindly
+
+
+def split_long_text(text: str, chunk_chars: int = CHUNK_CHARS, max_scan: int = MAX_SCAN_CHARS) -> list[str]:
+    """Cut ``text`` into pieces of about ``chunk_chars`` whose encodings concatenate to the whole's.
+
+    BPE on one long pre-token (a 10 MB run of one character, a base64 blob) costs more
+    than linear time and holds the whole piece; bounded pieces keep time linear and also
+    let threads share one huge document. Where no safe cut exists within ``max_scan``
+    characters the text is cut blindly, which may change the ids next to that cut; only
+    text without a single "word, space" pair in that stretch is affected.
+    """
+    if len(text) <= chunk_chars:
+        return [text]
+    pieces = []
+    start = 0
+    n = len(text)
+    while n - start > chunk_chars:
+        aim = start + chunk_chars
+        m = _SAFE_CUT.search(text, aim, min(n, aim + max_scan))
+        cut = m.start() + 1 if m else min(n, aim + max_scan)
+        if cut >= n:
+            break
+        pieces.append(text[start:cut])
+        start = cut
+    pieces.append(text[start:])
+    return pieces
+
+
+# --- tiktoken ----------------------------------------------------------------------------
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _read_maybe_gzip(path: Path) -> bytes:
+    data = path.read_bytes()
+    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+
+
+def parse_tiktoken_ranks(contents: bytes) -> dict[bytes, int]:
+    """Parse a ``.tiktoken`` rank file (``base64(token) rank`` per line)."""
+    fields = contents.split()
+    tokens, ranks = fields[0::2], fields[1::2]
+    try:
+        if len(tokens) != len(ranks):
+            raise ValueError("an odd number of fields")
+        return dict(zip(map(_b64decode, tokens), map(int, ranks)))
+    except ValueError as e:  # binascii.Error is a ValueError
+        raise TokenizerError(f"not a .tiktoken rank file ('base64 rank' per line): {e}") from e
+
+
+_b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
+
+
+def load_named_ranks(name: str, vocab_dir: Path = VOCAB_DIR) -> bytes:
+    """The rank file of a named encoding, from the bundled files, hash-checked."""
+    enc = NAMED_ENCODINGS[name]
+    data = b"".join(_read_maybe_gzip(vocab_dir / f) for f in enc.files)
+    digest = _sha256(data)
+    if digest != enc.sha256:
+        raise TokenizerError(
+            f"the bundled rank file for {name} has sha256 {digest}, expected {enc.sha256}: "
+            f"the files in {vocab_dir} are damaged; reinstall prep"
+        )
+    return data
+
+
+class TiktokenTokenizer(Tokenizer):
+    """tiktoken's Rust BPE, fed through its numpy buffer path from a few threads.
+
+    ``encode_to_tiktoken_buffer`` releases the GIL and returns the ids as one buffer, so
+    threads scale and no Python int is made per token (``encode_ordinary_batch`` builds a
+    list of ints per document and a thread pool per call). With no special token allowed
+    it encodes exactly like ``encode_ordinary``: ``<|endoftext|>`` inside a document is
+    plain text, never the EOD id.
+    """
+
+    def __init__(self, spec: str, name: str, ranks_file: bytes, pattern: str, special_tokens: dict[str, int],
+                 explicit_n_vocab: int | None = None, threads: int | None = None):
+        import tiktoken
+
+        self.spec = spec
+        self.name = name
+        self.vocab_sha256 = _sha256(ranks_file)
+        self.encoding = tiktoken.Encoding(
+            name,
+            pat_str=pattern,
+            mergeable_ranks=parse_tiktoken_ranks(ranks_file),
+            special_tokens=special_tokens,
+            explicit_n_vocab=explicit_n_vocab,
+        )
+        self.vocab_size = self.encoding.n_vocab
+        self.eos_id = special_tokens.get(ENDOFTEXT)
+        self.bos_id = None
+        self.threads = threads or default_threads()
+        self.chunk_chars = CHUNK_CHARS
+        self._pool: ThreadPoolExecutor | None = None
+
+    def _encode_many(self, texts: Sequence[str]) -> tuple[bytes, list[int]]:
+        encode = self.encoding._core_bpe.encode_to_tiktoken_buffer
+        none: set[str] = set()
+        buffers = [encode(t, none) for t in texts]
+        return b"".join(buffers), [memoryview(b).nbytes // 4 for b in buffers]
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        # Long documents become several pieces; ``owner`` maps pieces back to documents.
+        pieces: list[str] = []
+        owner: list[int] | None = None
+        for i, t in enumerate(texts):
+            if len(t) > self.chunk_chars:
+                if owner is None:
+                    owner = list(range(len(pieces)))
+                parts = split_long_text(t, self.chunk_chars)
+                pieces.extend(parts)
+                owner.extend([i] * len(parts))
+            else:
+                pieces.append(t)
+                if owner is not None:
+                    owner.append(i)
+        # One contiguous slice of pieces per thread, balanced by characters.
+        slices = _balanced_slices([len(p) for p in pieces], self.threads)
+        if len(slices) <= 1:
+            results = [self._encode_many(pieces)]
+        else:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="tiktoken")
+            results = list(self._pool.map(self._encode_many, [pieces[a:b] for a, b in slices]))
+        flat = np.frombuffer(b"".join(r[0] for r in results), dtype=np.uint32)
+        piece_lengths = np.fromiter((n for r in results for n in r[1]), dtype=np.int64, count=len(pieces))
+        if owner is None:
+            return flat, piece_lengths
+        return flat, np.bincount(np.asarray(owner, dtype=np.int64), weights=piece_lengths,
+                                 minlength=len(texts)).astype(np.int64)
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        return self.encoding.decode([int(i) for i in ids])
+
+
+def _balanced_slices(sizes: list[int], parts: int) -> list[tuple[int, int]]:
+    """Split ``range(len(sizes))`` into at most ``parts`` contiguous runs of similar total size."""
+    n = len(sizes)
+    if n == 0:
+        return []
+    parts = max(1, min(parts, n))
+    if parts == 1:
+        return [(0, n)]
+    cum = np.cumsum(np.asarray(sizes, dtype=np.int64))
+    bounds = np.searchsorted(cum, cum[-1] * np.arange(1, parts) / parts, side="left") + 1
+    edges = [0, *sorted(set(int(b) for b in bounds if 0 < b < n)), n]
+    return [(a, b) for a, b in zip(edges, edges[1:]) if b > a]
+
+
+# --- SentencePiece -------------------------------------------------------------------
+
+
+class SentencePieceTokenizer(Tokenizer):
+    """SentencePiece's C++ batch encoder (``num_threads``, GIL released)."""
+
+    def __init__(self, spec: str, path: Path, threads: int | None = None):
+        import sentencepiece as spm
+
+        data = path.read_bytes()
+        self.spec = spec
+        self.name = path.name
+        self.vocab_sha256 = _sha256(data)
+        try:
+            self.processor = spm.SentencePieceProcessor(model_proto=data)
+        except Exception as e:  # sentencepiece raises RuntimeError/OSError on a bad proto
+            raise TokenizerError(f"{path}: not a SentencePiece model ({e})") from e
+        self.vocab_size = self.processor.get_piece_size()
+        self.eos_id = _nonnegative(self.processor.eos_id())
+        self.bos_id = _nonnegative(self.processor.bos_id())
+        self.threads = threads or default_threads()
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        encoded = self.processor.encode(list(texts), num_threads=self.threads)
+        return _flatten(encoded)
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        return self.processor.decode([int(i) for i in ids])
+
+
+def _nonnegative(i: int) -> int | None:
+    return i if i >= 0 else None
+
+
+def _flatten(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter((len(e) for e in encoded), dtype=np.int64, count=len(encoded))
+    total = int(lengths.sum())
+    flat = np.fromiter(itertools.chain.from_iterable(encoded), dtype=np.uint32, count=total)
+    return flat, lengths
+
+
+# --- Hugging Face tokenizers -------------------------------------------------------------
+
+_HF_EOS = ("</s>", ENDOFTEXT, "<eos>", "<|end_of_text|>", "<|eot_id|>")
+_HF_BOS = ("<s>", "<bos>", "<|begin_of_text|>", "<|startoftext|>")
+
+
+class HFTokenizer(Tokenizer):
+    """A Hugging Face ``tokenizer.json`` through the ``tokenizers`` Rust batch encoder."""
+
+    def __init__(self, spec: str, path: Path):
+        try:
+            from tokenizers import Tokenizer as HFTok
+        except ImportError as e:
+            raise TokenizerError(
+                f"{path} is a Hugging Face tokenizer.json; reading it needs the optional 'tokenizers' "
+                "package (pip install tokenizers), which is not installed"
+            ) from e
+        data = path.read_bytes()
+        self.spec = spec
+        self.name = path.name if path.name != "tokenizer.json" else f"{path.parent.name}/tokenizer.json"
+        self.vocab_sha256 = _sha256(data)
+        try:
+            self.tokenizer = HFTok.from_str(data.decode("utf-8"))
+        except Exception as e:
+            raise TokenizerError(f"{path}: not a Hugging Face tokenizer.json ({e})") from e
+        self.vocab_size = self.tokenizer.get_vocab_size(with_added_tokens=True)
+        self.eos_id = self._first_known(_HF_EOS)
+        self.bos_id = self._first_known(_HF_BOS)
+
+    def _first_known(self, candidates: tuple[str, ...]) -> int | None:
+        for token in candidates:
+            i = self.tokenizer.token_to_id(token)
+            if i is not None:
+                return i
+        return None
+
+    def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        encode = getattr(self.tokenizer, "encode_batch_fast", self.tokenizer.encode_batch)
+        return _flatten([e.ids for e in encode(list(texts), add_special_tokens=False)])
+
+    def decode(self, ids: Sequence[int] | np.ndarray) -> str:
+        return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=False)
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+def _unknown(spec: str) -> TokenizerError:
+    names = ", ".join(NAMED_ENCODINGS)
+    return TokenizerError(
+        f"unknown tokenizer {spec!r}: use one of the named encodings ({names}), "
+        "or a path to a .tiktoken rank file, a SentencePiece .model or a Hugging Face tokenizer.json"
+    )
+
+
+def _tiktoken_from_file(spec: str, path: Path) -> TiktokenTokenizer:
+    data = _read_maybe_gzip(path)
+    digest = _sha256(data)
+    for enc in NAMED_ENCODINGS.values():
+        if enc.sha256 == digest:
+            return TiktokenTokenizer(spec, path.name, data, enc.pattern, enc.special_tokens, enc.explicit_n_vocab)
+    ranks = parse_tiktoken_ranks(data)
+    return TiktokenTokenizer(spec, path.name, data, CL100K_PATTERN, {ENDOFTEXT: max(ranks.values()) + 1})
+
+
+@functools.lru_cache(maxsize=16)
+def load_tokenizer(spec: str) -> Tokenizer:
+    """Load the tokenizer a spec names (see the module docstring); cached per process."""
+    spec = str(spec)
+    if spec in NAMED_ENCODINGS:
+        enc = NAMED_ENCODINGS[spec]
+        return TiktokenTokenizer(spec, spec, load_named_ranks(spec), enc.pattern, enc.special_tokens,
+                                 enc.explicit_n_vocab)
+    path = Path(spec).expanduser()
+    lower = path.name.lower()
+    kinds = (".tiktoken", ".tiktoken.gz", ".model", ".json")
+    if not lower.endswith(kinds):
+        raise _unknown(spec)
+    if not path.is_file():
+        raise TokenizerError(f"tokenizer file {spec!r} does not exist")
+    if lower.endswith((".tiktoken", ".tiktoken.gz")):
+        return _tiktoken_from_file(spec, path)
+    if lower.endswith(".model"):
+        return SentencePieceTokenizer(spec, path)
+    return HFTokenizer(spec, path)
