@@ -104,5 +104,5 @@ def estimate(mix_dir: Path, params: str, gpus: int, mfu: float, gpu: str, peak_f
     click.echo(
         f"{tokens:,} tokens x {n_params:,.0f} parameters = {result['flops']:.3e} FLOPs\n"
         f"at MFU {mfu:g} on {gpus} x {'custom' if peak_flops else gpu} ({peak:.3g} FLOP/s each): "
-        f"{result['gpu_hours']:,.1f} GPU-hours, {result['wall_hours']:,.1f} hours of wall time"
+        f"{result['gpu_hours']:,.4g} GPU-hours, {result['wall_hours']:,.4g} hours of wall time"
     )

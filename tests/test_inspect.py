@@ -53,4 +53,4 @@ def test_estimate(tmp_path):
     (tmp_path / "mix.json").write_text(json.dumps({"tokens": 20_000_000_000}))
     out = CliRunner().invoke(main, ["estimate", str(tmp_path), "--params", "1B", "--gpus", "8", "--mfu", "0.4"])
     assert out.exit_code == 0, out.output
-    assert f"{result['gpu_hours']:,.1f} GPU-hours" in out.output
+    assert f"{result['gpu_hours']:,.4g} GPU-hours" in out.output
