@@ -10,6 +10,7 @@ import click
 from pipeline import __version__
 from pipeline.inspect_cli import estimate, show
 from pipeline.mix_cli import mix
+from pipeline.report.cli import report
 from pipeline.shards_cli import shards_group, tokenizer_group
 
 
@@ -68,6 +69,7 @@ def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool,
 
 
 main.add_command(mix)
+main.add_command(report)
 main.add_command(show)
 main.add_command(estimate)
 main.add_command(shards_group)

@@ -1,0 +1,72 @@
+"""The report page: one self-contained HTML file (inline CSS and SVG, no script, no URL).
+
+Self-contained so it can be mailed, attached to a ticket or opened from a cluster's
+shared disk with nothing else beside it, and render the same in any browser.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.plan import Layout
+from pipeline.report.collect import load_json
+from pipeline.report.sections import Context, Section, build_sections
+from pipeline.report.svg import esc
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:820px;color:#222;line-height:1.4}
+h1{margin-bottom:.2em} h2{margin-top:2em;border-bottom:1px solid #ccc} h3{margin:1.2em 0 .3em;font-size:1em}
+.meta,.caption,.missing{color:#555;font-size:.9em} nav{display:flex;flex-wrap:wrap;gap:.3em 1em} nav a{white-space:nowrap}
+svg{display:block;margin:.6em 0;max-width:100%;height:auto}
+table{border-collapse:collapse;font-size:.9em;margin:.6em 0} th,td{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child{text-align:left}
+.example{margin:.4em 0 .8em} .where{font-size:.8em;color:#555;word-break:break-all}
+pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;margin:.2em 0;font-size:.85em}
+"""
+
+
+class ReportError(ValueError):
+    """RUN_DIR or MIX_DIR is not what the report reads."""
+
+
+def render_report(run_dir: Path, mix_dir: Path | None = None) -> str:
+    layout = Layout(Path(run_dir))
+    manifest = load_json(layout.manifest)
+    if manifest is None:
+        raise ReportError(f"{run_dir}: not a finished prep run (no manifest.json)")
+    ctx = Context(layout, manifest, load_json(layout.cost_summary), Path(mix_dir) if mix_dir else None)
+    return page(ctx, build_sections(ctx))
+
+
+def page(ctx: Context, sections: list[Section]) -> str:
+    b = ctx.manifest["balance"]
+    meta = (f"{esc(ctx.layout.out.resolve())} · config {esc(ctx.manifest.get('config_file', '?'))} · prep {esc(__version__)} · "
+            f"{b['input']:,} documents in, {b['output']:,} kept, {b['rejected']:,} rejected")
+    if ctx.manifest.get("sample", 1.0) < 1.0:
+        meta += f" · a {ctx.manifest['sample']:g} sample of the inputs"
+    if ctx.mix_dir is not None:
+        meta += f" · mixture {esc(ctx.mix_dir.resolve())}"
+    nav = "".join(f'<a href="#{s.id}">{esc(s.title)}</a>' for s in sections)
+    body = "".join(
+        f'<section id="{s.id}"><h2>{esc(s.title)}</h2><p class="caption">{esc(s.caption)}</p>{s.body}</section>' for s in sections
+    )
+    missing = "".join(f"<li>{esc(m)}</li>" for m in ctx.missing)
+    missing = f'<section class="missing"><h2>Not in this run</h2><ul>{missing}</ul></section>' if missing else ""
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>prep report: {esc(ctx.layout.out.name)}</title>'
+        f"<style>{STYLE}</style></head><body><h1>prep report</h1><p class=\"meta\">{meta}</p><nav>{nav}</nav>{body}{missing}</body></html>\n"
+    )
+
+
+def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
+    """Render and write atomically (a half-written page is never left under ``out``)."""
+    text = render_report(run_dir, mix_dir)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    return out

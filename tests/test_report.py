@@ -1,0 +1,312 @@
+"""`prep report`: SVG charts, the numbers behind them, the page on a real run, and Chromium."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from test_mix import make_run
+from test_run import SAMPLE_CONFIG
+
+from pipeline.documents import LEDGER_SCHEMA
+from pipeline.mix.build import plan_mixture
+from pipeline.mix.output import write_mix
+from pipeline.report import ReportError, render_report, write_report
+from pipeline.plan import Layout
+from pipeline.report import collect, ledger, lengths, svg
+from pipeline.report.cli import report
+from pipeline.report.mixture import read_mixture
+from pipeline.run import run_pipeline
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+NASTY = 'a <b>&"quoted"</b> \'label\''
+
+
+def parse_svg(markup: str) -> ET.Element:
+    root = ET.fromstring(markup)
+    assert root.tag == f"{SVG_NS}svg"
+    return root
+
+
+def texts(root: ET.Element) -> list[str]:
+    return [t.text or "" for t in root.iter(f"{SVG_NS}text")]
+
+
+# --- SVG helpers -------------------------------------------------------------------------
+
+
+def test_hbars_is_valid_svg_and_escapes_labels():
+    markup = svg.hbars([NASTY, "plain"], {"kept": [3, 1], NASTY: [2, 0]}, title=NASTY)
+    root = parse_svg(markup)
+    assert "<b>" not in markup
+    assert NASTY in texts(root)  # the label survives, escaped, and parses back intact
+    assert root.find(f"{SVG_NS}title").text == NASTY
+    assert "5" in texts(root) and "1" in texts(root)  # totals at the bar ends
+    # Two series stacked: the first row's bars are 3:2 in width.
+    widths = [float(r.get("width")) for r in root.iter(f"{SVG_NS}rect") if r.find(f"{SVG_NS}title") is not None]
+    assert widths[0] / widths[1] == pytest.approx(1.5, rel=1e-2)
+
+
+def test_histogram_stacked_area_and_lines_are_valid_svg():
+    edges = 10.0 ** np.arange(0, 4.1, 0.5)
+    counts = np.arange(len(edges) - 1)
+    root = parse_svg(svg.histogram(edges, {NASTY: counts, "after": counts // 2}, "h <1>", "x & y"))
+    assert {"1", "10", "100", "1,000", "10,000"} <= set(texts(root))
+    assert "x & y" in texts(root)
+    x = np.linspace(0, 1000, 5)
+    shares = {"web": np.full(5, 0.7), "<code>": np.full(5, 0.3)}
+    root = parse_svg(svg.stacked_area(x, shares, "mix", "tokens", (0, 1000)))
+    assert {"0%", "100%", "<code>"} <= set(texts(root))
+    root = parse_svg(svg.lines(x, {"a": np.array([1, np.nan, 3, 4, 5.0]), "b": np.ones(5)}, "t", "x", "y"))
+    polylines = list(root.iter(f"{SVG_NS}polyline"))
+    assert len(polylines) == 2 and len(polylines[0].get("points").split()) == 4  # the NaN point is skipped
+
+
+def test_number_formats_and_ticks():
+    assert [svg.fmt(v) for v in (0, 7, 1234, 99999, 123456, 4.5e9, 0.25)] == ["0", "7", "1,234", "99,999", "123k", "4.5B", "0.25"]
+    assert svg.nice_ticks(87) == [0, 20, 40, 60, 80, 100]
+    assert svg.nice_ticks(1.0) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+
+
+# --- the numbers -------------------------------------------------------------------------
+
+
+def test_log_counts_bins_by_tenths_of_a_decade():
+    counts = lengths.log_counts(np.array([0, 1, 9, 10, 12, 999, 1000, 10**12]))
+    assert counts[0] == 2  # 0 is counted as 1
+    assert counts[9] == 1 and counts[10] == 2 and counts[29] == 1 and counts[30] == 1
+    assert counts[-1] == 1 and counts.sum() == 8
+    edges, (trimmed,) = lengths.trim(lengths.log_counts(np.array([10, 100])))
+    assert edges[0] == pytest.approx(10) and edges[-1] == pytest.approx(10 ** 2.1) and trimmed.sum() == 2
+
+
+def test_char_lengths_sample_each_files_first_rows(tmp_path):
+    files = []
+    for k, sizes in enumerate(([5] * 30 + [500] * 30, [50] * 10)):
+        files.append(tmp_path / f"{k}.parquet")
+        pq.write_table(pa.table({"text": ["x" * n for n in sizes] + [None]}), files[-1], row_group_size=8)
+    full = lengths.char_lengths(files, 1.0)
+    assert (full.rows_seen, full.rows_total, full.counts.sum(), full.sampled) == (72, 72, 70, False)
+    half = lengths.char_lengths(files, lengths.sample_fraction(72, cap=36))
+    assert (half.rows_seen, half.rows_total, half.sampled) == (37, 72, True)  # ceil(61 / 2) + ceil(11 / 2)
+    assert half.counts[6] == 30 and half.counts[16] == 6 and half.counts[26] == 1  # 5, 50, 500 characters
+
+
+def test_survivor_and_cluster_buckets():
+    assert ledger.survivor('{"survivor": "doc-7", "similarity": 0.9}') == "doc-7"
+    assert ledger.survivor("kept doc-7") == "kept doc-7"
+    labels, counts = ledger.size_buckets(Counter({2: 5, 3: 1, 6: 2, 8: 1, 12: 4}))
+    assert labels == ["2", "3", "4", "5–8", "9–16"]
+    assert counts == [5, 1, 0, 3, 4]
+
+
+# --- a fabricated run with the other stages' outputs ---------------------------------------
+
+
+def _stage(rejected: dict, source: str, n_in: int, counters: dict | None = None) -> dict:
+    dropped = sum(rejected.values())
+    return {"input": n_in, "output": n_in - dropped, "rejected": rejected, "changed": 0, "counters": counters or {},
+            "by_source": {source: {"input": n_in, "output": n_in - dropped, "rejected": dropped}}}
+
+
+def ledger_table(rows: list[dict]) -> pa.Table:
+    full = [{"id": None, "source": "web", "stage": None, "reason": None, "file": "in.jsonl", "line": i + 1, "detail": None,
+             "text": None, "raw": None, **row} for i, row in enumerate(rows)]
+    return pa.Table.from_pylist(full, schema=LEDGER_SCHEMA)
+
+
+@pytest.fixture
+def staged_run(tmp_path) -> Path:
+    """A run folder shaped like one with langid, pii and dedup: lang column, pii.* counters,
+    duplicate rows naming survivors (as JSON and as text), and a hostile rejected text."""
+    run = tmp_path / "run"
+    stages = {
+        "langid": _stage({"lang:fr": 1}, "web", 10),
+        "pii": _stage({}, "web", 9, {"pii.email": 5, "pii.phone": 2}),
+        "dedup": _stage({"near-duplicate": 2, "exact-duplicate": 1}, "web", 9),
+    }
+    manifest = {
+        "config_file": "staged.toml", "balance": {"input": 10, "output": 6, "rejected": 4},
+        "sources": {"web": {"input": 10, "output": 6, "rejected": 4, "rejected_by": {
+            "dedup:exact-duplicate": 1, "dedup:near-duplicate": 2, "langid:lang:fr": 1}}},
+        "stages": stages, "bad_input": {}, "warnings": [],
+    }
+    (run / "docs" / "web").mkdir(parents=True)
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(6)], "text": ["x" * 50 * (i + 1) for i in range(6)],
+                             "source": ["web"] * 6, "lang": ["en"] * 5 + [None]}), run / "docs" / "web" / "0.parquet")
+    (run / "rejects" / "web").mkdir(parents=True)
+    hostile = "<script>alert(1)</script>" + "é" * 400
+    pq.write_table(ledger_table([
+        {"id": "r1", "stage": "dedup", "reason": "near-duplicate", "detail": '{"survivor": "d0", "similarity": 0.8}', "text": "dup one"},
+        {"id": "r2", "stage": "dedup", "reason": "exact-duplicate", "detail": '{"survivor": "d0", "similarity": 1.0}', "text": "dup two"},
+        {"id": "r3", "stage": "dedup", "reason": "near-duplicate", "detail": "kept d1", "text": "dup three"},
+        {"id": "r4", "stage": "langid", "reason": "lang:fr", "text": hostile},
+    ]), run / "rejects" / "web" / "0.s0.parquet")
+    return run
+
+
+def sections_of(page: str) -> list[str]:
+    return [html.unescape(t) for t in re.findall(r"<h2>(.*?)</h2>", page)]
+
+
+def test_stage_sections_from_their_outputs(staged_run):
+    page = render_report(staged_run)
+    assert {"Languages", "Duplicate clusters", "PII replacements", "Rejected examples"} <= set(sections_of(page))
+    assert "Tokens per source" not in sections_of(page) and "tokens (no tokens/ folder" in page
+    # Duplicate clusters: d0 heads a cluster of 3 (JSON details), d1 one of 2 (a text detail).
+    duplicates = page.split('id="duplicates"')[1].split("</section>")[0]
+    assert "2 clusters" in duplicates and "3 removed duplicates" in duplicates
+    bars = parse_svg(re.search(r"<svg.*?</svg>", duplicates).group(0))
+    assert texts(bars) == ["2", "1", "3", "1"]  # label, count per row
+    languages = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="languages"')[1]).group(0))
+    assert {"en", "(none)", "fr", "5"} <= set(texts(languages))
+    pii = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="pii"')[1]).group(0))
+    assert texts(pii)[:4] == ["email", "5", "phone", "2"]
+    # The hostile text is escaped and cut at 300 characters.
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    example = re.search(r"<pre>(&lt;script.*?)</pre>", page).group(1)
+    assert len(html.unescape(example)) == ledger.EXAMPLE_CHARS + 1 and example.endswith("…")
+
+
+def test_examples_are_deterministic_and_at_most_three_per_rule(tmp_path):
+    path = tmp_path / "ledger.parquet"
+    rows = [{"id": f"doc-{i}", "stage": "length", "reason": "too-short", "text": f"text {i}"} for i in range(50)]
+    pq.write_table(ledger_table(rows), path, row_group_size=7)
+    first = ledger.examples([path])
+    assert list(first) == ["length:too-short"] and len(first["length:too-short"]) == 3
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(ledger_table(rows[::-1]), shuffled, row_group_size=5)
+    again = ledger.examples([shuffled])
+    assert [e.id for e in again["length:too-short"]] == [e.id for e in first["length:too-short"]]
+    assert all(e.text == f"text {e.id[4:]}" for e in first["length:too-short"])
+
+
+# --- a real run and a mixture --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sample_report(tmp_path_factory):
+    """The bundled sample run (token shards fabricated into it if its config does not
+    tokenize), a length-curriculum mixture of its tokens, and the report of both."""
+    root = tmp_path_factory.mktemp("report")
+    run = root / "run"
+    manifest = run_pipeline(SAMPLE_CONFIG, run, workers=1, quiet=True)
+    if not collect.token_folders(Layout(run)):
+        rng = np.random.default_rng(5)
+        make_run(run, {"web": [rng.integers(50, 1500, 1200), rng.integers(50, 1500, 800)],
+                       "code": [rng.integers(100, 2000, 600)], "math": [rng.integers(30, 400, 1500)]})
+    description, order = plan_mixture([run], {"code": 0.25, "math": 0.1}, curriculum="length")
+    write_mix(root / "mix", description, order)
+    out = write_report(run, root / "report.html", root / "mix")
+    return {"run": run, "mix": root / "mix", "manifest": manifest, "description": description,
+            "page": out.read_text(), "path": out}
+
+
+MAIN_SECTIONS = ["Balance", "Drops per stage", "Drops per rule", "Document length", "Tokens per source",
+                 "Mixture composition", "Curriculum", "CPU time per stage", "Rejected examples"]
+
+
+def optional_sections(run: Path, manifest: dict) -> dict[str, bool]:
+    """Whether the run has the data of each optional section (the sample config may grow stages)."""
+    reasons = {r for stage in manifest["stages"].values() for r in stage["rejected"]}
+    counters = {c for stage in manifest["stages"].values() for c in stage["counters"]}
+    docs = list((run / "docs").rglob("*.parquet"))
+    return {
+        "Languages": any("lang" in pq.read_schema(p).names for p in docs),
+        "Duplicate clusters": bool(reasons & set(ledger.DUPLICATE_REASONS)),
+        "PII replacements": any(c.startswith("pii.") for c in counters),
+    }
+
+
+def test_report_of_a_real_run_and_mixture(sample_report):
+    page, manifest = sample_report["page"], sample_report["manifest"]
+    titles = sections_of(page)
+    assert [t for t in titles if t in MAIN_SECTIONS] == MAIN_SECTIONS
+    for title, present in optional_sections(sample_report["run"], manifest).items():
+        assert (title in titles) == present, title
+    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
+    for svg_markup in re.findall(r"<svg.*?</svg>", page, flags=re.S):
+        parse_svg(svg_markup)
+    b = manifest["balance"]
+    assert f"<td>{b['input']:,}</td><td>{b['output']:,}</td><td>{b['rejected']:,}</td>" in page
+    for rule in manifest["sources"]["web"]["rejected_by"]:
+        assert f"<h3>{html.escape(rule)}</h3>" in page
+    examples = page.split('id="examples"')[1]
+    for chunk in examples.split("<h3>")[1:]:
+        assert 1 <= chunk.count('class="example"') <= ledger.EXAMPLES_PER_RULE
+    for text in re.findall(r"<pre>(.*?)</pre>", examples, flags=re.S):
+        assert len(html.unescape(text)) <= ledger.EXAMPLE_CHARS + 1
+    total_tokens = sum(s["tokens_available"] for s in sample_report["description"]["sources"].values())
+    assert f"{total_tokens:,} tokens in all" in page
+    # Before (kept + rejected with text) and after (kept) length histograms.
+    lengths_section = page.split('id="lengths"')[1].split("</section>")[0]
+    assert "before (kept + rejected)" in lengths_section and "Tokens per document" in lengths_section
+
+
+def test_mixture_composition_matches_the_plan(sample_report):
+    mix, description = read_mixture(sample_report["mix"]), sample_report["description"]
+    assert len(mix.centres) == 200 and mix.tokens == description["tokens"]
+    stacked = sum(mix.shares.values())
+    assert np.allclose(stacked, 1.0)
+    for name, source in description["sources"].items():
+        # Bins are equal in tokens, so a source's mean share is exactly its share of the mixture.
+        assert mix.shares[name].mean() == pytest.approx(source["tokens_used"] / description["tokens"], abs=1e-9)
+        # One phase, curriculum length: each source's documents get longer along training.
+        means = mix.key_means[name][np.isfinite(mix.key_means[name])]
+        assert len(means) > 10 and np.all(np.diff(means) >= 0), name
+
+
+def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):
+    runner = CliRunner()
+    out = tmp_path / "r.html"
+    result = runner.invoke(report, [str(sample_report["run"]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "Mixture composition" not in out.read_text() and "mixture (give a MIX_DIR" in out.read_text()
+    result = runner.invoke(report, [str(tmp_path), "--out", str(out)])
+    assert result.exit_code != 0 and "no manifest.json" in result.output
+    result = runner.invoke(report, [str(sample_report["run"]), str(tmp_path), "--out", str(out)])
+    assert result.exit_code != 0 and "not a mixture folder" in result.output
+    with pytest.raises(ReportError):
+        render_report(tmp_path)
+
+
+# --- a real browser --------------------------------------------------------------------------
+
+
+def chromium() -> str | None:
+    return next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium") if p and Path(p).exists()), None)
+
+
+@pytest.mark.browser
+def test_page_renders_in_headless_chromium_without_console_errors(sample_report, tmp_path):
+    binary = chromium()
+    if binary is None:
+        pytest.skip("no chromium binary (apt-get install chromium)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+             "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    url = sample_report["path"].resolve().as_uri()
+    dom = subprocess.run([binary, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    # Chromium logs every console message as "...:CONSOLE:<line>] ..." (errors too, at INFO);
+    # the page has no script, so any console line at all is a fault.
+    errors = [line for line in dom.stderr.splitlines() if "Uncaught" in line or ":CONSOLE" in line]
+    assert not errors, errors
+    for title in MAIN_SECTIONS:
+        assert f"<h2>{title}</h2>" in dom.stdout
+    assert dom.stdout.count("<svg") >= 9
+    shot = tmp_path / "report.png"
+    subprocess.run([binary, *flags, "--hide-scrollbars", "--window-size=900,3000", f"--screenshot={shot}", url],
+                   capture_output=True, timeout=120, check=True)
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
