@@ -91,9 +91,14 @@ class GlobalStage(Stage):
        parallel, writing its results atomically under ``work_dir``.
     3. ``finalize``: once, after every partition (merging partition results, for example);
        it must also write atomically and be safe to run again.
-    4. ``open_unit`` then ``process`` over the unit's documents again, returning drop
-       reasons (and ``detail``) like any per-document stage.
+    4. ``bind`` (in whichever process runs the unit), then ``open_unit`` and ``process``
+       over the unit's documents again, returning drop reasons (and ``detail``) like any
+       per-document stage.
     """
+
+    def bind(self, work_dir: Path) -> None:
+        """Tell a fresh instance where the earlier phases left their files."""
+        self.work_dir = Path(work_dir)
 
     def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:
         raise NotImplementedError

@@ -76,6 +76,7 @@ def run_unit(
     if segment.entry is not None and segment.entry.applies_to(unit.source):
         i = config.stages.index(segment.entry)
         entry = (labels[i], _stage(config, i, segment.entry, unit.source))
+        entry[1].bind(layout.global_work(segment.index))
     steps = ([entry] if entry else []) + chain
     tallies = {label: StageTally() for label, _ in steps}
     kept_folder = layout.docs(unit.source) if segment.last else layout.segment_docs(segment.index, unit.source)

@@ -84,20 +84,28 @@ def test_byte_identical_across_worker_counts(sample_run, tmp_path):
 
 
 def _big_config(tmp_path: Path, shared: Path) -> Path:
+    """Real web, code and math through every kind of phase: per-document stages, the
+    global dedup (map, reduce, finalize, filter) and the terminal tokenize."""
     return write_config(
         tmp_path / "big.toml",
         f"""
 [sources.web]
-paths = ["{shared}/web/web_gold.jsonl.gz", "{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk_webtext.jsonl.gz"]
+paths = ["{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk_webtext.jsonl.gz", "{REPO}/data/sample/web/*.gz"]
 [sources.code]
-paths = ["{shared}/code/python_stdlib.jsonl.gz", "{shared}/code/js_usr_lib_node_modules.jsonl.gz", "{shared}/code/perl_usr_share_perl.jsonl.gz"]
+paths = ["{shared}/code/python_stdlib.jsonl.gz", "{shared}/code/js_usr_lib_node_modules.jsonl.gz"]
 [sources.math]
-paths = ["{shared}/math/gsm8k.jsonl.gz", "{shared}/math/stacks_project_sections.jsonl.gz"]
+paths = ["{shared}/math/gsm8k.jsonl.gz"]
 [[stages]]
 name = "normalize"
 [[stages]]
 name = "length"
 min_chars = 100
+[[stages]]
+name = "dedup"
+partitions = 4
+[[stages]]
+name = "tokenize"
+tokenizer = "gpt2"
 """,
     )
 
@@ -107,7 +115,7 @@ def test_sigkill_then_rerun_is_byte_identical(shared_data, tmp_path):
     clean = tmp_path / "clean"
     assert prep("run", str(config), "--out", str(clean), "-w", "2", "-q").returncode == 0
     killed = tmp_path / "killed"
-    for kill_after_units in (1, 4):  # kill early, then again later in the resumed run
+    for kill_after_units in (1, 5, 12):  # kill early, then in later phases of the resumed runs
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(killed), "-w", "2", "-q"],
             start_new_session=True,
@@ -125,6 +133,13 @@ def test_sigkill_then_rerun_is_byte_identical(shared_data, tmp_path):
     assert result.returncode == 0, result.stderr
     assert not list(killed.rglob(".*.tmp"))
     assert tree_digest(clean) == tree_digest(killed)
+    manifest = json.loads((clean / "manifest.json").read_text())
+    # The sample's web files are slices of the shared ones: exact duplicates, with survivors.
+    assert manifest["stages"]["dedup"]["rejected"].get("exact-duplicate", 0) >= 300
+    ledger = pq.read_table(clean / "rejects").to_pylist()
+    duplicate = next(r for r in ledger if r["reason"] == "exact-duplicate")
+    assert json.loads(duplicate["detail"])["survivor"]
+    assert manifest["stages"]["tokenize"]["counters"]["tokens"] > 1_000_000
 
 
 def test_different_config_into_same_folder_is_refused_unless_force(tmp_path):

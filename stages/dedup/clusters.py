@@ -1,0 +1,192 @@
+"""Candidate edges and connected components, through files, one partition in memory.
+
+Why this design: LSH makes a graph whose edges are "shares a band key"; duplicates are
+its connected components. Holding the graph for a big corpus in one union-find is the
+wall every peer hits, so:
+
+1. ``band_edges`` (per key partition, in ``reduce_partition``): sort the partition's
+   (key, gid) records; documents with the same key become a star to the key's smallest
+   gid; a union-find over just this partition compresses the stars into a forest
+   ``node -> smallest gid of its local component``. Only documents that share a key
+   appear, so singletons cost nothing downstream.
+2. ``connected_components`` (in ``finalize``): the union of the partitions' forests is
+   solved with alternating large-star / small-star steps (Kiveris et al., "Connected
+   Components in MapReduce and Beyond", 2014). Adjacency lives in partitioned record
+   files keyed by node range; each step reads one node range at a time and writes the
+   next step's files, so memory is one range's adjacency. The fixed point is a star per
+   component centred on its smallest gid; LSH graphs get there in a few steps.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numba as nb
+import numpy as np
+
+from stages.dedup import partfile
+from stages.dedup.minhash import mix64
+
+EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])
+MAX_STEPS = 400
+
+
+def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
+    """Range partition of gids: contiguous ranges, so a unit's documents sit in one or two."""
+    return (np.asarray(gids, np.int64) * partitions // max(total, 1)).astype(np.int64)
+
+
+@nb.njit(cache=True)
+def _forest(u, v, n):
+    parent = np.arange(n)
+    for k in range(u.shape[0]):
+        a, b = u[k], v[k]
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        while parent[b] != b:
+            parent[b] = parent[parent[b]]
+            b = parent[b]
+        if a < b:
+            parent[b] = a
+        elif b < a:
+            parent[a] = b
+    for i in range(n):
+        r = i
+        while parent[r] != r:
+            r = parent[r]
+        parent[i] = r
+    return parent
+
+
+def band_edges(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Sort one key partition; return (unique keys, their smallest gid, forest edges, candidate pairs).
+
+    The forest edges are EDGE records ``(node, root)`` with root the smallest gid of
+    the node's component inside this partition."""
+    order = np.lexsort((gids, keys))
+    keys, gids = keys[order], gids[order]
+    first = np.ones(len(keys), bool)
+    first[1:] = keys[1:] != keys[:-1]
+    root = gids[first][np.cumsum(first) - 1]
+    pair = ~first & (gids != root)
+    u, v = gids[pair], root[pair]
+    nodes = np.unique(np.concatenate([u, v]))
+    parent = _forest(np.searchsorted(nodes, u), np.searchsorted(nodes, v), len(nodes))
+    leaves = parent != np.arange(len(nodes))
+    edges = np.empty(int(leaves.sum()), EDGE)
+    edges["u"], edges["v"] = nodes[leaves], nodes[parent[leaves]]
+    return keys[first], gids[first], edges, int(pair.sum())
+
+
+def symmetric(edges: np.ndarray) -> np.ndarray:
+    """Both orientations of undirected edges."""
+    out = np.empty(2 * len(edges), EDGE)
+    out["u"][: len(edges)], out["v"][: len(edges)] = edges["u"], edges["v"]
+    out["u"][len(edges) :], out["v"][len(edges) :] = edges["v"], edges["u"]
+    return out
+
+
+def write_adjacency(path: Path, edges: np.ndarray, total: int, partitions: int) -> None:
+    """Write undirected ``edges`` as adjacency entries, each under its first node's range."""
+    adj = symmetric(edges)
+    tmp = partfile.temp_for(path)
+    partfile.write(tmp, adj, node_partition(adj["u"], total, partitions), partitions)
+    partfile.publish(tmp, path)
+
+
+def read_adjacency(files: list[Path], q: int) -> np.ndarray:
+    """Range ``q`` of every file, sorted by (u, v), duplicates removed."""
+    parts = [partfile.read(f, q, EDGE) for f in files]
+    adj = np.concatenate(parts) if parts else np.empty(0, EDGE)
+    if len(adj) == 0:
+        return adj
+    adj = adj[np.lexsort((adj["v"], adj["u"]))]
+    keep = np.ones(len(adj), bool)
+    keep[1:] = (adj["u"][1:] != adj["u"][:-1]) | (adj["v"][1:] != adj["v"][:-1])
+    return adj[keep]
+
+
+@nb.njit(cache=True)
+def _fingerprint(u, v):
+    h = np.uint64(0)
+    for k in range(u.shape[0]):
+        h += mix64(np.uint64(u[k]) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(v[k]))
+    return h
+
+
+def fingerprint(adj: np.ndarray) -> tuple[int, int]:
+    return len(adj), int(_fingerprint(adj["u"], adj["v"]))
+
+
+def _group_min(adj: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per entry: index of its group (same u), and per group the smallest of u and its neighbours."""
+    first = np.ones(len(adj), bool)
+    first[1:] = adj["u"][1:] != adj["u"][:-1]
+    group = np.cumsum(first) - 1
+    m = np.minimum(adj["u"][first], adj["v"][first])  # v sorted within a group: first is smallest
+    return group, m
+
+
+def large_star(adj: np.ndarray) -> np.ndarray:
+    """Connect every neighbour larger than u to the smallest node of u's neighbourhood."""
+    if len(adj) == 0:
+        return np.empty(0, EDGE)
+    group, m = _group_min(adj)
+    larger = adj["v"] > adj["u"]
+    out = np.empty(int(larger.sum()), EDGE)
+    out["u"], out["v"] = adj["v"][larger], m[group[larger]]
+    return out
+
+
+def small_star(adj: np.ndarray) -> np.ndarray:
+    """Connect u and its smaller neighbours to the smallest of them."""
+    if len(adj) == 0:
+        return np.empty(0, EDGE)
+    group, m = _group_min(adj)
+    smaller = adj["v"] < adj["u"]
+    mv = m[group[smaller]]
+    sv = adj["v"][smaller]
+    neigh = sv != mv
+    first = np.ones(len(adj), bool)
+    first[1:] = adj["u"][1:] != adj["u"][:-1]
+    us = adj["u"][first]
+    own = us != m
+    out = np.empty(int(neigh.sum() + own.sum()), EDGE)
+    out["u"] = np.concatenate([sv[neigh], us[own]])
+    out["v"] = np.concatenate([mv[neigh], m[own]])
+    return out
+
+
+def connected_components(inputs: list[Path], work: Path, total: int, partitions: int) -> tuple[list[Path], int]:
+    """Run large-star / small-star steps from the adjacency files ``inputs`` to the fixed point.
+
+    Returns the files holding the fixed point (each component a star on its smallest gid)
+    and the number of steps. Step outputs go to ``work/step<k>/``; older steps are removed
+    as soon as they are consumed."""
+    files, history, step = list(inputs), [], 0
+    while True:
+        kind = large_star if step % 2 == 0 else small_star
+        out_dir = Path(work) / f"step{step:03d}"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        outputs, seen = [], [0, 0]
+        for q in range(partitions):
+            adj = read_adjacency(files, q)
+            n, h = fingerprint(adj)
+            seen[0] += n
+            seen[1] = (seen[1] + h) & 0xFFFFFFFFFFFFFFFF
+            out = out_dir / f"q{q:05d}.part"
+            write_adjacency(out, kind(adj), total, partitions)
+            outputs.append(out)
+        history.append(tuple(seen))
+        # The input of this step equals the inputs of the two steps before: both a large and
+        # a small step left the graph unchanged, which is the fixed point.
+        if len(history) >= 3 and history[-1] == history[-2] == history[-3]:
+            shutil.rmtree(out_dir)
+            return files, step
+        if step > 0 and files and files[0].parent.name.startswith("step"):
+            shutil.rmtree(files[0].parent)
+        files, step = outputs, step + 1
+        if step > MAX_STEPS:
+            raise RuntimeError("connected components did not converge")

@@ -1,0 +1,412 @@
+"""MinHash signatures over Arrow string buffers, in one numba pass per batch.
+
+Why this shape: the signature is the hot loop of dedup (every shingle of every document
+goes through every permutation), so it runs on the raw offsets + UTF-8 bytes of a whole
+batch, never on Python strings.
+
+Per document:
+
+1. UTF-8 is decoded and *normalised*: case folded (ASCII, Latin-1, Latin Extended-A,
+   Greek, Cyrillic, full-width Latin), punctuation and whitespace become word
+   separators. The same pass hashes each word (64 bits) and the text for exact dedup
+   (word hashes, punctuation and whitespace runs collapsed to one space, trimmed), so
+   "Hello  World" and "hello world" are exact duplicates, "hello, world" is not.
+2. Shingles: word n-grams (default 5) hashed to 64 bits (a polynomial over the word
+   hashes, then a 64-bit avalanche). A document with fewer words than ``ngram`` gives
+   one shingle of all its words. Text without spaces (Chinese, Japanese, Thai...: its
+   whitespace-separated runs hold more than ``char_fallback_word_len`` word code points
+   on average; punctuation does not count as a space, since CJK punctuation splits
+   clauses, not words) uses character n-grams (default 5) over its non-separator code
+   points.
+3. MinHash: permutation ``i`` maps the low 32 bits of a shingle hash ``x`` to
+   ``(a_i * x + b_i) mod 2**32`` (``a_i`` odd, so a bijection); the signature keeps the
+   minimum of each. 32-bit lanes let the 112 permutations run as a handful of SIMD
+   instructions per shingle; shingles stay 64-bit for the exact Jaccard check.
+4. Band keys: band ``k`` of ``rows`` minima is hashed with ``k`` into a 64-bit key, so
+   equal keys mean "same band, same rows" (up to a 2**-64 collision). The exact hash
+   gets a key of its own (band index ``bands``), so exact duplicates meet in the same
+   partition files as near duplicates.
+
+Stored signatures are b-bit (16): the low 16 bits of an avalanche of each minimum.
+Two different minima agree there with probability 2**-16, a bias far below the
+sampling error of 112 hashes, in half the disk space of the 32-bit minima.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+import pyarrow as pa
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_POLY = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SEP = -1  # normalised code point that separates words
+_SPACE = -2  # whitespace: a separator that the exact hash collapses
+
+
+@nb.njit(cache=True, inline="always")
+def mix64(x):
+    """splitmix64's finaliser: a bijective avalanche of 64 bits."""
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    return x ^ (x >> np.uint64(31))
+
+
+@nb.njit(cache=True)
+def _fold_slow(cp):
+    """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
+    if cp < 128:
+        if 65 <= cp <= 90:
+            return cp + 32
+        if 97 <= cp <= 122 or 48 <= cp <= 57:
+            return cp
+        if cp == 32 or 9 <= cp <= 13:
+            return _SPACE
+        return _SEP
+    if cp < 0xC0:
+        if cp == 0x85 or cp == 0xA0:
+            return _SPACE
+        if cp == 0xAA or cp == 0xB5 or cp == 0xBA:
+            return cp
+        return _SEP
+    if cp < 0x100:
+        if cp == 0xD7 or cp == 0xF7:
+            return _SEP
+        if cp < 0xDF:
+            return cp + 32
+        return cp
+    if cp < 0x180:
+        if (cp < 0x138 or 0x14A <= cp < 0x178) and cp % 2 == 0:
+            return cp + 1
+        if (0x139 <= cp < 0x149 or 0x179 <= cp < 0x17F) and cp % 2 == 1:
+            return cp + 1
+        return cp
+    if 0x391 <= cp <= 0x3A9 and cp != 0x3A2:
+        return cp + 32
+    if 0x410 <= cp <= 0x42F:
+        return cp + 32
+    if 0x400 <= cp <= 0x40F:
+        return cp + 80
+    if 0x2000 <= cp <= 0x206F:
+        if cp <= 0x200A or cp == 0x2028 or cp == 0x2029 or cp == 0x202F or cp == 0x205F:
+            return _SPACE
+        return _SEP
+    if cp == 0x1680 or cp == 0x3000:
+        return _SPACE
+    if 0x2E00 <= cp <= 0x2E7F or 0x3001 <= cp <= 0x303F or 0xFE30 <= cp <= 0xFE4F or cp == 0xFEFF:
+        return _SEP
+    if 0xFF00 <= cp <= 0xFF65:
+        if 0xFF21 <= cp <= 0xFF3A:
+            return cp + 32
+        if 0xFF10 <= cp <= 0xFF19 or 0xFF41 <= cp <= 0xFF5A:
+            return cp
+        return _SEP
+    return cp
+
+
+def _fold_table(limit: int) -> np.ndarray:
+    table = np.empty(limit, np.int32)
+    for cp in range(limit):
+        table[cp] = _fold_slow.py_func(cp)  # plain Python: no compile at import
+    return table
+
+
+_FOLD = _fold_table(0x800)  # every 1- and 2-byte UTF-8 code point, looked up
+
+
+@nb.njit(cache=True, inline="always")
+def _fold(cp):
+    """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
+    if cp < 0x800:
+        return np.int64(_FOLD[cp])
+    return _fold_slow(cp)
+
+
+@nb.njit(cache=True, inline="always")
+def _word_end(wh, acc, nacc):
+    """The 64-bit hash of a word from its hash so far and its last, partial chunk."""
+    return mix64(wh ^ acc ^ (np.uint64(nacc) << np.uint64(59)))
+
+
+@nb.njit(cache=True)
+def _normalise(data, start, end, cps, word_hash):
+    """Decode and fold one document: word code points (separators dropped) into ``cps``,
+    the 64-bit hash of each word into ``word_hash``; returns (n_cps, n_words, n_spaced,
+    exact_hash), ``n_spaced`` counting the whitespace-separated runs that hold a word.
+
+    A word is hashed 8 code points below 256 at a time (packed into one 64-bit chunk, a
+    code point above that is a chunk of its own), one avalanche per chunk: a
+    multiply per byte would be the bottleneck. The exact hash chains word hashes,
+    punctuation and collapsed whitespace."""
+    n_cps = 0
+    n_words = 0
+    n_spaced = 0
+    after_space = True
+    exact = _FNV_OFFSET
+    in_word = False
+    pending_space = False
+    emitted = False
+    wh = np.uint64(0)
+    acc = np.uint64(0)
+    nacc = 0
+    i = start
+    while i <= end:
+        if i == end:
+            f = _SPACE  # end of text closes the last word
+            cp = 32
+            i += 1
+        else:
+            c = np.int64(data[i])
+            if c < 0x80:
+                cp = c
+                i += 1
+            elif c >= 0xF0 and i + 3 < end:
+                cp = ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
+                i += 4
+            elif c >= 0xE0 and i + 2 < end:
+                cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
+                i += 3
+            elif c >= 0xC0 and i + 1 < end:
+                cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
+                i += 2
+            else:  # stray continuation byte or truncated sequence: keep it as a symbol
+                cp = c
+                i += 1
+            f = _fold(cp)
+        if f < 0:  # a separator ends the current word
+            if in_word:
+                h = _word_end(wh, acc, nacc)
+                word_hash[n_words - 1] = h
+                exact = (exact ^ h) * _FNV_PRIME
+                in_word = False
+            if f == _SPACE:
+                pending_space = True
+                after_space = True
+                continue
+            if pending_space and emitted:
+                exact = (exact ^ np.uint64(32)) * _FNV_PRIME
+            pending_space = False
+            emitted = True
+            exact = (exact ^ np.uint64(cp)) * _FNV_PRIME
+            continue
+        if not in_word:
+            if pending_space and emitted:
+                exact = (exact ^ np.uint64(32)) * _FNV_PRIME
+            pending_space = False
+            emitted = True
+            if after_space:
+                n_spaced += 1
+                after_space = False
+            n_words += 1
+            in_word = True
+            wh = np.uint64(0)
+            acc = np.uint64(0)
+            nacc = 0
+        if nacc == 8 or f >= 256:
+            if nacc:
+                wh = mix64(wh ^ acc)
+            acc = np.uint64(0)
+            nacc = 0
+        if f >= 256:
+            acc = np.uint64(f) | (np.uint64(1) << np.uint64(40))
+            nacc = 8
+        else:
+            acc = (acc << np.uint64(8)) | np.uint64(f)
+            nacc += 1
+        cps[n_cps] = f
+        n_cps += 1
+    return n_cps, n_words, n_spaced, mix64(exact)
+
+
+@nb.njit(cache=True, inline="always")
+def _absorb(x, a, b, mins):
+    """Fold one shingle hash into the running minima of every permutation (uint32 lanes)."""
+    x32 = np.uint32(x & _MASK32)
+    for k in range(mins.shape[0]):
+        mins[k] = min(mins[k], np.uint32(a[k] * x32 + b[k]))
+
+
+@nb.njit(cache=True)
+def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, word_hash, out):
+    """Write the 64-bit shingle hashes of one normalised document to ``out``; return the count."""
+    if n_words == 0:
+        return 0
+    if n_cps > char_word_len * n_spaced:  # no spaces to speak of: character n-grams
+        if n_cps <= char_ngram:
+            h = _FNV_OFFSET
+            for j in range(n_cps):
+                h = (h ^ np.uint64(cps[j])) * _FNV_PRIME
+            out[0] = mix64(h)
+            return 1
+        for s in range(n_cps - char_ngram + 1):
+            h = _FNV_OFFSET
+            for j in range(s, s + char_ngram):
+                h = (h ^ np.uint64(cps[j])) * _FNV_PRIME
+            out[s] = mix64(h)
+        return n_cps - char_ngram + 1
+    width = min(ngram, n_words)
+    count = n_words - width + 1
+    for s in range(count):
+        h = np.uint64(0)
+        for j in range(s, s + width):
+            h = h * _POLY + word_hash[j]
+        out[s] = mix64(h ^ np.uint64(width))
+    return count
+
+
+@nb.njit(cache=True)
+def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, keep, kept_offsets, kept):
+    """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every document.
+
+    When ``keep`` is true the sorted unique shingle hashes are also written to ``kept``,
+    document ``d`` at ``kept[kept_offsets[d]:kept_offsets[d + 1]]`` (for the exact Jaccard check).
+    """
+    n = starts.shape[0]
+    longest = 0
+    for d in range(n):
+        longest = max(longest, ends[d] - starts[d])
+    cps = np.empty(longest + 1, np.int64)
+    word_hash = np.empty(longest + 1, np.uint64)
+    out = np.empty(longest + 1, np.uint64)
+    mins = np.empty(a.shape[0], np.uint32)
+    pos = 0
+    for d in range(n):
+        n_cps, n_words, n_spaced, ex = _normalise(data, starts[d], ends[d], cps, word_hash)
+        exact[d] = ex
+        count = _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, word_hash, out)
+        n_shingles[d] = count
+        mins[:] = np.uint32(0xFFFFFFFF)
+        for s in range(count):
+            _absorb(out[s], a, b, mins)
+        for k in range(mins.shape[0]):
+            sigs[d, k] = mins[k]
+        if keep:
+            uniq = np.unique(out[:count])
+            kept[pos : pos + uniq.shape[0]] = uniq
+            pos += uniq.shape[0]
+            kept_offsets[d + 1] = pos
+    return pos
+
+
+@nb.njit(cache=True)
+def _band_keys(sigs, n_shingles, exact, bands, rows):
+    """Band keys (bands + 1 per document: the LSH bands, then the exact-text key).
+
+    A document without shingles gets no LSH keys (marked ``valid = False``); it can
+    still be an exact duplicate."""
+    n = sigs.shape[0]
+    keys = np.empty((n, bands + 1), np.uint64)
+    valid = np.ones((n, bands + 1), np.bool_)
+    for d in range(n):
+        for k in range(bands):
+            h = mix64(np.uint64(k + 1) * _POLY)
+            for r in range(k * rows, (k + 1) * rows):
+                h = mix64(h ^ np.uint64(sigs[d, r]))
+            keys[d, k] = h
+            valid[d, k] = n_shingles[d] > 0
+        keys[d, bands] = mix64(exact[d] ^ _POLY)
+    return keys, valid
+
+
+@nb.njit(cache=True)
+def _bbit(sigs):
+    """The stored 16-bit form of each minimum (see module docstring)."""
+    n, h = sigs.shape
+    out = np.empty((n, h), np.uint16)
+    for d in range(n):
+        for k in range(h):
+            out[d, k] = np.uint16(mix64(np.uint64(sigs[d, k])) & np.uint64(0xFFFF))
+    return out
+
+
+def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (a, b) of each permutation: a odd in [1, 2**32), b in [0, 2**32), from ``seed``."""
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 1 << 31, size=num_hashes, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    b = rng.integers(0, 1 << 32, size=num_hashes, dtype=np.uint64)
+    return a.astype(np.uint32), b.astype(np.uint32)
+
+
+def string_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(starts, ends, bytes) of a string array's rows, without copying text.
+
+    A null row reads as empty text (its end is its start)."""
+    if isinstance(text, pa.ChunkedArray):
+        text = text.combine_chunks()
+    if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
+        raise TypeError(f"text must be a string column, not {text.type}")
+    off_type = np.int64 if pa.types.is_large_string(text.type) else np.int32
+    bufs = text.buffers()
+    n = len(text)
+    offsets = np.frombuffer(bufs[1], dtype=off_type, count=n + 1, offset=text.offset * np.dtype(off_type).itemsize)
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    starts, ends = offsets[:-1], offsets[1:]
+    if text.null_count:
+        ends = np.where(text.is_valid().to_numpy(zero_copy_only=False), ends, starts)
+    return starts, ends, data
+
+
+class Signer:
+    """Computes signatures, band keys and exact hashes for batches of text.
+
+    One instance holds the permutations; ``sign`` is a pure function of the text."""
+
+    def __init__(self, *, ngram=5, bands=14, rows=8, seed=1, char_ngram=5, char_fallback_word_len=16):
+        self.ngram, self.bands, self.rows = int(ngram), int(bands), int(rows)
+        self.char_ngram, self.char_word_len = int(char_ngram), int(char_fallback_word_len)
+        self.num_hashes = self.bands * self.rows
+        self.a, self.b = permutations(self.num_hashes, seed)
+
+    def sign(self, text: pa.Array, keep_shingles: bool = False) -> dict[str, np.ndarray]:
+        """Minima (uint32, [n, bands*rows]), exact hash, shingle counts,
+        and, with ``keep_shingles``, each document's sorted unique shingle hashes."""
+        starts, ends, data = string_buffers(text)
+        n = starts.shape[0]
+        sigs = np.empty((n, self.num_hashes), np.uint32)
+        exact = np.empty(n, np.uint64)
+        n_shingles = np.empty(n, np.int64)
+        kept_offsets = np.zeros(n + 1, np.int64)
+        kept = np.empty(int((ends - starts).sum()) + n if keep_shingles else 0, np.uint64)
+        used = _sign(starts, ends, data, self.ngram, self.char_ngram, self.char_word_len, self.a, self.b,
+                     sigs, exact, n_shingles, keep_shingles, kept_offsets, kept)
+        out = {"sigs": sigs, "exact": exact, "n_shingles": n_shingles}
+        if keep_shingles:
+            out["shingle_offsets"] = kept_offsets
+            out["shingles"] = kept[:used]
+        return out
+
+    def band_keys(self, signed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """([n, bands+1] uint64 keys, [n, bands+1] bool valid): LSH bands then the exact key."""
+        return _band_keys(signed["sigs"], signed["n_shingles"], signed["exact"], self.bands, self.rows)
+
+    @staticmethod
+    def stored(sigs: np.ndarray) -> np.ndarray:
+        """The 16-bit signature kept on disk for similarity estimates."""
+        return _bbit(sigs)
+
+
+def estimate_similarity(stored_a: np.ndarray, stored_b: np.ndarray) -> np.ndarray:
+    """Jaccard estimates from stored 16-bit signatures, row by row (fraction of equal slots)."""
+    return (stored_a == stored_b).mean(axis=-1)
+
+
+@nb.njit(cache=True)
+def jaccard_sorted(x, y):
+    """Exact Jaccard similarity of two sorted arrays of unique hashes."""
+    i = j = inter = 0
+    while i < x.shape[0] and j < y.shape[0]:
+        if x[i] == y[j]:
+            inter += 1
+            i += 1
+            j += 1
+        elif x[i] < y[j]:
+            i += 1
+        else:
+            j += 1
+    union = x.shape[0] + y.shape[0] - inter
+    return inter / union if union else 1.0

@@ -1,0 +1,283 @@
+"""``dedup``: exact and MinHash-LSH near-duplicate removal as a global stage.
+
+Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in ``work_dir``:
+
+* ``map_unit``: signatures, band keys and the exact-text key of every document;
+  band records go to ``map/<source>/<unit>.bands`` grouped by key partition, per-document
+  state to ``map/<source>/<unit>.docs.arrow`` (see ``store``).
+* ``reduce_partition(p)``: the key partition ``p`` of every unit (and of the imported
+  index) is sorted into candidate edges and compressed into a forest
+  (``reduce/p<p>.forest``); its unique keys are kept as this run's index
+  (``reduce/p<p>.index.npy``), which a later run can import with ``index_from``.
+* ``finalize``: connected components over the forests (``clusters``), survivor and
+  decisions per component (``survivors``), decisions regrouped by document range
+  (``decisions/r<r>.npy``), then ``done.json``. Re-running it after completion is a no-op.
+* ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
+  (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
+  ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
+
+Incremental: ``index_from = "<previous work_dir>"`` makes the previous run's documents
+part of this run as locked documents: their band keys come from that run's index files
+(nothing recomputed), they are never removed, and new documents that duplicate them
+are. The previous run's settings (shingles, bands, rows, seed, partitions) must match.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.documents import ID, TEXT
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
+from stages.dedup import clusters, partfile
+from stages.dedup.minhash import Signer
+from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path, docs_path, docs_schema
+from stages.dedup.survivors import DECISION, REASONS, decide
+
+INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
+DONE_FILE = "done.json"
+
+
+@register
+class Dedup(GlobalStage):
+    name = "dedup"
+
+    @dataclass
+    class Options:
+        ngram: int = 5  # words per shingle
+        bands: int = 14  # LSH bands ...
+        rows: int = 8  # ... of this many hashes each (112 hashes: FineWeb's setting)
+        seed: int = 1  # of the permutations; runs sharing an index must agree
+        char_ngram: int = 5  # code points per shingle for text without spaces
+        char_fallback_word_len: int = 16  # mean space-separated run longer: character shingles
+        exact: bool = True  # also remove exact duplicates of the normalised text
+        partitions: int = 32  # key partitions (reduce tasks) and document ranges in finalize
+        survivor_signal: str = ""  # column whose highest value survives (then smallest id)
+        verify: bool = False  # exact Jaccard of shingle sets against the survivor
+        min_similarity: float = 0.7  # remove a near duplicate only this similar to its survivor (0: pure LSH)
+        index_from: str = ""  # a previous run's dedup work folder to deduplicate against
+
+        def __post_init__(self) -> None:
+            for key in ("ngram", "bands", "rows", "char_ngram", "partitions", "char_fallback_word_len"):
+                if int(getattr(self, key)) < 1:
+                    raise ValueError(f"dedup: {key} must be at least 1")
+            if not 0.0 <= self.min_similarity <= 1.0:
+                raise ValueError("dedup: min_similarity must be within [0, 1]")
+
+    def __init__(self, options: "Dedup.Options"):
+        super().__init__(options)
+        o = options
+        self.signer = Signer(ngram=o.ngram, bands=o.bands, rows=o.rows, seed=o.seed, char_ngram=o.char_ngram,
+                             char_fallback_word_len=o.char_fallback_word_len)
+        self.work_dir: Path | None = None
+        self._table: UnitTable | None = None  # loaded once per process for the filter phase
+        self._table_from: Path | None = None
+        self._unit: dict | None = None
+
+    # -- shared -----------------------------------------------------------------------
+
+    def partitions(self) -> int:
+        return int(self.options.partitions)
+
+    def _config(self) -> dict:
+        """Settings that must agree between a run and the index it imports."""
+        o = asdict(self.options)
+        return {k: o[k] for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len",
+                                   "exact", "partitions")}
+
+    def _scan(self, work_dir: Path) -> UnitTable:
+        return UnitTable.scan(work_dir, self._config(), self.options.index_from)
+
+    # -- map ----------------------------------------------------------------------------
+
+    def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:
+        self.bind(work_dir)
+        o = self.options
+        bands_final = bands_path(work_dir, unit.source, unit.unit)
+        docs_final = docs_path(work_dir, unit.source, unit.unit)
+        bands_final.parent.mkdir(parents=True, exist_ok=True)
+        band_writer = partfile.Writer(unit.atomic(bands_final), BAND_RECORD, self.partitions())
+        schema = docs_schema(self.signer.num_hashes, o.verify)
+        rows = 0
+        n_keys = self.signer.bands + (1 if o.exact else 0)
+        with pa.OSFile(str(unit.atomic(docs_final)), "wb") as sink, pa.ipc.new_file(sink, schema) as docs:
+            for batch in batches:
+                n = batch.num_rows
+                if n == 0:
+                    continue
+                signed = self.signer.sign(batch.column(TEXT), keep_shingles=o.verify)
+                keys, valid = self.signer.band_keys(signed)
+                keys, valid = keys[:, :n_keys], valid[:, :n_keys]
+                records = np.empty(int(valid.sum()), BAND_RECORD)
+                records["key"] = keys[valid]
+                records["row"] = np.repeat(np.arange(rows, rows + n, dtype=np.uint32), valid.sum(axis=1))
+                band_writer.add(records, (records["key"] >> np.uint64(32)).astype(np.int64) % self.partitions())
+                docs.write_batch(self._doc_rows(batch, signed, schema))
+                rows += n
+        band_writer.close(count=rows)
+        return {"dedup.signed": rows}
+
+    def _doc_rows(self, batch: pa.RecordBatch, signed: dict, schema: pa.Schema) -> pa.RecordBatch:
+        n = batch.num_rows
+        stored = np.ascontiguousarray(self.signer.stored(signed["sigs"]))
+        signal = self.options.survivor_signal
+        if signal and signal in batch.schema.names:
+            quality = pc.cast(batch.column(signal), pa.float64())
+        else:
+            quality = pa.nulls(n, pa.float64())
+        columns = [
+            pc.cast(batch.column(ID), pa.string()),
+            quality,
+            pa.array(signed["exact"], pa.uint64()),
+            pa.FixedSizeBinaryArray.from_buffers(schema.field("sig").type, n, [None, pa.py_buffer(stored.tobytes())]),
+        ]
+        if self.options.verify:
+            columns.append(pa.LargeListArray.from_arrays(pa.array(signed["shingle_offsets"], pa.int64()),
+                                                         pa.array(signed["shingles"], pa.uint64())))
+        return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+    # -- reduce -------------------------------------------------------------------------
+
+    def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
+        self.bind(work_dir)
+        table = self._scan(work_dir)
+        keys, gids = [], []
+        if self.options.index_from:
+            index = np.load(_index_path(Path(self.options.index_from), partition))
+            keys.append(index["key"])
+            gids.append(index["gid"])
+        for u in np.flatnonzero(~table.locked):
+            records = partfile.read(bands_path(work_dir, table.sources[u], table.units[u]), partition, BAND_RECORD)
+            keys.append(records["key"])
+            gids.append(records["row"].astype(np.int64) + table.starts[u])
+        keys = np.concatenate(keys) if keys else np.empty(0, np.uint64)
+        gids = np.concatenate(gids) if gids else np.empty(0, np.int64)
+        unique_keys, first_gid, forest, pairs = clusters.band_edges(keys, gids)
+        index = np.empty(len(unique_keys), INDEX_RECORD)
+        index["key"], index["gid"] = unique_keys, first_gid
+        final = _index_path(work_dir, partition)
+        tmp = partfile.temp_for(final)
+        with open(tmp, "wb") as f:
+            np.save(f, index)
+        os.replace(tmp, final)
+        clusters.write_adjacency(_forest_path(work_dir, partition), forest, table.total, self.partitions())
+        return {"dedup.candidate_pairs": pairs}
+
+    # -- finalize -----------------------------------------------------------------------
+
+    def finalize(self, work_dir: Path) -> dict[str, int]:
+        self.bind(work_dir)
+        work_dir = Path(work_dir)
+        done = work_dir / DONE_FILE
+        if done.exists():
+            return json.loads(done.read_text())
+        table = self._scan(work_dir)
+        table.save(work_dir)
+        P = self.partitions()
+        forests = [_forest_path(work_dir, p) for p in range(P)]
+        stars, steps = clusters.connected_components(forests, work_dir / "cc", table.total, P)
+        store = DocStore(table)
+        decided = work_dir / "decided"
+        decided.mkdir(exist_ok=True)
+        clusters_seen = 0
+        for q in range(P):
+            adj = clusters.read_adjacency(stars, q)
+            star = adj[adj["v"] > adj["u"]]  # at the fixed point only a centre has larger neighbours
+            clusters_seen += len(np.unique(star["u"]))
+            decisions = decide(star["u"], star["v"], store, imported=table.imported, verify=self.options.verify,
+                               min_similarity=self.options.min_similarity, exact=self.options.exact)
+            final = decided / f"q{q:05d}.part"
+            tmp = partfile.temp_for(final)
+            partfile.write(tmp, decisions, clusters.node_partition(decisions["gid"], table.total, P), P)
+            os.replace(tmp, final)
+        counts = np.zeros(len(REASONS), np.int64)
+        out_dir = work_dir / "decisions"
+        out_dir.mkdir(exist_ok=True)
+        for r in range(P):
+            parts = [partfile.read(decided / f"q{q:05d}.part", r, DECISION) for q in range(P)]
+            rows = np.concatenate(parts)
+            rows = rows[np.argsort(rows["gid"], kind="stable")]
+            counts += np.bincount(rows["reason"], minlength=len(REASONS))
+            final = out_dir / f"r{r:05d}.npy"
+            tmp = partfile.temp_for(final)
+            with open(tmp, "wb") as f:
+                np.save(f, rows)
+            os.replace(tmp, final)
+        summary = {
+            "dedup.documents": table.total - table.imported,
+            "dedup.clusters": clusters_seen,
+            "dedup.exact_removed": int(counts[0]),
+            "dedup.near_removed": int(counts[1]),
+            "dedup.cc_steps": steps,
+        }
+        tmp = partfile.temp_for(done)
+        tmp.write_text(json.dumps(summary))
+        os.replace(tmp, done)
+        for path in (work_dir / "cc", decided):
+            shutil.rmtree(path, ignore_errors=True)
+        return summary
+
+    # -- filter -------------------------------------------------------------------------
+
+    def open_unit(self, unit: UnitContext) -> None:
+        work_dir = self.work_dir or Path(unit.out_dir) / "work" / self.name
+        if not (work_dir / DONE_FILE).exists():
+            raise RuntimeError(f"dedup: finalize has not completed in {work_dir}")
+        if self._table is None or self._table_from != work_dir:
+            self.bind(work_dir)
+            self._table, self._table_from = UnitTable.load(work_dir), work_dir
+            self._store = DocStore(self._table)
+        t = self._table
+        u = t.index_of(unit.source, unit.unit)
+        start, end = int(t.starts[u]), int(t.starts[u + 1])
+        P = self.partitions()
+        ranges = np.unique(clusters.node_partition(np.array([start, max(start, end - 1)]), t.total, P))
+        rows = np.concatenate([np.load(work_dir / "decisions" / f"r{r:05d}.npy") for r in range(ranges[0], ranges[-1] + 1)])
+        rows = rows[(rows["gid"] >= start) & (rows["gid"] < end)]
+        reason = np.full(end - start, -1, np.int16)
+        reason[rows["gid"] - start] = rows["reason"]
+        survivor_ids = self._store.gather(rows["survivor"], ["id"]).column("id").to_pylist()
+        detail = np.full(end - start, None, object)
+        for pos, sid, sim in zip(rows["gid"] - start, survivor_ids, rows["similarity"]):
+            detail[pos] = json.dumps({"survivor": sid, "similarity": round(float(sim), 4)})
+        ids = self._store.unit_rows(u).column("id").combine_chunks()
+        self._unit = {"reason": reason, "detail": detail, "ids": ids, "cursor": 0}
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        state = self._unit
+        if state is None:
+            raise RuntimeError("dedup: process called before open_unit")
+        lo, hi = state["cursor"], state["cursor"] + batch.num_rows
+        if hi > len(state["reason"]):
+            raise ValueError(f"dedup: unit has {len(state['reason'])} mapped documents, got more")
+        if not state["ids"].slice(lo, batch.num_rows).equals(pc.cast(batch.column(ID), pa.string())):
+            raise ValueError("dedup: documents differ from those seen in map_unit (order or content)")
+        state["cursor"] = hi
+        codes = state["reason"][lo:hi]
+        dropped = codes >= 0
+        drop = pc.take(pa.array(REASONS, pa.string()), pa.array(np.where(dropped, codes, 0), mask=~dropped))
+        detail = pa.array(state["detail"][lo:hi], pa.string())
+        counters = {"dedup.exact_removed": int((codes == 0).sum()), "dedup.near_removed": int((codes == 1).sum())}
+        return StageOutput(batch=batch, drop_reason=drop, detail=detail, counters=counters)
+
+    def close_unit(self, unit: UnitContext) -> dict[str, int]:
+        state, self._unit = self._unit, None
+        if state is not None and state["cursor"] != len(state["reason"]):
+            raise ValueError(f"dedup: unit {unit.unit} mapped {len(state['reason'])} documents, filtered {state['cursor']}")
+        return {}
+
+
+def _index_path(work_dir: Path, partition: int) -> Path:
+    return Path(work_dir) / "reduce" / f"p{partition:05d}.index.npy"
+
+
+def _forest_path(work_dir: Path, partition: int) -> Path:
+    return Path(work_dir) / "reduce" / f"p{partition:05d}.forest"
