@@ -9,7 +9,8 @@ shadow the standard library module of that name for a script run from its folder
 prep's number includes everything a run does besides filtering: decompression, parsing,
 the bad-input checks, ids, writing zstd Parquet, checksums, markers and the manifest.
 The peers only parse (they keep the result in memory and write nothing). All three use
-one core unless --workers says otherwise for prep (pyarrow is asked for one thread too).
+one core, then pyarrow with its threads and prep with 2 workers (both use every core of
+a 2-core machine).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def plain_loop(paths: list[Path]) -> int:
     return documents
 
 
-def pyarrow_reader(paths: list[Path]) -> int:
-    options = pajson.ReadOptions(use_threads=False, block_size=16 << 20)
+def pyarrow_reader(paths: list[Path], threads: bool) -> int:
+    options = pajson.ReadOptions(use_threads=threads, block_size=16 << 20)
     return sum(pajson.read_json(path, read_options=options).num_rows for path in paths)
 
 
@@ -82,7 +83,6 @@ def timed(fn, *args) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each reader")
     args = parser.parse_args()
     paths = [args.data / f for f in FILES if (args.data / f).exists()]
@@ -90,22 +90,27 @@ def main() -> None:
         raise SystemExit(f"no input files under {args.data}")
     raw = uncompressed_bytes(paths)
     print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, {raw / 1e6:.1f} MB of JSON lines")
-    rows = []
+    rows: dict[str, tuple[float, int]] = {}
     for name, fn, fn_args in [
-        ("gzip + json loop", plain_loop, (paths,)),
-        ("pyarrow.json.read_json", pyarrow_reader, (paths,)),
-        (f"prep run (no stages, {args.workers} worker{'s' if args.workers > 1 else ''})", prep_run, (paths, args.workers)),
+        ("gzip + json loop (1 core)", plain_loop, (paths,)),
+        ("pyarrow.json.read_json (1 thread)", pyarrow_reader, (paths, False)),
+        ("prep run, no stages (1 worker)", prep_run, (paths, 1)),
+        ("pyarrow.json.read_json (threads)", pyarrow_reader, (paths, True)),
+        ("prep run, no stages (2 workers)", prep_run, (paths, 2)),
     ]:
         best, documents = min(timed(fn, *fn_args) for _ in range(args.repeat))
-        rows.append((name, best, documents))
+        rows[name] = (best, documents)
     print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}")
-    for name, seconds, documents in rows:
+    for name, (seconds, documents) in rows.items():
         print(f"{name:<40} {seconds:8.2f} {documents / seconds:10,.0f} {raw / seconds / 1e6:8.1f}")
-    prep_seconds, pyarrow_seconds, loop_seconds = rows[2][1], rows[1][1], rows[0][1]
-    print(f"\nprep / pyarrow reader time: {prep_seconds / pyarrow_seconds:.2f}x  (overhead {prep_seconds / pyarrow_seconds - 1:+.0%})")
-    print(f"prep speed-up over the gzip + json loop: {loop_seconds / prep_seconds:.2f}x")
-    if rows[0][2] != rows[2][2]:
-        print(f"note: documents differ (loop {rows[0][2]:,}, prep {rows[2][2]:,} incl. quarantined)")
+    seconds = {name: value[0] for name, value in rows.items()}
+    for cores, pyarrow_name, prep_name in (
+        ("one core", "pyarrow.json.read_json (1 thread)", "prep run, no stages (1 worker)"),
+        ("all cores", "pyarrow.json.read_json (threads)", "prep run, no stages (2 workers)"),
+    ):
+        ratio = seconds[prep_name] / seconds[pyarrow_name]
+        print(f"{cores}: prep / pyarrow reader time {ratio:.2f}x (overhead {ratio - 1:+.0%}); "
+              f"prep vs the gzip + json loop {seconds['gzip + json loop (1 core)'] / seconds[prep_name]:.2f}x faster")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@ the unit's context and is renamed only when the whole unit commits."""
 
 from __future__ import annotations
 
+import queue
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -21,7 +23,13 @@ class ParquetSink:
     Inputs drift: a field that was all null in one block is a string in the next. A batch
     that cannot be cast to the open file's schema starts a new part file instead of failing.
     Nothing is written for a sink that received no rows.
+
+    Encoding and zstd compression run on a background thread (Arrow releases the GIL
+    there), overlapping the next block's decompression and parsing; a bounded queue keeps
+    at most a couple of batches in flight, so memory stays bounded.
     """
+
+    QUEUE_DEPTH = 2
 
     def __init__(self, unit: UnitContext, folder: Path, stem: str, schema: pa.Schema | None = None):
         self.unit, self.folder, self.stem = unit, folder, stem
@@ -29,10 +37,30 @@ class ParquetSink:
         self.writer: pq.ParquetWriter | None = None
         self.parts = 0
         self.rows = 0
+        self._queue: queue.Queue = queue.Queue(maxsize=self.QUEUE_DEPTH)
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
 
     def write(self, batch: pa.RecordBatch | None) -> None:
         if batch is None or batch.num_rows == 0:
             return
+        if self._error is not None:
+            raise self._error
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._drain, name=f"parquet-{self.stem}", daemon=True)
+            self._thread.start()
+        self.rows += batch.num_rows
+        self._queue.put(batch)
+
+    def _drain(self) -> None:
+        while (batch := self._queue.get()) is not None:
+            if self._error is None:
+                try:
+                    self._write_now(batch)
+                except BaseException as error:  # surfaced by the next write() or close()
+                    self._error = error
+
+    def _write_now(self, batch: pa.RecordBatch) -> None:
         if self.writer is not None:
             conformed = _conform(batch, self.writer.schema)
             if conformed is None:
@@ -52,12 +80,17 @@ class ParquetSink:
             )
             self.parts += 1
         self.writer.write_batch(batch, row_group_size=1 << 20)
-        self.rows += batch.num_rows
 
     def close(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+        if self._error is not None:
+            raise self._error
 
 
 def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch | None:
