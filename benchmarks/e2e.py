@@ -1,0 +1,261 @@
+"""The whole pipeline against datatrove, side by side on the same real corpus.
+
+    python -m benchmarks.e2e [--scales 1,4,16] [--workers 2] [--data ../shared/data]
+
+Corpus: the shared web, code and math files (about 60 MB of JSON lines), written as
+several gzipped shards per source. At scale k every document appears k times with a
+unique id (`<id>#<copy>`), which the output says: copies are exact duplicates, so both
+dedups remove them, and the extra volume measures scaling, not filtering quality.
+
+Both sides run the same steps on every document, with `--workers` processes:
+  (a) prep run: quality (Gopher repetition, Gopher quality, C4, FineWeb: the web rules
+      for all sources, as datatrove applies them), pii, dedup (MinHash 5-grams, 14x8),
+      tokenize (GPT-2), writing kept documents as Parquet;
+  (b) datatrove 0.10: JsonlReader, GopherRepetitionFilter, GopherQualityFilter,
+      C4QualityFilter, FineWebQualityFilter, PIIFormatter, JsonlWriter; then its four-step
+      MinhashDedup (signatures, buckets, cluster, filter) with the same 5-grams and 14x8
+      buckets, and DocumentTokenizer with GPT-2 (built offline from the shared
+      encoder.json and vocab.bpe), writing kept documents as JSON lines.
+Each side runs in its own process tree; CPU seconds come from the kernel's accounting of
+that tree, peak memory from sampling the RSS of all its processes together.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+CORPUS = {
+    "web": ["web/web_gold.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz", "web/nltk_webtext.jsonl.gz",
+            "web/datajuicer_redpajama_pile_samples.jsonl.gz", "web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz"],
+    "code": ["code/python_stdlib.jsonl.gz", "code/js_usr_lib_node_modules.jsonl.gz", "code/perl_usr_share_perl.jsonl.gz"],
+    "math": ["math/gsm8k.jsonl.gz", "math/stacks_project_sections.jsonl.gz", "math/datajuicer_arxiv_sample.jsonl.gz"],
+}
+SHARDS_PER_SOURCE = 4
+
+
+def build_corpus(data: Path, out: Path, scale: int) -> tuple[int, int]:
+    """Write the corpus at ``scale`` copies; returns (documents, bytes of JSON lines)."""
+    documents = size = 0
+    for source, files in CORPUS.items():
+        records = []
+        for name in files:
+            with gzip.open(data / name, "rt", encoding="utf-8") as f:
+                for line_no, line in enumerate(f):
+                    record = json.loads(line)
+                    if isinstance(record.get("text"), str) and record["text"].strip():
+                        records.append({"id": str(record.get("id") or f"{name}:{line_no}"), "text": record["text"]})
+        folder = out / source
+        folder.mkdir(parents=True)
+        shards = [gzip.open(folder / f"part-{k:03d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1)
+                  for k in range(SHARDS_PER_SOURCE)]
+        for copy in range(scale):
+            for i, record in enumerate(records):
+                line = json.dumps({"id": f"{record['id']}#{copy}", "text": record["text"]}) + "\n"
+                shards[(copy * len(records) + i) % SHARDS_PER_SOURCE].write(line)
+                documents += 1
+                size += len(line.encode())
+        for shard in shards:
+            shard.close()
+    return documents, size
+
+
+PREP_CONFIG = """
+[sources.web]
+paths = ["{corpus}/web/*.jsonl.gz"]
+[sources.code]
+paths = ["{corpus}/code/*.jsonl.gz"]
+[sources.math]
+paths = ["{corpus}/math/*.jsonl.gz"]
+[[stages]]
+name = "quality"
+code_sources = []
+math_sources = []
+no_space_script_min_frac = 2.0
+[[stages]]
+name = "pii"
+[[stages]]
+name = "dedup"
+min_similarity = 0.0
+partitions = 8
+[[stages]]
+name = "tokenize"
+tokenizer = "gpt2"
+"""
+
+
+def run_prep(corpus: Path, work: Path, workers: int) -> dict:
+    from pipeline.run import run_pipeline
+
+    config = work / "e2e.toml"
+    config.write_text(PREP_CONFIG.format(corpus=corpus))
+    manifest = run_pipeline(config, work / "out", workers=workers, quiet=True)
+    kept = []
+    import pyarrow.parquet as pq
+
+    for path in sorted((work / "out" / "docs").rglob("*.parquet")):
+        kept += pq.read_table(path, columns=["id"]).column("id").to_pylist()
+    return {"kept": kept, "tokens": manifest["stages"]["tokenize"]["counters"]["tokens"]}
+
+
+def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
+    import datatrove.utils.hashes.xxhash as dt_xxhash
+    import xxhash
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
+                                                  MinhashDedupFilter, MinhashDedupSignature)
+    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
+                                            GopherRepetitionFilter)
+    from datatrove.pipeline.formatters import PIIFormatter
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
+    from datatrove.pipeline.writers import JsonlWriter
+
+    from benchmarks.tokenize import gpt2_tokenizer_json
+
+    # datatrove 0.10.1 hands str to xxhash, which xxhash >= 4 refuses: encode first.
+    dt_xxhash.xxhash64 = lambda data: xxhash.xxh64_intdigest(data.encode() if isinstance(data, str) else data)
+    tokenizer = gpt2_tokenizer_json(work)
+    config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
+    tasks = SHARDS_PER_SOURCE * len(CORPUS)
+    filtered = work / "filtered"
+    steps = [
+        ([JsonlReader(str(corpus), glob_pattern="*/*.jsonl.gz"), GopherRepetitionFilter(), GopherQualityFilter(),
+          C4QualityFilter(), FineWebQualityFilter(), PIIFormatter(), JsonlWriter(str(filtered))], tasks),
+        ([JsonlReader(str(filtered)), MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], tasks),
+        ([MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
+         config.num_buckets),
+        ([MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove"), config=config)], 1),
+        ([JsonlReader(str(filtered)), MinhashDedupFilter(input_folder=str(work / "remove")),
+          DocumentTokenizer(output_folder=str(work / "tokens"), tokenizer_name_or_path=str(tokenizer),
+                            eos_token="<|endoftext|>", shuffle_documents=False),
+          JsonlWriter(str(work / "kept"))], tasks),
+    ]
+    for k, (pipeline, n) in enumerate(steps):
+        LocalPipelineExecutor(pipeline=pipeline, tasks=n, workers=workers, logging_dir=str(work / f"logs{k}")).run()
+    kept = []
+    for path in sorted((work / "kept").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            kept += [json.loads(line)["id"] for line in f]
+    tokens = sum(p.stat().st_size for p in (work / "tokens").rglob("*.ds")) // 2
+    return {"kept": kept, "tokens": tokens}
+
+
+def _tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and all its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                pass
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        stack += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except OSError:
+            pass
+    return total
+
+
+def measure(side: str, corpus: Path, workers: int) -> dict:
+    """Run one side in its own process tree: wall, CPU seconds and peak RSS of the tree."""
+    with tempfile.TemporaryDirectory(dir=corpus.parent) as work:
+        result_file = Path(work) / "result.json"
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.e2e", "--side", side, "--corpus", str(corpus), "--work", work,
+             "--workers", str(workers), "--result", str(result_file)],
+            cwd=Path(__file__).resolve().parents[1],
+        )
+        peak = 0
+        done = threading.Event()
+
+        def sample() -> None:
+            nonlocal peak
+            while not done.is_set():
+                peak = max(peak, _tree_rss(proc.pid))
+                time.sleep(0.2)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        code = proc.wait()
+        done.set()
+        sampler.join()
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if code != 0:
+            raise SystemExit(f"{side} failed with exit code {code}")
+        result = json.loads(result_file.read_text())
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall": wall, "cpu": cpu, "peak_rss": peak, **result}
+
+
+def report(scale: int, documents: int, size: int, prep: dict, datatrove: dict) -> None:
+    print(f"\nscale {scale}x: {documents:,} documents, {size / 1e6:,.1f} MB of JSON lines"
+          + (f" (the corpus repeated {scale} times with unique ids)" if scale > 1 else ""))
+    print(f"{'':<12} {'wall s':>8} {'CPU s':>8} {'docs/s':>9} {'MB/s':>7} {'kept':>8} {'tokens':>12} {'peak RSS':>9} {'CPU-h/B tok':>12}")
+    for name, r in (("prep", prep), ("datatrove", datatrove)):
+        per_billion = r["cpu"] / 3600 / (r["tokens"] / 1e9) if r["tokens"] else float("nan")
+        print(f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
+              f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_rss'] / 2**20:8,.0f}M {per_billion:12.1f}")
+    print(f"prep vs datatrove: {datatrove['wall'] / prep['wall']:.1f}x faster (wall), "
+          f"{datatrove['cpu'] / prep['cpu']:.1f}x less CPU")
+    ours, theirs = set(prep["kept"]), set(datatrove["kept"])
+    print(f"kept by both {len(ours & theirs):,}; only by prep {len(ours - theirs):,}; only by datatrove {len(theirs - ours):,}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scales", default="1", help="comma-separated corpus multiples, e.g. 1,4,16")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--data", type=Path, default=SHARED)
+    parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:  # one side, inside its own process tree
+        run = run_prep if args.side == "prep" else run_datatrove
+        args.result.write_text(json.dumps(run(args.corpus, args.work, args.workers)))
+        return
+    rows = []
+    for scale in [int(s) for s in args.scales.split(",")]:
+        with tempfile.TemporaryDirectory() as tmp:
+            corpus = Path(tmp) / "corpus"
+            documents, size = build_corpus(args.data, corpus, scale)
+            prep = measure("prep", corpus, args.workers)
+            datatrove = measure("datatrove", corpus, args.workers)
+            shutil.rmtree(corpus)
+        report(scale, documents, size, prep, datatrove)
+        rows.append((scale, prep, datatrove))
+    if len(rows) > 1:
+        print("\nscaling exponents (time ~ volume^k, memory ~ volume^k) from the smallest to the largest scale:")
+        (s0, p0, d0), (s1, p1, d1) = rows[0], rows[-1]
+        for name, a, b in (("prep", p0, p1), ("datatrove", d0, d1)):
+            k_time = math.log(b["wall"] / a["wall"]) / math.log(s1 / s0)
+            k_mem = math.log(b["peak_rss"] / a["peak_rss"]) / math.log(s1 / s0)
+            print(f"  {name:<10} time k = {k_time:.2f}   peak memory k = {k_mem:.2f}")
+
+
+if __name__ == "__main__":
+    main()

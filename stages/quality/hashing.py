@@ -1,0 +1,68 @@
+"""Hashing helpers for the repetition rules: open-addressing tables over 64-bit keys.
+
+Duplicate lines, paragraphs and n-grams are found by hashing, never by building
+strings. Keys are 64-bit (0 means an empty slot); at web-document sizes a collision is
+about as likely as a cosmic-ray bit flip, and the tables stay linear in the input.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from stages.quality.jit import kernel, leaf
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def mix64(x):
+    """splitmix64 finaliser: spreads a polynomial hash over all bits; never returns 0."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    if x == 0:
+        x = np.uint64(1)
+    return x
+
+
+@leaf
+def bytes_key(buf, start, end):
+    """Key of the string buf[start:end] (length-aware polynomial hash, finalised)."""
+    h = np.uint64(end - start)
+    for i in range(start, end):
+        h = h * np.uint64(0x100000001B3) + np.uint64(buf[i]) + np.uint64(1)
+    return mix64(h)
+
+
+@leaf
+def table_capacity(n_items):
+    cap = 16
+    while cap < 2 * n_items:
+        cap *= 2
+    return cap
+
+
+@leaf
+def slot_of(keys, key):
+    """Slot holding ``key``, or the empty slot where it would go."""
+    mask = keys.shape[0] - 1
+    slot = np.int64(key & np.uint64(mask))
+    while keys[slot] != 0 and keys[slot] != key:
+        slot = (slot + 1) & mask
+    return slot
+
+
+@kernel
+def count_duplicates(keys_of_items, chars_of_items, n):
+    """datatrove's ``find_duplicates``: (elements seen before, their characters)."""
+    keys = np.zeros(table_capacity(n), np.uint64)
+    dup = 0
+    dup_chars = 0
+    for i in range(n):
+        k = keys_of_items[i]
+        s = slot_of(keys, k)
+        if keys[s] == k:
+            dup += 1
+            dup_chars += chars_of_items[i]
+        else:
+            keys[s] = k
+    return dup, dup_chars

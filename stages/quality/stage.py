@@ -1,0 +1,157 @@
+"""``quality``: Gopher, C4 and FineWeb heuristics for web text, The Stack / StarCoder
+rules for code, light rules for math; numba kernels over the batch's Arrow buffers.
+
+Each document's signals become columns (``gq_*`` Gopher quality, ``gr_*`` Gopher
+repetition, ``c4_*``, ``fw_*`` FineWeb, ``code_*``, ``blob_len``; null where a rule set
+does not compute them), so thresholds can be changed later without recomputing. For
+web sources C4 removes lines: kept documents carry C4's rewritten text and count as
+``changed``; rejected ones keep their original text for the ledger.
+
+Text without spaces (Chinese, Japanese, Thai) is split as spaCy's English tokenizer
+splits it, like datatrove with its default ``language="en"``: a run of CJK characters is
+one "word". The word rules therefore reject such pages (too few words, overlong mean
+word length), exactly as the reference does; these rules are English rules. Run this
+stage after ``langid`` limited to English sources, or turn ``gopher_quality`` off for
+sources in other languages (see the README of the stage options).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.documents import TEXT, set_column
+from pipeline.stage import Stage, StageOutput, register
+from stages.quality import kernels as K
+from stages.quality.buffers import string_array, text_buffers
+from stages.quality.rules import DECIDE, Decider, QualityOptions
+from stages.quality.tables import tables
+from stages.quality.tokenizer import kernel_tables
+
+_INT, _FLOAT = pa.int32(), pa.float32()
+FIXED_COLUMNS = [
+    ("gq_words", K.GQ_WORDS, _INT),
+    ("gq_mean_word_len", K.GQ_MEAN_WORD_LEN, _FLOAT),
+    ("gq_hash_ratio", K.GQ_HASH_RATIO, _FLOAT),
+    ("gq_ellipsis_ratio", K.GQ_ELLIPSIS_RATIO, _FLOAT),
+    ("gq_bullet_lines", K.GQ_BULLET_LINES, _FLOAT),
+    ("gq_ellipsis_lines", K.GQ_ELLIPSIS_LINES, _FLOAT),
+    ("gq_alpha_words", K.GQ_ALPHA_WORDS, _FLOAT),
+    ("gq_stop_words", K.GQ_STOP_WORDS, _INT),
+    ("gr_dup_para_frac", K.GR_DUP_PARA_FRAC, _FLOAT),
+    ("gr_dup_para_char_frac", K.GR_DUP_PARA_CHAR_FRAC, _FLOAT),
+    ("gr_dup_line_frac", K.GR_DUP_LINE_FRAC, _FLOAT),
+    ("gr_dup_line_char_frac", K.GR_DUP_LINE_CHAR_FRAC, _FLOAT),
+    ("c4_sentences", K.C4_SENTENCES, _INT),
+    ("c4_lines_removed", K.C4_LINES_REMOVED, _INT),
+    ("fw_line_punct_ratio", K.FW_LINE_PUNCT_RATIO, _FLOAT),
+    ("fw_short_line_ratio", K.FW_SHORT_LINE_RATIO, _FLOAT),
+    ("fw_char_dup_ratio", K.FW_CHAR_DUP_RATIO, _FLOAT),
+    ("fw_list_ratio", K.FW_LIST_RATIO, _FLOAT),
+    ("code_max_line_len", K.CODE_MAX_LINE_LEN, _INT),
+    ("code_mean_line_len", K.CODE_MEAN_LINE_LEN, _FLOAT),
+    ("code_alnum_frac", K.CODE_ALNUM_FRAC, _FLOAT),
+    ("code_autogen", K.CODE_AUTOGEN, _INT),
+    ("blob_len", K.BLOB_LEN, _INT),
+    ("no_space_frac", K.NO_SPACE_FRAC, _FLOAT),
+]
+
+
+def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [(s.lower() if lower else s).encode() for s in strings]
+    off = np.zeros(len(encoded) + 1, np.int64)
+    off[1:] = np.cumsum([len(e) for e in encoded])
+    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy(), off
+
+
+@register
+class QualityStage(Stage):
+    name = "quality"
+    Options = QualityOptions
+
+    def __init__(self, options: QualityOptions):
+        super().__init__(options)
+        o = options
+        self._T = kernel_tables(tables())
+        self._top = np.array([n for n, _ in o.top_ngrams()], np.int64)
+        self._dup = np.array([n for n, _ in o.dup_ngrams()], np.int64)
+        self._stop = _blob(o.gopher_stop_words)
+        self._policy = _blob(o.c4_policy_substrings, lower=True)
+        self._markers = _blob(o.code_autogen_markers, lower=True)
+        p = np.zeros(K.N_PARAMS, np.int64)
+        p[K.P_C4_REMOVE_CITATIONS] = o.c4_remove_citations
+        p[K.P_C4_NO_TERMINAL_PUNCT] = o.c4_filter_no_terminal_punct
+        p[K.P_C4_MIN_WORDS_PER_LINE] = o.c4_min_words_per_line
+        p[K.P_C4_MAX_WORD_LENGTH] = o.c4_max_word_length
+        p[K.P_C4_LOREM] = o.c4_filter_lorem_ipsum
+        p[K.P_C4_JAVASCRIPT] = o.c4_filter_javascript
+        p[K.P_C4_CURLY] = o.c4_filter_curly_bracket
+        p[K.P_C4_POLICY] = o.c4_filter_policy
+        p[K.P_FW_SHORT_LINE_LENGTH] = o.fineweb_short_line_length
+        p[K.P_RUN_C4] = o.c4
+        p[K.P_AUTOGEN_LINES] = o.code_autogen_lines
+        self._params = p
+        self.columns = list(FIXED_COLUMNS)
+        col = K.NGRAM_BASE
+        for n in self._top:
+            self.columns.append((f"gr_top_{n}gram", col, _FLOAT))
+            col += 1
+        for n in self._dup:
+            self.columns.append((f"gr_dup_{n}gram", col, _FLOAT))
+            col += 1
+        self._n_signals = col
+
+    def signals(self, text: pa.Array, rule_set: str) -> tuple[np.ndarray, pa.Array | None]:
+        """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten text."""
+        data, offsets = text_buffers(text)
+        sig = np.full((len(offsets) - 1, self._n_signals), np.nan)
+        if rule_set == "code":
+            K.code_batch(self._T, data, offsets, self._params, *self._markers, sig)
+            return sig, None
+        if rule_set == "math":
+            K.math_batch(self._T, data, offsets, sig)
+            return sig, None
+        out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
+        out_off = np.zeros(len(offsets), np.int64)
+        no_space_min = float(self.options.no_space_script_min_frac)
+        K.web_batch(self._T, data, offsets, self._params, no_space_min, *self._stop, *self._policy, self._top, self._dup, sig, out, out_off)
+        rewritten = string_array(out[: out_off[-1]], out_off, text.type) if self.options.c4 else None
+        return sig, rewritten
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        rule_set = self.options.rule_set(source)
+        text = batch.column(TEXT)
+        if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
+            text = text.cast(pa.large_string())  # e.g. the null type of an empty column
+        sig, rewritten = self.signals(text, rule_set)
+        decider = Decider(batch.num_rows)
+        DECIDE[rule_set](self.options, sig, decider)
+        names = pa.array([None] + decider.names, pa.string())
+        reasons = names.take(pa.array(decider.code))
+        changed = 0
+        if rewritten is not None:
+            keep = pa.array(decider.code == 0)
+            new_text = pc.if_else(keep, rewritten.cast(text.type), text)
+            differs = pc.and_(keep, pc.not_equal(new_text, text))
+            changed = int(pc.sum(differs.cast(pa.int64())).as_py() or 0)
+            batch = set_column(batch, TEXT, new_text)
+        for name, col, typ in self.columns:
+            values = sig[:, col]
+            missing = np.isnan(values)
+            if typ == _INT:
+                values = np.where(missing, 0, values).astype(np.int32)
+            else:
+                values = values.astype(np.float32)
+            batch = set_column(batch, name, pa.array(values, typ, mask=missing))
+        counters = {f"quality.{rule_set}.{name}": int(n) for name, n in _reason_counts(decider).items()}
+        return StageOutput(batch=batch, drop_reason=reasons, changed=changed, counters=counters)
+
+
+def _reason_counts(decider: Decider) -> dict[str, int]:
+    counts = np.bincount(decider.code, minlength=len(decider.names) + 1)
+    out: dict[str, int] = {}
+    for i, name in enumerate(decider.names, start=1):
+        if counts[i]:
+            out[name] = out.get(name, 0) + int(counts[i])
+    return out

@@ -1,0 +1,188 @@
+"""Lookup tables for the quality kernels, built once per process from ``tables_data``.
+
+``CHAR_FLAGS[cp]`` holds the classes of code point ``cp`` (bits named in ``FLAGS``), so
+a kernel answers "is this a letter / space / spaCy prefix?" with one array read instead
+of a regex. Byte strings that must be recognised whole (spaCy special cases, units and
+currencies after a number) go into small open-addressing hash tables keyed by FNV-1a,
+with their bytes kept for verification so a hash collision can never change a result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+
+from stages.quality import tables_data
+
+_F = tables_data.FLAGS
+SPACE = _F["SPACE"]
+ALPHA = _F["ALPHA"]
+ALNUM = _F["ALNUM"]
+DT_PUNCT = _F["DT_PUNCT"]
+DT_TERM = _F["DT_TERM"]
+SP_ALPHA = _F["SP_ALPHA"]
+SP_LOWER = _F["SP_LOWER"]
+SP_UPPER = _F["SP_UPPER"]
+SP_PREFIX = _F["SP_PREFIX"]
+SP_SUFFIX = _F["SP_SUFFIX"]
+SP_DOT_AFTER = _F["SP_DOT_AFTER"]
+SP_QUOTE = _F["SP_QUOTE"]
+SP_ICON = _F["SP_ICON"]
+UNI_P = _F["UNI_P"]
+SENT_PUNCT = _F["SENT_PUNCT"]
+DECIMAL = _F["DECIMAL"]
+LINEBREAK = _F["LINEBREAK"]
+WORD = _F["WORD"]
+# Letters of scripts written without spaces between words (set here, not generated:
+# it is our policy, not a copy of a reference). See rules.py, no_space_script_min_frac.
+NO_SPACE_SCRIPT = 1 << 20
+NO_SPACE_RANGES = [
+    (0x0E00, 0x0EFF),  # Thai, Lao
+    (0x0F00, 0x0FFF),  # Tibetan
+    (0x1000, 0x109F),  # Myanmar
+    (0x1780, 0x17FF),  # Khmer
+    (0x19E0, 0x19FF),  # Khmer symbols
+    (0x3040, 0x30FF),  # Hiragana, Katakana
+    (0x31F0, 0x31FF),  # Katakana extensions
+    (0x3400, 0x4DBF),  # CJK extension A
+    (0x4E00, 0x9FFF),  # CJK unified ideographs
+    (0xF900, 0xFAFF),  # CJK compatibility ideographs
+    (0xFF66, 0xFF9F),  # half-width Katakana
+    (0x20000, 0x3134F),  # CJK extensions B-G
+]
+
+FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+FNV_PRIME = np.uint64(0x100000001B3)
+
+
+@numba.njit(cache=True, _nrt=False, inline="always")
+def fnv1a(buf, start, end):
+    """FNV-1a over buf[start:end]; never 0, so 0 can mark an empty slot."""
+    h = np.uint64(0xCBF29CE484222325)
+    for i in range(start, end):
+        h ^= np.uint64(buf[i])
+        h *= np.uint64(0x100000001B3)
+    if h == 0:
+        h = np.uint64(1)
+    return h
+
+
+def char_flags() -> np.ndarray:
+    runs = np.array(tables_data.CHAR_RUNS, dtype=np.int64)
+    starts = runs[:, 0]
+    lengths = np.diff(np.append(starts, 0x110000))
+    flags = np.repeat(runs[:, 1].astype(np.uint32), lengths)
+    for lo, hi in NO_SPACE_RANGES:
+        flags[lo : hi + 1] |= np.uint32(NO_SPACE_SCRIPT)
+    return flags
+
+
+@dataclass(frozen=True)
+class ByteSet:
+    """A set of byte strings for numba: ``keys`` (hash table), ``slot_item`` (item per slot,
+    -1 empty), ``item_off``/``blob`` (the strings), ``max_len`` (longest, in bytes)."""
+
+    keys: np.ndarray
+    slot_item: np.ndarray
+    item_off: np.ndarray
+    blob: np.ndarray
+    max_len: int
+
+
+def byte_set(strings: list[bytes]) -> ByteSet:
+    size = 1
+    while size < 2 * max(len(strings), 1):
+        size *= 2
+    keys = np.zeros(size, np.uint64)
+    slot_item = np.full(size, -1, np.int64)
+    blob = np.frombuffer(b"".join(strings), np.uint8).copy() if strings else np.zeros(0, np.uint8)
+    item_off = np.zeros(len(strings) + 1, np.int64)
+    item_off[1:] = np.cumsum([len(s) for s in strings])
+    for i, s in enumerate(strings):
+        h = fnv1a(np.frombuffer(s, np.uint8), 0, len(s))
+        slot = int(h) & (size - 1)
+        while slot_item[slot] != -1:
+            slot = (slot + 1) & (size - 1)
+        keys[slot] = h
+        slot_item[slot] = i
+    return ByteSet(keys, slot_item, item_off, blob, max((len(s) for s in strings), default=0))
+
+
+@numba.njit(cache=True, _nrt=False)
+def byte_set_find(keys, slot_item, item_off, blob, buf, start, end):
+    """Index of buf[start:end] in the set, or -1."""
+    h = fnv1a(buf, start, end)
+    mask = keys.shape[0] - 1
+    slot = np.int64(h & np.uint64(mask))
+    n = end - start
+    while slot_item[slot] != -1:
+        if keys[slot] == h:
+            item = slot_item[slot]
+            a = item_off[item]
+            if item_off[item + 1] - a == n:
+                same = True
+                for k in range(n):
+                    if blob[a + k] != buf[start + k]:
+                        same = False
+                        break
+                if same:
+                    return item
+        slot = (slot + 1) & mask
+    return -1
+
+
+@dataclass(frozen=True)
+class Tables:
+    flags: np.ndarray
+    specials: ByteSet
+    # Byte lengths of each special case's tokens: pieces of special i are
+    # special_piece_len[special_piece_off[i]:special_piece_off[i + 1]].
+    special_piece_off: np.ndarray
+    special_piece_len: np.ndarray
+    # For the specials spaCy re-merges after splitting ("Co.Co" -> "Co." "Co"): the byte
+    # lengths of the tokens they split into without special cases (none for the others).
+    special_pattern_off: np.ndarray
+    special_pattern_len: np.ndarray
+    # First bytes of those re-merged specials, and their most tokens.
+    merge_first_byte: np.ndarray
+    merge_max_tokens: int
+    # Units and currencies spaCy splits off after a digit ("5km", "10$").
+    after_digit: ByteSet
+
+
+_TABLES: Tables | None = None
+
+
+def tables() -> Tables:
+    """The process-wide tables (built on first use, about 50 ms)."""
+    global _TABLES
+    if _TABLES is None:
+        specials = [(k.encode(), [p.encode() for p in v]) for k, v, _ in tables_data.SPECIALS]
+        # Re-merged specials; _merge_specials rewrites tokens in place, so it leaves out
+        # the three that grow ("°C." from "°" "C." to "°" "C" "."), a context-free miss.
+        patterns = [[p.encode() for p in m] if m and len(v) <= len(m) else [] for _, v, m in tables_data.SPECIALS]
+        piece_off = np.zeros(len(specials) + 1, np.int64)
+        piece_off[1:] = np.cumsum([len(v) for _, v in specials])
+        piece_len = np.array([len(p) for _, v in specials for p in v], np.int64)
+        pattern_off = np.zeros(len(patterns) + 1, np.int64)
+        pattern_off[1:] = np.cumsum([len(m) for m in patterns])
+        pattern_len = np.array([len(p) for m in patterns for p in m], np.int64)
+        first_byte = np.zeros(256, np.bool_)
+        for (k, _), m in zip(specials, patterns):
+            if m:
+                first_byte[k[0]] = True
+        after_digit = sorted({u.encode() for u in tables_data.UNITS + tables_data.CURRENCY if u})
+        _TABLES = Tables(
+            flags=char_flags(),
+            specials=byte_set([k for k, _ in specials]),
+            special_piece_off=piece_off,
+            special_piece_len=piece_len,
+            special_pattern_off=pattern_off,
+            special_pattern_len=pattern_len,
+            merge_first_byte=first_byte,
+            merge_max_tokens=max(len(m) for m in patterns),
+            after_digit=byte_set(after_digit),
+        )
+    return _TABLES

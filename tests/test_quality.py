@@ -1,0 +1,297 @@
+"""Unit tests of the ``quality`` stage on small hand-made documents: each rule fires on
+the case built for it (and names itself), good prose passes, C4 rewrites lines, code and
+math get their own rules, and hard inputs (empty, blank, emoji, CJK, Thai, a 10 MB line)
+neither crash nor misfire."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from stages.quality import QualityStage
+from stages.quality.tables import tables
+from stages.quality.tokenizer import kernel_tables, split_words
+
+import numpy as np
+
+GROUPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
+
+PROSE = (
+    "The committee met on Tuesday to discuss the budget for the coming year. "
+    "Members agreed that the library should have longer opening hours, and that the "
+    "park near the river needs new benches. The chair thanked everyone for their work "
+    "and said that the town would publish the full minutes with the final figures. "
+    "Several residents asked questions about parking, and the clerk promised to answer "
+    "them in writing before the next meeting of the council."
+)
+PROSE2 = (
+    "After the vote, a small group of volunteers stayed behind to plan the autumn fair. "
+    "They want to invite local bakers, a brass band and the primary school choir, which "
+    "won a regional prize in spring. Tickets will be cheap so that families can come, and "
+    "any profit goes to repairing the roof of the old chapel on the hill."
+)
+GOOD = PROSE + "\n" + PROSE2
+
+
+def run(texts, source="web", **options):
+    stage = QualityStage(QualityStage.Options(**options))
+    batch = pa.RecordBatch.from_pydict(
+        {"id": [str(i) for i in range(len(texts))], "text": texts, "source": [source] * len(texts)}
+    )
+    return stage.process(batch, source)
+
+
+def only(group, **options):
+    return {**{g: g == group for g in GROUPS}, **options}
+
+
+def reasons(texts, source="web", **options):
+    return run(texts, source, **options).drop_reason.to_pylist()
+
+
+def words(text):
+    T = kernel_tables(tables())
+    buf = np.frombuffer(text.encode(), np.uint8)
+    n = len(buf) + 1
+    s, e, a, b = (np.empty(n, np.int32) for _ in range(4))
+    k = split_words(T, buf, 0, len(buf), s, e, a, b)
+    return [bytes(buf[s[i] : e[i]]).decode() for i in range(k)]
+
+
+# ---------------------------------------------------------------- word splitting (spaCy English)
+
+
+def test_words_follow_spacy_english():
+    # Expected lists are what spacy.blank("en") (3.8) gives, as datatrove uses it.
+    assert words("Hello, world! Don't you think it's 3.5 dollars... e-mail me at a@b.com #tag") == [
+        "Hello", ",", "world", "!", "Do", "n't", "you", "think", "it", "'s", "3.5", "dollars", "...",
+        "e", "-", "mail", "me", "at", "a@b.com", "#", "tag",
+    ]  # fmt: skip
+    assert words('(see http://x.com/a). "quoted" 5km US$5 end.The U.S. Mr. wed a--b') == [
+        "(", "see", "http://x.com/a", ")", ".", '"', "quoted", '"', "5", "km", "US$", "5",
+        "end", ".", "The", "U.S.", "Mr.", "we", "d", "a", "--", "b",
+    ]  # fmt: skip
+    # spaCy's second pass re-merges special cases inside a chunk.
+    assert words("Co.Co a): b x [: y") == ["Co.", "Co", "a", "):", "b", "x", "[:", "y"]
+    assert words("") == [] and words(" \n\t ") == []
+
+
+# ---------------------------------------------------------------- Gopher quality
+
+
+def test_good_prose_passes_every_web_rule():
+    out = run([GOOD])
+    assert out.drop_reason.to_pylist() == [None]
+    for column in ("gq_words", "gr_top_2gram", "c4_sentences", "fw_list_ratio", "no_space_frac"):
+        assert column in out.batch.schema.names
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("the cat sat on the mat.", "word_count"),
+        (" ".join(["incomprehensibilities"] * 60) + " the and", "mean_word_length"),
+        (PROSE + " " + "#tag " * 12, "hash_ratio"),
+        (PROSE + " " + "wait... " * 12, "ellipsis_ratio"),
+        ("\n".join(f"- item {w} of the list" for w in PROSE.split()[:40]), "bullet_lines"),
+        ("\n".join([f"{x}..." for x in PROSE.split(". ")[:4]] + PROSE2.split(". ")), "ellipsis_lines"),
+        (PROSE + " " + " ".join(str(i) for i in range(200)), "alpha_words"),
+        (" ".join(f"word{i}" for i in range(80)) + ".", "stop_words"),
+    ],
+)  # fmt: skip
+def test_gopher_quality_rules(text, reason):
+    out = run([text], **only("gopher_quality"))
+    assert out.drop_reason.to_pylist() == [f"gopher_quality:{reason}"]
+
+
+def test_gopher_quality_threshold_is_configurable():
+    short = "the cat sat on the mat with the dog and that was that."
+    assert reasons([short], **only("gopher_quality")) == ["gopher_quality:word_count"]
+    assert reasons([short], **only("gopher_quality", gopher_min_doc_words=5)) == [None]
+
+
+# ---------------------------------------------------------------- Gopher repetition
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "empty"),
+        ("\n\n".join([PROSE[:80]] * 5 + [PROSE]), "dup_para_frac"),
+        ("\n".join(["Same line here."] * 4 + [PROSE[:200], PROSE[200:]]), "dup_line_frac"),
+        (PROSE + " " + "buy now " * 60, "top_2gram"),
+        (PROSE + " " + PROSE, "dup_5gram"),
+    ],
+)
+def test_gopher_repetition_rules(text, reason):
+    assert reasons([text], **only("gopher_repetition")) == [f"gopher_repetition:{reason}"]
+
+
+def test_repetition_signals_are_fractions_of_the_text():
+    text = "a b\n\na b\n\nc d"
+    out = run([text], **only("gopher_repetition"))
+    assert out.batch.column("gr_dup_para_frac")[0].as_py() == pytest.approx(1 / 3)
+    assert out.batch.column("gr_dup_para_char_frac")[0].as_py() == pytest.approx(3 / len(text))
+
+
+# ---------------------------------------------------------------- C4
+
+
+def test_c4_removes_lines_and_reports_changed():
+    lines = [
+        "Menu Home About",  # no terminal punctuation
+        PROSE,
+        "Please enable JavaScript to view the comments.",  # javascript
+        "Read our privacy policy before you sign up.",  # policy
+        "Too short.",  # fewer than three words
+        "The study was published last year.[1] It found that the effect was real.[citation needed]",
+    ]
+    out = run(["\n".join(lines)], **only("c4"))
+    assert out.drop_reason.to_pylist() == [None]
+    assert out.changed == 1
+    assert out.batch.column("text")[0].as_py() == PROSE + "\n" + (
+        "The study was published last year. It found that the effect was real."
+    )
+    assert out.batch.column("c4_lines_removed")[0].as_py() == 4
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        (PROSE + "\nLorem ipsum dolor sit amet, consectetur adipiscing elit.", "lorem_ipsum"),
+        (PROSE + "\nThe function returns {a: 1} to the caller.", "curly_bracket"),
+        ("One sentence here. Two sentences here.\nNo more than that, really.", "too_few_sentences"),
+    ],
+)
+def test_c4_document_rules(text, reason):
+    out = run([text], **only("c4"))
+    assert out.drop_reason.to_pylist() == [f"c4:{reason}"]
+    assert out.batch.column("text")[0].as_py() == text  # rejected rows keep their text
+    assert out.changed == 0
+
+
+def test_c4_sentence_count_follows_sentencizer():
+    out = run(["Mr. Smith went home. He slept!\nU.S. troops left. It rained... Then it stopped."], **only("c4"))
+    # "Mr." and "U.S." do not end sentences; "..." is not a sentence-ending token.
+    assert out.batch.column("c4_sentences")[0].as_py() == 4
+
+
+# ---------------------------------------------------------------- FineWeb
+
+
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("\n".join(["A line without a stop"] * 1 + [f"Item number {i} in the list" for i in range(9)]),
+         "line_punct_ratio"),
+        ("\n".join([f"Short line {i}." for i in range(10)]), "short_line_ratio"),
+        (PROSE + "\n" + "This is a repeated line of some length.\n" * 2, "char_dup_ratio"),
+        ("\n".join(f"Incomprehensibilities notwithstanding{i}." for i in range(20)), "list_ratio"),
+        (" \n\n \t", "empty"),
+    ],
+)  # fmt: skip
+def test_fineweb_rules(text, reason):
+    assert reasons([text], **only("fineweb")) == [f"fineweb:{reason}"]
+
+
+def test_fineweb_judges_the_text_c4_leaves():
+    # The nav lines would make FineWeb's line-punctuation ratio fail; C4 removes them first.
+    nav = "\n".join(f"Menu item {i}" for i in range(30))
+    text = nav + "\n" + GOOD
+    assert reasons([text], **only("fineweb")) == ["fineweb:line_punct_ratio"]
+    assert reasons([text], gopher_repetition=False, gopher_quality=False) == [None]
+
+
+# ---------------------------------------------------------------- code and math
+
+
+def test_code_rules():
+    good = "def add(a, b):\n    return a + b\n\n\nprint(add(1, 2))\n"
+    texts = [
+        good,
+        "x = 1\n" + "y = " + "1 + " * 400 + "1\n",  # a 1,600-character line
+        "\n".join(["z = [" + ", ".join(["1"] * 60) + "]"] * 5),  # mean line length > 100
+        "(){}[];:\n" * 40,  # few alphanumerics
+        "# This file is auto-generated. Do not edit.\n" + good,
+        'ICON = "' + "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk" * 20 + '"\n',
+        "   \n\t\n",
+    ]
+    got = reasons(texts, source="code")
+    assert got == [
+        None,
+        "code:max_line_length",
+        "code:mean_line_length",
+        "code:alnum_frac",
+        "code:auto_generated",
+        "code:encoded_blob",
+        "code:empty",
+    ]
+
+
+def test_code_sources_are_configurable():
+    text = "# generated automatically\nx = 1\n"
+    assert reasons([text], source="scripts") != ["code:auto_generated"]  # web rules
+    assert reasons([text], source="scripts", code_sources=["scripts"]) == ["code:auto_generated"]
+
+
+def test_math_gets_light_rules():
+    gsm = "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nShe sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+    latex = "\\begin{lemma}\nLet $X$ be a scheme.\n\\end{lemma}\n\\begin{proof}\nOmitted.\n\\end{proof}"
+    texts = [gsm, latex, "", "data:image/png;base64," + "A" * 2000, "\n".join(["\\hline"] * 20 + ["x"])]
+    assert reasons(texts, source="math") == [None, None, "math:empty", "math:encoded_blob", "math:dup_line_char_frac"]
+
+
+# ---------------------------------------------------------------- hard input
+
+
+def test_hard_inputs_do_not_crash():
+    texts = ["", " ", "\n\n\n", "\t \u3000 \u2028", "😀😀😀 🎉🎉", "😀" * 500, "\x00\x01", "a" * 5000]
+    out = run(texts)
+    got = out.drop_reason.to_pylist()
+    assert len(got) == len(texts) and all(r is not None for r in got)
+    assert got[0] == "gopher_repetition:empty"
+
+
+def test_text_without_spaces_is_exempt_from_word_rules():
+    chinese = (
+        "北京是中华人民共和国的首都，也是全国的政治、文化和国际交往中心。\n"
+        "这座城市有三千多年的建城史和八百多年的建都史，拥有众多的名胜古迹。\n"
+        "故宫、天坛和颐和园每年吸引大量游客前来参观，其中不少人来自海外。\n"
+        "城市交通便利，地铁网络覆盖各个城区，公共汽车线路也非常密集。\n"
+    )
+    thai = "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทยและเป็นศูนย์กลางทางเศรษฐกิจ\nมีประชากรจำนวนมากและมีสถานที่ท่องเที่ยวที่มีชื่อเสียงหลายแห่ง\n"
+    out = run([chinese, thai])
+    assert out.drop_reason.to_pylist() == [None, None]
+    assert out.batch.column("no_space_frac")[0].as_py() > 0.9
+    assert out.batch.column("text")[0].as_py() == chinese  # C4 leaves such text alone
+    # datatrove's behaviour (a run of Han characters is one "word") when asked for it:
+    assert reasons([chinese], no_space_script_min_frac=2.0) == ["gopher_repetition:top_2gram"]
+    assert reasons([chinese], no_space_script_min_frac=2.0, gopher_repetition=False) == ["gopher_quality:word_count"]
+
+
+def test_sliced_batches_read_the_right_documents():
+    texts = ["", GOOD, "the cat."]
+    batch = pa.RecordBatch.from_pydict({"id": ["0", "1", "2"], "text": texts, "source": ["web"] * 3})
+    stage = QualityStage(QualityStage.Options())
+    whole = stage.process(batch, "web").drop_reason.to_pylist()
+    parts = [stage.process(batch.slice(i, 1), "web").drop_reason.to_pylist()[0] for i in range(3)]
+    assert parts == whole
+    large = pa.RecordBatch.from_pydict({"id": ["0"], "text": pa.array(texts[1:2], pa.large_string()), "source": ["web"]})
+    out = stage.process(large, "web")
+    assert out.drop_reason.to_pylist() == [None] and out.batch.column("text").type == pa.large_string()
+
+
+def test_ten_megabyte_single_line():
+    # A quadratic step anywhere (n-gram tables, line scans, the word splitter) would
+    # make this take hours; every pass is linear, so it takes about a second.
+    big = ("word " * 2_000_000)[:-1] + "."
+    out = run([big])
+    assert out.drop_reason.to_pylist() == ["gopher_repetition:top_2gram"]
+    assert out.batch.column("gq_words")[0].as_py() == 2_000_000
+
+
+@pytest.mark.parametrize("source", ["web", "code", "math"])
+def test_empty_batch_keeps_the_schema(source):
+    out = run([], source=source)
+    assert out.batch.num_rows == 0 and len(out.drop_reason) == 0
+    assert out.batch.schema.names == run(["x"], source=source).batch.schema.names
