@@ -1,6 +1,7 @@
 """The whole pipeline against datatrove, side by side on the same real corpus.
 
     python -m benchmarks.e2e [--scales 1,4,16] [--workers 2] [--data ../shared/data]
+    python -m benchmarks.e2e --scales 1,4,16 --sides prep     # prep's scaling alone
 
 Corpus: the shared web, code and math files (about 60 MB of JSON lines), written as
 several gzipped shards per source. At scale k every document appears k times with a
@@ -210,14 +211,17 @@ def measure(side: str, corpus: Path, workers: int) -> dict:
     return {"wall": wall, "cpu": cpu, "peak_rss": peak, **result}
 
 
-def report(scale: int, documents: int, size: int, prep: dict, datatrove: dict) -> None:
+def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> None:
     print(f"\nscale {scale}x: {documents:,} documents, {size / 1e6:,.1f} MB of JSON lines"
           + (f" (the corpus repeated {scale} times with unique ids)" if scale > 1 else ""))
     print(f"{'':<12} {'wall s':>8} {'CPU s':>8} {'docs/s':>9} {'MB/s':>7} {'kept':>8} {'tokens':>12} {'peak RSS':>9} {'CPU-h/B tok':>12}")
-    for name, r in (("prep", prep), ("datatrove", datatrove)):
+    for name, r in results.items():
         per_billion = r["cpu"] / 3600 / (r["tokens"] / 1e9) if r["tokens"] else float("nan")
         print(f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
               f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_rss'] / 2**20:8,.0f}M {per_billion:12.1f}")
+    if len(results) < 2:
+        return
+    prep, datatrove = results["prep"], results["datatrove"]
     print(f"prep vs datatrove: {datatrove['wall'] / prep['wall']:.1f}x faster (wall), "
           f"{datatrove['cpu'] / prep['cpu']:.1f}x less CPU")
     ours, theirs = set(prep["kept"]), set(datatrove["kept"])
@@ -229,6 +233,7 @@ def main() -> None:
     parser.add_argument("--scales", default="1", help="comma-separated corpus multiples, e.g. 1,4,16")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, default=SHARED)
+    parser.add_argument("--sides", default="prep,datatrove", help="which pipelines to run (prep, datatrove or both)")
     parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -238,20 +243,21 @@ def main() -> None:
         run = run_prep if args.side == "prep" else run_datatrove
         args.result.write_text(json.dumps(run(args.corpus, args.work, args.workers)))
         return
+    sides = [s for s in args.sides.split(",") if s]
     rows = []
     for scale in [int(s) for s in args.scales.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
             corpus = Path(tmp) / "corpus"
             documents, size = build_corpus(args.data, corpus, scale)
-            prep = measure("prep", corpus, args.workers)
-            datatrove = measure("datatrove", corpus, args.workers)
+            results = {side: measure(side, corpus, args.workers) for side in sides}
             shutil.rmtree(corpus)
-        report(scale, documents, size, prep, datatrove)
-        rows.append((scale, prep, datatrove))
+        report(scale, documents, size, results)
+        rows.append((scale, results))
     if len(rows) > 1:
         print("\nscaling exponents (time ~ volume^k, memory ~ volume^k) from the smallest to the largest scale:")
-        (s0, p0, d0), (s1, p1, d1) = rows[0], rows[-1]
-        for name, a, b in (("prep", p0, p1), ("datatrove", d0, d1)):
+        (s0, first), (s1, last) = rows[0], rows[-1]
+        for name in sides:
+            a, b = first[name], last[name]
             k_time = math.log(b["wall"] / a["wall"]) / math.log(s1 / s0)
             k_mem = math.log(b["peak_rss"] / a["peak_rss"]) / math.log(s1 / s0)
             print(f"  {name:<10} time k = {k_time:.2f}   peak memory k = {k_mem:.2f}")

@@ -32,18 +32,19 @@ class _QueueReporter:
     """Batches progress updates so a worker sends a few messages a second, not one per batch."""
 
     def __init__(self, q):
-        self.q, self.documents, self.bytes, self.last = q, 0, 0, time.monotonic()
+        self.q, self.documents, self.bytes, self.tokens, self.last = q, 0, 0, 0, time.monotonic()
 
-    def __call__(self, documents: int, nbytes: int) -> None:
+    def __call__(self, documents: int, nbytes: int, tokens: int = 0) -> None:
         self.documents += documents
         self.bytes += nbytes
+        self.tokens += tokens
         if time.monotonic() - self.last > 0.25:
             self.flush()
 
     def flush(self) -> None:
-        if self.documents or self.bytes:
-            self.q.put((self.documents, self.bytes))
-        self.documents = self.bytes = 0
+        if self.documents or self.bytes or self.tokens:
+            self.q.put((self.documents, self.bytes, self.tokens))
+        self.documents = self.bytes = self.tokens = 0
         self.last = time.monotonic()
 
 
@@ -101,7 +102,7 @@ class LocalExecutor:
 def _drain(progress_queue, bar: ProgressBar) -> None:
     while True:
         try:
-            documents, nbytes = progress_queue.get_nowait()
+            update = progress_queue.get_nowait()
         except queue.Empty:
             return
-        bar.update(documents, nbytes)
+        bar.update(*update)

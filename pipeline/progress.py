@@ -32,11 +32,13 @@ class ProgressBar:
         self.last_draw = 0.0
         self.documents = 0
         self.bytes = 0
+        self.tokens = 0
         self.units = 0
 
-    def update(self, documents: int = 0, nbytes: int = 0) -> None:
+    def update(self, documents: int = 0, nbytes: int = 0, tokens: int = 0) -> None:
         self.documents += documents
         self.bytes += nbytes
+        self.tokens += tokens
         self._maybe_draw()
 
     def unit_done(self, skipped_bytes: int = 0) -> None:
@@ -57,6 +59,7 @@ class ProgressBar:
                 "phase": self.label, "elapsed_s": round(elapsed, 2), "units_done": self.units,
                 "units_total": self.total_units, "documents": self.documents, "bytes": self.bytes,
                 "docs_per_s": round(_rate(self.documents, elapsed), 1), "mb_per_s": round(_rate(self.bytes, elapsed) / 1e6, 2),
+                "tokens": self.tokens, "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
                 "fraction": round(done, 4), "eta_s": None if eta != eta else round(eta, 1),
             }
             self.stream.write(json.dumps(record) + "\n")
@@ -66,7 +69,9 @@ class ProgressBar:
         line = (
             f"{self.label}: {done:6.1%} | units {self.units}/{self.total_units} | "
             f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s | "
-            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s | ETA {eta_text}"
+            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s | "
+            + (f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s | " if self.tokens else "")
+            + f"ETA {eta_text}"
         )
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)

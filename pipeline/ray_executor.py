@@ -19,8 +19,8 @@ RETRIES = 3
 
 
 def _run_task(fn, args, reporter):
-    def progress(documents: int, nbytes: int) -> None:
-        reporter.add.remote(documents, nbytes)
+    def progress(documents: int, nbytes: int, tokens: int = 0) -> None:
+        reporter.add.remote(documents, nbytes, tokens)
 
     return fn(*args, progress=progress)
 
@@ -54,8 +54,7 @@ class RayExecutor:
         try:
             while pending:
                 done, pending = ray.wait(pending, num_returns=1, timeout=0.5)
-                documents, nbytes = ray.get(reporter.take.remote())
-                bar.update(documents, nbytes)
+                bar.update(*ray.get(reporter.take.remote()))
                 for ref in done:
                     results[index[ref]] = ray.get(ref)  # re-raises the task's error
                     bar.unit_done()
@@ -72,13 +71,14 @@ class _Reporter:
     """A tiny actor that adds up progress from tasks; the driver takes it in turns."""
 
     def __init__(self) -> None:
-        self.documents = self.bytes = 0
+        self.documents = self.bytes = self.tokens = 0
 
-    def add(self, documents: int, nbytes: int) -> None:
+    def add(self, documents: int, nbytes: int, tokens: int) -> None:
         self.documents += documents
         self.bytes += nbytes
+        self.tokens += tokens
 
-    def take(self) -> tuple[int, int]:
-        taken = (self.documents, self.bytes)
-        self.documents = self.bytes = 0
+    def take(self) -> tuple[int, int, int]:
+        taken = (self.documents, self.bytes, self.tokens)
+        self.documents = self.bytes = self.tokens = 0
         return taken

@@ -189,7 +189,7 @@ def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress
         for path in parts:
             for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
                 if progress:
-                    progress(batch.num_rows, 0)
+                    progress(batch.num_rows, 0, 0)
                 yield batch
 
     work = layout.global_work(segment_index)

@@ -26,7 +26,10 @@ from pipeline.readers import InputSpec, read_input
 from pipeline.sinks import ParquetSink
 from pipeline.stage import Stage, UnitContext
 
-Progress = Callable[[int, int], None]  # (documents, input bytes) since the last call
+# The tokenize stage's per-document column: summed for the tokens/s of the progress line.
+TOKENS = "n_tokens"
+
+Progress = Callable[[int, int, int], None]  # (documents, input bytes, tokens) since the last call
 
 _built: dict[tuple[int, str, str], Stage] = {}
 
@@ -93,7 +96,7 @@ def run_unit(
         file_info.update(extra)
         if sample < 1.0 and segment.index == 0:
             batch, bad = _sampled(batch, sample), _sampled(bad, sample)
-        documents_in = 0
+        documents_in = tokens_out = 0
         if bad is not None and bad.num_rows:
             ledger_sink.write(bad)
             bad_input.update(bad.column("reason").to_pylist())
@@ -103,11 +106,13 @@ def run_unit(
             documents_in += batch.num_rows
             batch = _run_chain(batch, steps, tallies, ledger_sink, unit, counts, cpu)
             if batch.num_rows:
+                if TOKENS in batch.schema.names:
+                    tokens_out = int(pc.sum(batch.column(TOKENS)).as_py() or 0)
                 kept_sink.write(batch.drop_columns([LINE]) if segment.last else batch)
                 counts["output"] += batch.num_rows
         counts["input"] += documents_in
         if progress and (documents_in or nbytes):
-            progress(documents_in, nbytes)
+            progress(documents_in, nbytes, tokens_out)
     for label, stage in steps:
         tallies[label].counters.update(stage.close_unit(ctx))
     kept_sink.close()
