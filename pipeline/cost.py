@@ -15,9 +15,12 @@ from pathlib import Path
 from pipeline.atomic import write_json_atomic
 from pipeline.plan import Layout
 
-# The reader's share is not scaled in a projection: a sampled run still reads and parses
-# every input document before it picks the sample.
-UNSCALED = ("read+write",)
+# Not scaled in a projection: reading (a sampled run still reads and parses every input
+# document before it picks the sample), and a global stage's reduce and finalize, whose
+# cost at sample sizes is mostly per partition, not per document. Everything else is
+# scaled by 1/fraction, which still over-counts per-process start-up (numba caches,
+# models) when the sample is small: the projection leans high.
+UNSCALED_SUFFIXES = ("read+write", ":reduce", ":finalize")
 
 
 def write_cost(path: Path, label: str, started: float) -> None:
@@ -49,9 +52,10 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
         summary["core_hours_per_billion_output_tokens"] = round(total * 1e9 / tokens / 3600, 3)
     fraction = manifest.get("sample", 1.0)
     if fraction < 1.0:
-        scaled = sum(v if k in UNSCALED else v / fraction for k, v in cpu.items())
+        scaled = sum(v if k.endswith(UNSCALED_SUFFIXES) else v / fraction for k, v in cpu.items())
         summary["projection"] = {
-            "note": f"full run projected from a {fraction:g} sample: stage CPU scaled by 1/{fraction:g}; reading is not scaled (a sample reads every input)",
+            "note": f"full run projected from a {fraction:g} sample: stage CPU scaled by 1/{fraction:g}; reading, "
+            "reduce and finalize are not (a sample reads every input; reduce and finalize work per partition)",
             "cpu_seconds": round(scaled, 1),
             "core_hours": round(scaled / 3600, 4),
             "wall_seconds_on_this_machine": round(scaled / max(workers, 1), 1),

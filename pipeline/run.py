@@ -173,7 +173,7 @@ def _run_global(config: Config, layout: Layout, segment: Segment, units, executo
     if not marker.exists():
         started = time.process_time()
         counters = stage.finalize(layout.global_work(segment.index))
-        write_cost(layout.cost(f"global-{segment.index}", "", "finalize"), stage_config.name, started)
+        write_cost(layout.cost(f"global-{segment.index}", "", "finalize"), f"{stage_config.name}:finalize", started)
         write_json_atomic(marker, {"counters": counters})
     return json.loads(marker.read_text())["counters"]
 
@@ -196,7 +196,7 @@ def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress
     work.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
     counters = stage.map_unit(batches(), ctx, work)
-    write_cost(layout.cost(f"global-{segment_index}-map", unit.source, unit.name), segment.entry.name, started)
+    write_cost(layout.cost(f"global-{segment_index}-map", unit.source, unit.name), f"{segment.entry.name}:map", started)
     commit(ctx, layout.marker(f"global-{segment_index}-map", unit.source, unit.name), {"counters": counters})
     return counters
 
@@ -207,7 +207,7 @@ def reduce_task(config: Config, out: Path, segment_index: int, partition: int, p
     stage = _stage(config, config.stages.index(segment.entry), segment.entry, "")
     started = time.process_time()
     counters = stage.reduce_partition(partition, layout.global_work(segment_index))
-    write_cost(layout.cost(f"global-{segment_index}-reduce", "", str(partition)), segment.entry.name, started)
+    write_cost(layout.cost(f"global-{segment_index}-reduce", "", str(partition)), f"{segment.entry.name}:reduce", started)
     write_json_atomic(layout.global_marker(segment_index, f"reduce-{partition}"), {"counters": counters})
     return counters
 

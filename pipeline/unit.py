@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline.atomic import write_json, write_json_atomic
 from pipeline.config import Config, StageConfig
-from pipeline.documents import ID, LEDGER_SCHEMA, LINE, ledger_rows, split_by_reason
+from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, ledger_rows, split_by_reason
 from pipeline.hashing import in_sample
 from pipeline.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
@@ -92,10 +92,11 @@ def run_unit(
 
     for _, stage in steps:
         stage.open_unit(ctx)
-    for batch, bad, nbytes, extra in _batches(layout, segment, unit, strict):
+    chunks = _batches(layout, segment, unit, strict)
+    if sample < 1.0 and segment.index == 0:
+        chunks = _sampled_chunks(chunks, sample)
+    for batch, bad, nbytes, extra in chunks:
         file_info.update(extra)
-        if sample < 1.0 and segment.index == 0:
-            batch, bad = _sampled(batch, sample), _sampled(bad, sample)
         documents_in = tokens_out = 0
         if bad is not None and bad.num_rows:
             ledger_sink.write(bad)
@@ -140,6 +141,38 @@ def _sampled(batch: pa.RecordBatch | None, fraction: float) -> pa.RecordBatch | 
     if batch is None or batch.num_rows == 0:
         return batch
     return batch.filter(pa.array(in_sample(batch.column(ID), fraction)))
+
+
+# Sampled documents are gathered into batches of about this much text before the stages
+# run, so per-batch costs weigh as they would in the full run and the projection holds.
+SAMPLE_BATCH_TEXT_BYTES = 2 << 20
+
+
+def _sampled_chunks(chunks: Iterator[tuple], fraction: float) -> Iterator[tuple]:
+    """Sample each chunk, and regroup the sampled documents into full-size batches
+    (in order; a batch whose fields differ from the pending ones starts a new group)."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = pending_input = 0
+    for batch, bad, nbytes, extra in chunks:
+        batch, bad = _sampled(batch, fraction), _sampled(bad, fraction)
+        pending_input += nbytes
+        if batch is not None and batch.num_rows:
+            if pending and not batch.schema.equals(pending[0].schema):
+                yield _concat(pending), None, 0, {}
+                pending, pending_bytes = [], 0
+            pending.append(batch)
+            pending_bytes += batch.column(TEXT).nbytes
+        if pending_bytes >= SAMPLE_BATCH_TEXT_BYTES or extra:
+            yield (_concat(pending) if pending else None), bad, pending_input, extra
+            pending, pending_bytes, pending_input = [], 0, 0
+        elif bad is not None and bad.num_rows:
+            yield None, bad, 0, {}
+    if pending or pending_input:
+        yield (_concat(pending) if pending else None), None, pending_input, {}
+
+
+def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return batches[0] if len(batches) == 1 else pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu: Counter) -> pa.RecordBatch:
