@@ -22,7 +22,6 @@ Shape::
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import glob
 import json
 try:
@@ -38,6 +37,7 @@ from typing import Any
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage, registry
+from pipeline.suggest import nearest_hint
 
 
 class ConfigError(ValueError):
@@ -103,9 +103,7 @@ class Config:
 
 def _unknown(kind: str, word: str, valid: typing.Iterable[str]) -> ConfigError:
     valid = sorted(valid)
-    close = difflib.get_close_matches(word, valid, n=1, cutoff=0.5)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return ConfigError(f"unknown {kind} {word!r}{hint} (valid: {', '.join(valid)})")
+    return ConfigError(f"unknown {kind} {word!r}{nearest_hint(word, valid)} (valid: {', '.join(valid)})")
 
 
 def _check_keys(table: dict, allowed: typing.Iterable[str], kind: str) -> None:

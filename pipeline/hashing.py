@@ -1,10 +1,13 @@
-"""Stable 64-bit hashes of document ids, straight from Arrow buffers.
+"""Stable 64-bit hashes of document ids, straight from Arrow buffers; file checksums.
 
 Used wherever a choice must not depend on worker count or file order: sampling a run
 (``--sample``) and down-sampling a mixture both decide by the hash of a document's id.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
 
 import numba
 import numpy as np
@@ -32,6 +35,15 @@ def _fnv1a(data, offsets):
             h = (h ^ np.uint64(data[j])) * np.uint64(1099511628211)
         out[i] = h
     return out
+
+
+def file_sha256(path: str | os.PathLike, block: int = 16 << 20) -> str:
+    """sha256 of a whole file, read in blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while data := f.read(block):
+            digest.update(data)
+    return digest.hexdigest()
 
 
 def splitmix64(values: np.ndarray) -> np.ndarray:

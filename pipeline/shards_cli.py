@@ -17,6 +17,8 @@ from typing import Any, Iterator
 import click
 import numpy as np
 
+from pipeline.atomic import atomic_path
+from pipeline.hashing import file_sha256
 from pipeline.token_shards import (
     IncompatibleShards,
     IndexedShard,
@@ -43,14 +45,6 @@ def resolve_shards(path: str | os.PathLike) -> list[str]:
     if not (bin_path.exists() and idx_path.exists()):
         raise click.BadParameter(f"{path}: no shard {bin_path.name} + {idx_path.name} there")
     return [prefix]
-
-
-def file_sha256(path: str | os.PathLike, block: int = 16 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while data := f.read(block):
-            digest.update(data)
-    return digest.hexdigest()
 
 
 def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
@@ -300,10 +294,8 @@ def train_sentencepiece(
         raise click.ClickException(f"SentencePiece training failed: {e}") from e
     data = model.getvalue()
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(data)
     return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
 
 

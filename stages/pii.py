@@ -17,7 +17,6 @@ types that overlap an earlier type's span are dropped (types run most specific f
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,15 +25,14 @@ import pyarrow.compute as pc
 
 from pipeline.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
+from pipeline.suggest import nearest_hint
 from stages.pii_patterns import BY_NAME, TYPES, Candidate, PiiType
 
 
 def _check_names(names, what: str) -> None:
     for name in names:
         if name not in BY_NAME:
-            near = difflib.get_close_matches(name, BY_NAME, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise ValueError(f"unknown PII {what} {name!r}{hint} (known: {', '.join(BY_NAME)})")
+            raise ValueError(f"unknown PII {what} {name!r}{nearest_hint(name, BY_NAME)} (known: {', '.join(BY_NAME)})")
 
 
 @register

@@ -16,12 +16,12 @@ bytes.
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+
+from pipeline.atomic import save_npy_atomic
 
 CACHE_DIRNAME = ".loader_cache"
 
@@ -34,19 +34,6 @@ def fingerprint(*parts: object) -> str:
         h.update(b"\x00")
     return h.hexdigest()[:20]
 
-
-def save_atomic(path: Path, array: np.ndarray) -> None:
-    """Write ``array`` as ``.npy`` at ``path`` under a temporary name, then rename it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
@@ -61,7 +48,7 @@ def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarr
     if not path.exists():
         array = build()
         try:
-            save_atomic(path, array)
+            save_npy_atomic(path, array)
         except OSError:
             return array
     try:

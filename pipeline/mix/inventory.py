@@ -3,7 +3,6 @@ a hash of its id, and the columns a curriculum can sort by."""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.hashing import hash_strings
+from pipeline.suggest import nearest_hint
 from pipeline.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
 
 
@@ -53,8 +53,7 @@ class Inventory:
 
 
 def _unknown_column(name: str, source: str, columns: list[str]) -> str:
-    close = difflib.get_close_matches(name, columns, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
+    hint = nearest_hint(name, columns)
     return f"source {source!r} has no numeric column {name!r} to sort by{hint} (has: {', '.join(columns) or 'none'})"
 
 

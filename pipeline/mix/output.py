@@ -10,11 +10,11 @@ of shard offsets.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.atomic import atomic_path, save_npy_atomic
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
@@ -64,19 +64,10 @@ def _documents_per_shard(shards: list[str]) -> list[int]:
 
 
 def write_mix(out: Path, description: dict, order: MixOrder) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    _save_npy(out / ORDER_SOURCE, order.source.astype(np.uint16))
-    _save_npy(out / ORDER_DOCUMENT, order.document.astype(np.int64))
-    tmp = out / f".{MIX_JSON}.tmp"
-    tmp.write_text(json.dumps(description, indent=2) + "\n")
-    os.replace(tmp, out / MIX_JSON)  # last: a folder with mix.json is complete
-
-
-def _save_npy(path: Path, array: np.ndarray) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        np.save(f, array)
-    os.replace(tmp, path)
+    save_npy_atomic(out / ORDER_SOURCE, order.source.astype(np.uint16))
+    save_npy_atomic(out / ORDER_DOCUMENT, order.document.astype(np.int64))
+    with atomic_path(out / MIX_JSON) as tmp:  # last: a folder with mix.json is complete
+        tmp.write_text(json.dumps(description, indent=2) + "\n")
 
 
 def plan_table(description: dict) -> str:

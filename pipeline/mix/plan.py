@@ -9,11 +9,11 @@ after about four epochs, Muennighoff et al. 2023).
 
 from __future__ import annotations
 
-import difflib
 import re
 from dataclasses import dataclass
 
 from pipeline.mix.inventory import Inventory, MixError
+from pipeline.suggest import nearest_hint
 
 WEIGHT_TOLERANCE = 1e-9
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
@@ -56,9 +56,7 @@ class Plan:
 def _check_source(name: str, inventory: Inventory, where: str) -> None:
     if name not in inventory.sources:
         known = sorted(inventory.sources)
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise MixError(f"{where}: unknown source {name!r}{hint} (the runs have: {', '.join(known)})")
+        raise MixError(f"{where}: unknown source {name!r}{nearest_hint(name, known)} (the runs have: {', '.join(known)})")
 
 
 def resolve_weights(named: dict[str, float], inventory: Inventory, rest: str | None, where: str) -> dict[str, float]:

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from pipeline.readers.common import Chunk, InputSpec
 from pipeline.readers.parquet import iter_record_batches
-from pipeline.readers.rawfile import file_sha256
+from pipeline.hashing import file_sha256
 
 
 def is_hf_folder(path: Path) -> bool:

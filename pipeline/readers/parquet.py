@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.readers.common import Chunk, InputSpec, to_documents
-from pipeline.readers.rawfile import file_sha256
+from pipeline.hashing import file_sha256
 
 
 def read_parquet(path: Path, spec: InputSpec) -> Iterator[Chunk]:

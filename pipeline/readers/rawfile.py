@@ -58,14 +58,6 @@ def open_stream(raw: HashingReader, gzipped: bool) -> io.BufferedIOBase:
     return igzip.IGzipFile(fileobj=buffered, mode="rb") if gzipped else buffered
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def salvage_gzip(path: Path, skip: int) -> bytes:
     """The decompressed bytes after the first ``skip`` that can be read before the damage.
 

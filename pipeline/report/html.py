@@ -6,10 +6,10 @@ shared disk with nothing else beside it, and render the same in any browser.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pipeline import __version__
+from pipeline.atomic import atomic_path
 from pipeline.plan import Layout
 from pipeline.report.collect import load_json
 from pipeline.report.sections import Context, Section, build_sections
@@ -65,8 +65,6 @@ def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
     """Render and write atomically (a half-written page is never left under ``out``)."""
     text = render_report(run_dir, mix_dir)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    with atomic_path(out) as tmp:
+        tmp.write_text(text, encoding="utf-8")
     return out
