@@ -52,16 +52,21 @@ def ledger_rows(
     line = batch.column(LINE) if LINE in batch.schema.names else pa.nulls(n, pa.int64())
     columns = [
         batch.column(ID).cast(pa.string()),
-        pa.array([source] * n, pa.string()) if n else pa.array([], pa.string()),
-        pa.array([stage] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.repeat(pa.scalar(source, pa.string()), n),
+        pa.repeat(pa.scalar(stage, pa.string()), n),
         reasons.cast(pa.string()),
-        pa.array([file] * n, pa.string()) if n else pa.array([], pa.string()),
+        pa.repeat(pa.scalar(file, pa.string()), n),
         line.cast(pa.int64()),
         detail.cast(pa.string()) if detail is not None else pa.nulls(n, pa.string()),
         batch.column(TEXT).cast(pa.large_string()),
         pa.nulls(n, pa.large_binary()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=LEDGER_SCHEMA)
+
+
+def count_values(values: pa.Array) -> dict[str, int]:
+    """How often each value occurs (Arrow's hash kernel, not a Python loop per row)."""
+    return {str(item["values"]): item["counts"] for item in pc.value_counts(values).to_pylist()}
 
 
 def split_by_reason(batch: pa.RecordBatch, reasons: pa.Array) -> tuple[pa.RecordBatch, pa.RecordBatch, pa.Array]:

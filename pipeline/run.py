@@ -27,7 +27,7 @@ from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stag
 from pipeline.progress import ProgressBar
 from pipeline.stage import UnitContext
 from pipeline.atomic import write_json_atomic
-from pipeline.unit import _stage, commit, run_unit, segment_parts
+from pipeline.unit import built_stage, commit, run_unit, segment_parts
 
 
 def run_pipeline(
@@ -164,7 +164,7 @@ def _run_global(config: Config, layout: Layout, segment: Segment, units, executo
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, layout.out, segment.index, unit)) for unit in todo], bar)
     bar.close()
-    stage = _stage(config, index, stage_config, "")
+    stage = built_stage(index, stage_config, "")
     partitions = [p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
     bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
     executor.run([(reduce_task, (config, layout.out, segment.index, p)) for p in partitions], bar)
@@ -181,7 +181,7 @@ def _run_global(config: Config, layout: Layout, segment: Segment, units, executo
 def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress=None) -> dict:
     layout = Layout(out)
     segment = plan_segments(config)[segment_index]
-    stage = _stage(config, config.stages.index(segment.entry), segment.entry, unit.source)
+    stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
     parts = segment_parts(layout.segment_docs(segment_index - 1, unit.source), unit.name)
 
@@ -204,7 +204,7 @@ def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress
 def reduce_task(config: Config, out: Path, segment_index: int, partition: int, progress=None) -> dict:
     layout = Layout(out)
     segment = plan_segments(config)[segment_index]
-    stage = _stage(config, config.stages.index(segment.entry), segment.entry, "")
+    stage = built_stage(config.stages.index(segment.entry), segment.entry, "")
     started = time.process_time()
     counters = stage.reduce_partition(partition, layout.global_work(segment_index))
     write_cost(layout.cost(f"global-{segment_index}-reduce", "", str(partition)), f"{segment.entry.name}:reduce", started)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterable
+from typing import Any, ClassVar, Iterable
 
 import pyarrow as pa
 
@@ -134,5 +134,3 @@ def registry() -> dict[str, type[Stage]]:
 
     return dict(_REGISTRY)
 
-
-Factory = Callable[[Any], Stage]

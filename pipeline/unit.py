@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline.atomic import write_json, write_json_atomic
 from pipeline.config import Config, StageConfig
-from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, ledger_rows, split_by_reason
+from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.hashing import in_sample
 from pipeline.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
@@ -34,7 +34,7 @@ Progress = Callable[[int, int, int], None]  # (documents, input bytes, tokens) s
 _built: dict[tuple[int, str, str], Stage] = {}
 
 
-def _stage(config: Config, index: int, stage: StageConfig, source: str) -> Stage:
+def built_stage(index: int, stage: StageConfig, source: str) -> Stage:
     """Stages are built once per process and source (models and tables load once)."""
     key = (index, stage.name, source)
     if key not in _built:
@@ -71,14 +71,14 @@ def run_unit(
     started = time.process_time()
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
     chain = [
-        (labels[config.stages.index(s)], _stage(config, config.stages.index(s), s, unit.source))
+        (labels[config.stages.index(s)], built_stage(config.stages.index(s), s, unit.source))
         for s in segment.stages
         if s.applies_to(unit.source)
     ]
     entry = None
     if segment.entry is not None and segment.entry.applies_to(unit.source):
         i = config.stages.index(segment.entry)
-        entry = (labels[i], _stage(config, i, segment.entry, unit.source))
+        entry = (labels[i], built_stage(i, segment.entry, unit.source))
         entry[1].bind(layout.global_work(segment.index))
     steps = ([entry] if entry else []) + chain
     tallies = {label: StageTally() for label, _ in steps}
@@ -100,7 +100,7 @@ def run_unit(
         documents_in = tokens_out = 0
         if bad is not None and bad.num_rows:
             ledger_sink.write(bad)
-            bad_input.update(bad.column("reason").to_pylist())
+            bad_input.update(count_values(bad.column("reason")))
             documents_in += bad.num_rows
             counts["rejected"] += bad.num_rows
         if batch is not None and batch.num_rows:
@@ -195,7 +195,7 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
                 ledger_sink.write(
                     ledger_rows(rejected, source=unit.source, stage=label, reasons=reasons, file=unit.file_key, detail=detail)
                 )
-                tally.rejected.update(reasons.to_pylist())
+                tally.rejected.update(count_values(reasons))
                 counts["rejected"] += rejected.num_rows
             batch = kept
         tally.output += batch.num_rows
