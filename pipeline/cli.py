@@ -25,8 +25,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here.")
+@click.option("--out", "-o", required=True,
+              help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here. "
+              "A URI (s3://bucket/run) writes to an object store; PREP_SCRATCH names the local scratch folder.")
 @click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
               help="Worker processes (default: [run] workers in the config, else all cores).")
 @click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
@@ -39,7 +40,7 @@ def main() -> None:
 @click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
               help="local: worker processes on this machine; ray: Ray tasks on a cluster (pip install -e '.[ray]').")
 @click.option("--address", help="Ray cluster to join (auto, or ray://HOST:PORT); default: start a local one.")
-def run(config: Path, out: Path, workers: int | None, strict: bool, force: bool, quiet: bool, progress: str,
+def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, quiet: bool, progress: str,
         sample: float, executor: str, address: str | None) -> None:
     """Run the pipeline described by CONFIG (a TOML file) into --out.
 

@@ -9,7 +9,8 @@ Shape::
     [run]                       # optional
     workers = 2
     [sources.web]
-    paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder
+    paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder,
+                                      # or URIs: "s3://bucket/c4/*.json.gz" (see storage)
     format = "auto"                   # auto | jsonl | parquet | arrow
     [[stages]]
     name = "length"
@@ -37,6 +38,7 @@ from typing import Any
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage, registry
+from pipeline.storage import glob_remote, is_remote
 from pipeline.suggest import nearest_hint
 
 
@@ -54,7 +56,7 @@ TOP_KEYS = {"run", "sources", "stages"}
 class SourceConfig:
     name: str
     patterns: list[str]
-    files: list[Path]
+    files: list[Path | str]  # local paths, or URIs of files on an object store
     format: str = "auto"
     text_field: str = "text"
     id_field: str = "id"
@@ -141,6 +143,10 @@ def _run_settings(table: dict) -> RunSettings:
     return settings
 
 
+def _identity(file: Path | str) -> str:
+    return file if isinstance(file, str) else str(file.resolve())
+
+
 def _source(name: str, table: dict, base: Path) -> SourceConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"sources.{name} must be a table with paths = [...]")
@@ -153,8 +159,17 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
     fmt = table.get("format", "auto")
     if fmt != "auto" and fmt not in FORMATS:
         raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
-    files: list[Path] = []
+    files: list[Path | str] = []  # str: a remote file's URI
     for pattern in patterns:
+        if is_remote(pattern):
+            try:
+                matches = glob_remote(pattern)
+            except OSError as error:
+                raise ConfigError(f"sources.{name}: {error}") from None
+            if not matches:
+                raise ConfigError(f"sources.{name}: {pattern!r} matches no file")
+            files.extend(matches)
+            continue
         full = pattern if Path(pattern).is_absolute() else str(base / pattern)
         matches = sorted(Path(m) for m in glob.glob(full, recursive=True))
         if not matches:
@@ -164,10 +179,10 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
                 files.extend(expand_hf_folder(match))
             elif match.is_file():
                 files.append(match)
-    seen: set[Path] = set()
-    unique = [f for f in files if not (f.resolve() in seen or seen.add(f.resolve()))]
+    seen: set = set()
+    unique = [f for f in files if not (_identity(f) in seen or seen.add(_identity(f)))]
     for f in unique:
-        if not f.exists():
+        if not is_remote(f) and not f.exists():
             raise ConfigError(f"sources.{name}: {f} does not exist")
         if fmt == "auto":
             try:

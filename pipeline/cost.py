@@ -28,11 +28,11 @@ def write_cost(path: Path, label: str, started: float) -> None:
     write_json_atomic(path, {"cpu_seconds": {label: time.process_time() - started}})
 
 
-def _output_bytes(layout: Layout) -> int:
-    return sum(p.stat().st_size for folder in ("docs", "rejects", "tokens") for p in (layout.out / folder).rglob("*") if p.is_file())
+# The folders whose size is the run's output on disk.
+OUTPUT_FOLDERS = ("docs", "rejects", "tokens")
 
 
-def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers: int) -> dict:
+def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers: int, output_bytes: int) -> dict:
     cpu: Counter[str] = Counter()
     folder = layout.out / "stats" / "cost"
     for path in sorted(folder.rglob("*.json")) if folder.exists() else []:
@@ -45,7 +45,7 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
         "cpu_seconds": {**{k: round(v, 3) for k, v in sorted(cpu.items())}, "total": round(total, 3)},
         "core_hours": round(total / 3600, 6),
         "output_tokens": tokens,
-        "output_bytes": _output_bytes(layout),
+        "output_bytes": output_bytes,
     }
     if tokens:
         summary["cpu_seconds_per_billion_output_tokens"] = {k: round(v * 1e9 / tokens, 1) for k, v in sorted(cpu.items())}

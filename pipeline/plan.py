@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pipeline.config import Config, StageConfig
 
@@ -18,7 +18,7 @@ from pipeline.config import Config, StageConfig
 class Unit:
     source: str
     index: int  # position of the file in the source's sorted file list
-    path: Path
+    path: Path | str  # str: the URI of a file on an object store
     name: str  # unique within the source, safe as a file name
     format: str
     text_field: str
@@ -39,7 +39,7 @@ def plan_units(config: Config) -> list[Unit]:
     for source in config.sources.values():
         keys = _file_keys(source.files)
         for index, path in enumerate(source.files):
-            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", path.name)
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(path)).name)
             units.append(
                 Unit(
                     source=source.name,
@@ -55,14 +55,14 @@ def plan_units(config: Config) -> list[Unit]:
     return units
 
 
-def _file_keys(files: list[Path]) -> list[str]:
+def _file_keys(files: list[Path | str]) -> list[str]:
     """Names for files, relative to the folder they share (stable across machines)."""
-    parents = [f.resolve().parent for f in files]
-    common = parents[0]
-    for parent in parents[1:]:
-        while common not in (parent, *parent.parents):
+    paths = [PurePosixPath(f.split("://", 1)[1]) if isinstance(f, str) else PurePosixPath(f.resolve()) for f in files]
+    common = paths[0].parent
+    for path in paths[1:]:
+        while common not in (path.parent, *path.parent.parents):
             common = common.parent
-    return [str(f.resolve().relative_to(common)) for f in files]
+    return [str(p.relative_to(common)) for p in paths]
 
 
 def plan_segments(config: Config) -> list[Segment]:

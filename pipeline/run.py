@@ -9,25 +9,27 @@ moment and running the same command again redoes only the units without one.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import os
 import shutil
 import sys
 import time
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.config import Config, ConfigError, load_config
-from pipeline.cost import summarize_cost, write_cost
+from pipeline.cost import OUTPUT_FOLDERS, summarize_cost, write_cost
 from pipeline.executor import LocalExecutor
 from pipeline.manifest import build_manifest
 from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.progress import ProgressBar
 from pipeline.stage import UnitContext
 from pipeline.atomic import write_json_atomic
-from pipeline.unit import built_stage, commit, run_unit, segment_parts
+from pipeline.storage import RunStore, input_stat
+from pipeline.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
 
 
 def run_pipeline(
@@ -52,11 +54,13 @@ def run_pipeline(
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
     config = load_config(config_path)
-    layout = Layout(Path(out))
     units = plan_units(config)
     segments = plan_segments(config)
     labels = stage_labels(config)
-    _claim_output(layout, _fingerprint(config, units, sample), force)
+    fingerprint = _fingerprint(config, units, sample)
+    store = RunStore(str(out), fingerprint["fingerprint"])
+    layout = Layout(store.root)
+    _claim_output(store, layout, fingerprint, force)
     _remove_temporaries(layout.out)
     workers = workers or config.run.workers or os.cpu_count() or 1
     runner = _executor(executor, address, workers)
@@ -66,12 +70,16 @@ def run_pipeline(
     for segment in segments:
         if segment.entry is not None:
             label = labels[config.stages.index(segment.entry)]
-            global_stats[label] = _run_global(config, layout, segment, units, runner, mode)
-        unit_stats += _run_segment(config, layout, segment, units, labels, runner, strict, mode, sample)
+            global_stats[label] = _run_global(config, store, segment, units, runner, mode)
+        unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample)
     manifest = build_manifest(config, labels, unit_stats, global_stats)
     manifest["sample"] = sample
+    store.sync("stats/cost")
+    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(OUTPUT_FOLDERS))
     write_json_atomic(layout.manifest, manifest)
-    write_json_atomic(layout.cost_summary, summarize_cost(layout, manifest, time.monotonic() - wall_start, workers))
+    write_json_atomic(layout.cost_summary, cost)
+    store.push([layout.cost_summary], marker=layout.manifest)
+    store.drop_mirror()
     return manifest
 
 
@@ -88,19 +96,20 @@ def _executor(name: str, address: str | None, workers: int | None):
 def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     inputs = []
     for unit in units:
-        stat = unit.path.stat()
-        inputs.append([unit.source, unit.file_key, stat.st_size, stat.st_mtime_ns])
+        size, mtime_ns = input_stat(unit.path)
+        inputs.append([unit.source, unit.file_key, size, mtime_ns])
     digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample]).encode()).hexdigest()
     return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
 
 
-def _claim_output(layout: Layout, fingerprint: dict, force: bool) -> None:
+def _claim_output(store: RunStore, layout: Layout, fingerprint: dict, force: bool) -> None:
     """Refuse to mix two different runs in one folder unless --force (which starts over)."""
-    out = layout.out
-    if out.exists() and not out.is_dir():
+    out = store.uri
+    if not store.remote and Path(out).exists() and not Path(out).is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
-    previous = json.loads(layout.state.read_text()) if layout.state.exists() else None
-    others = [p.name for p in out.iterdir() if p.name not in Layout.OWNED] if out.exists() else []
+    state = store.read_text(layout.state.relative_to(layout.out).as_posix())
+    previous = json.loads(state) if state is not None else None
+    names = store.names()
     if previous is not None and previous["fingerprint"] == fingerprint["fingerprint"] and not force:
         return  # the same run again: resume
     if not force:
@@ -109,15 +118,13 @@ def _claim_output(layout: Layout, fingerprint: dict, force: bool) -> None:
                 f"{out} holds a run of a different config or different inputs "
                 f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
             )
-        if others or any((out / name).exists() for name in Layout.OWNED):
+        if names:
             raise ConfigError(f"{out} is not empty and was not made by prep run; use another --out, or --force")
     for name in Layout.OWNED:
-        path = out / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        if name in names:
+            store.remove(name)
     write_json_atomic(layout.state, fingerprint)
+    store.push([], marker=layout.state)
 
 
 def _remove_temporaries(out: Path) -> None:
@@ -126,8 +133,10 @@ def _remove_temporaries(out: Path) -> None:
         path.unlink()
 
 
-def _run_segment(config, layout: Layout, segment: Segment, units, labels, executor, strict, mode, sample) -> list[dict]:
+def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample) -> list[dict]:
     phase = f"segment-{segment.index}"
+    layout = Layout(store.root)
+    store.sync(f"stats/{phase}")
     todo, done = [], []
     for unit in units:
         marker = layout.marker(phase, unit.source, unit.name)
@@ -135,54 +144,88 @@ def _run_segment(config, layout: Layout, segment: Segment, units, labels, execut
             done.append(json.loads(marker.read_text()))
         else:
             todo.append(unit)
-    total = sum(u.path.stat().st_size for u in units) if segment.index == 0 else 0
+    total = sum(input_stat(u.path)[0] for u in units) if segment.index == 0 else 0
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
     bar = ProgressBar(name, total, len(units), mode=mode)
     for stats in done:
         bar.unit_done(stats.get("input_file", {}).get("bytes") or 0)
-    tasks = [(segment_task, (config, layout.out, segment.index, unit, labels, strict, sample)) for unit in todo]
+    tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
     results = executor.run(tasks, bar)
     bar.close()
     by_name = {(s["source"], s["unit"]): s for s in done + results}
     return [by_name[(u.source, u.name)] for u in units]
 
 
-def segment_task(config: Config, out: Path, segment_index: int, unit: Unit, labels, strict, sample, progress=None) -> dict:
+def segment_task(config: Config, store: RunStore, segment_index: int, unit: Unit, labels, strict, sample, progress=None) -> dict:
     segment = plan_segments(config)[segment_index]
-    return run_unit(config, Layout(out), segment, unit, labels, strict=strict, progress=progress, sample=sample)
+    layout = Layout(store.root)
+    if segment_index > 0:
+        _pull_unit_documents(store, layout, segment_index - 1, unit)
+        if segment.entry.applies_to(unit.source):
+            stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
+            _pull_work(store, layout, segment_index, stage.reads("filter", unit.source, unit.name))
+    return run_unit(config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store)
 
 
-def _run_global(config: Config, layout: Layout, segment: Segment, units, executor, mode) -> dict:
+def _pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Unit) -> None:
+    """The documents a unit kept in segment ``segment_index``, which the next phase reads."""
+    folder = _relative(layout, layout.segment_docs(segment_index, unit.source))
+    store.pull(folder, keep=lambda rel: is_unit_part(PurePosixPath(rel).name, unit.name))
+
+
+def _pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
+    """The files of a global stage's work folder that a step reads (see GlobalStage.reads)."""
+    folder = _relative(layout, layout.global_work(segment_index))
+    if patterns is None:
+        store.pull(folder)
+        return
+    prefix = len(folder) + 1
+    store.pull(folder, keep=lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns))
+
+
+def _relative(layout: Layout, path: Path) -> str:
+    return path.relative_to(layout.out).as_posix()
+
+
+def _run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
     """Map over the previous segment's output, reduce each partition, finalize."""
+    layout = Layout(store.root)
     stage_config = segment.entry
     index = config.stages.index(stage_config)
     phase = f"global-{segment.index}-map"
+    store.sync(f"stats/{phase}")
+    store.sync(f"stats/global-{segment.index}")
     todo = [
         u for u in units
         if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
     ]
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
-    executor.run([(map_task, (config, layout.out, segment.index, unit)) for unit in todo], bar)
+    executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
     stage = built_stage(index, stage_config, "")
     partitions = [p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
     bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
-    executor.run([(reduce_task, (config, layout.out, segment.index, p)) for p in partitions], bar)
+    executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
     if not marker.exists():
+        _pull_work(store, layout, segment.index, stage.reads("finalize"))
         started = time.process_time()
         counters = stage.finalize(layout.global_work(segment.index))
-        write_cost(layout.cost(f"global-{segment.index}", "", "finalize"), f"{stage_config.name}:finalize", started)
+        cost = layout.cost(f"global-{segment.index}", "", "finalize")
+        write_cost(cost, f"{stage_config.name}:finalize", started)
+        store.push_tree(_relative(layout, layout.global_work(segment.index)))
         write_json_atomic(marker, {"counters": counters})
+        store.push([cost], marker=marker)
     return json.loads(marker.read_text())["counters"]
 
 
-def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress=None) -> dict:
-    layout = Layout(out)
+def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, progress=None) -> dict:
+    layout = Layout(store.root)
     segment = plan_segments(config)[segment_index]
     stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
+    _pull_unit_documents(store, layout, segment_index - 1, unit)
     parts = segment_parts(layout.segment_docs(segment_index - 1, unit.source), unit.name)
 
     def batches():
@@ -196,23 +239,28 @@ def map_task(config: Config, out: Path, segment_index: int, unit: Unit, progress
     work.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
     counters = stage.map_unit(batches(), ctx, work)
-    write_cost(layout.cost(f"global-{segment_index}-map", unit.source, unit.name), f"{segment.entry.name}:map", started)
-    commit(ctx, layout.marker(f"global-{segment_index}-map", unit.source, unit.name), {"counters": counters})
+    write_cost(ctx.atomic(layout.cost(f"global-{segment_index}-map", unit.source, unit.name)), f"{segment.entry.name}:map", started)
+    commit(ctx, layout.marker(f"global-{segment_index}-map", unit.source, unit.name), {"counters": counters}, store)
     return counters
 
 
-def reduce_task(config: Config, out: Path, segment_index: int, partition: int, progress=None) -> dict:
-    layout = Layout(out)
+def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
+    layout = Layout(store.root)
     segment = plan_segments(config)[segment_index]
     stage = built_stage(config.stages.index(segment.entry), segment.entry, "")
+    _pull_work(store, layout, segment_index, stage.reads("reduce"))
     started = time.process_time()
     counters = stage.reduce_partition(partition, layout.global_work(segment_index))
-    write_cost(layout.cost(f"global-{segment_index}-reduce", "", str(partition)), f"{segment.entry.name}:reduce", started)
-    write_json_atomic(layout.global_marker(segment_index, f"reduce-{partition}"), {"counters": counters})
+    cost = layout.cost(f"global-{segment_index}-reduce", "", str(partition))
+    write_cost(cost, f"{segment.entry.name}:reduce", started)
+    store.push_tree(_relative(layout, layout.global_work(segment_index)))
+    marker = layout.global_marker(segment_index, f"reduce-{partition}")
+    write_json_atomic(marker, {"counters": counters})
+    store.push([cost], marker=marker)
     return counters
 
 
-def print_summary(manifest: dict, out: Path, stream=None) -> None:
+def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     balance = manifest["balance"]
     w = (stream or sys.stderr).write
     w(f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, {balance['rejected']:,} rejected -> {out}\n")
@@ -225,6 +273,6 @@ def print_summary(manifest: dict, out: Path, stream=None) -> None:
     if manifest["bad_input"]:
         total = sum(manifest["bad_input"].values())
         kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())
-        w(f"  bad input quarantined: {total:,} ({kinds}); see {out / 'rejects'} (stage 'read') for files and lines\n")
+        w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
     for warning in manifest["warnings"]:
         w(f"  warning: {warning}\n")

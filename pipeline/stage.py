@@ -112,6 +112,12 @@ class GlobalStage(Stage):
     def finalize(self, work_dir: Path) -> dict[str, int]:
         return {}
 
+    def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
+        """Globs (relative to the work folder) of the files that ``step`` ("reduce",
+        "finalize", or "filter" of the unit ``source``/``unit``) reads. When the work
+        folder lives on an object store, a task fetches just these; None: all of it."""
+        return None
+
 
 _REGISTRY: dict[str, type[Stage]] = {}
 

@@ -8,6 +8,7 @@ has no marker and simply runs again, producing the same bytes.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,6 +26,7 @@ from pipeline.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
 from pipeline.sinks import ParquetSink
 from pipeline.stage import Stage, UnitContext
+from pipeline.storage import RunStore, local_input
 
 # The tokenize stage's per-document column: summed for the tokens/s of the progress line.
 TOKENS = "n_tokens"
@@ -67,6 +69,7 @@ def run_unit(
     strict: bool = False,
     progress: Progress | None = None,
     sample: float = 1.0,
+    store: RunStore | None = None,
 ) -> dict:
     started = time.process_time()
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
@@ -132,7 +135,7 @@ def run_unit(
     phase = f"segment-{segment.index}"
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
     write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
-    commit(ctx, layout.marker(phase, unit.source, unit.name), stats)
+    commit(ctx, layout.marker(phase, unit.source, unit.name), stats, store)
     return stats
 
 
@@ -214,8 +217,9 @@ def _batches(layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iter
             id_field=unit.id_field,
             strict=strict,
         )
-        for chunk in read_input(unit.path, spec, unit.format):
-            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
+        with local_input(unit.path) as path:
+            for chunk in read_input(path, spec, unit.format):
+                yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
         return
     for path in segment_parts(layout.segment_docs(segment.index - 1, unit.source), unit.name):
         parquet = pq.ParquetFile(path)
@@ -234,8 +238,16 @@ def segment_parts(folder: Path, unit_name: str) -> list[Path]:
     return parts
 
 
-def commit(ctx: UnitContext, marker: Path, stats: dict) -> None:
-    """Rename every pending file to its final name, then write the marker, last."""
+def is_unit_part(file_name: str, unit_name: str) -> bool:
+    """Whether ``file_name`` is one of the parts ``segment_parts`` lists for the unit."""
+    return re.fullmatch(rf"{re.escape(unit_name)}(\.\d+)?\.parquet", file_name) is not None
+
+
+def commit(ctx: UnitContext, marker: Path, stats: dict, store: RunStore | None = None) -> None:
+    """Rename every pending file to its final name, then write the marker, last; with a
+    remote store, upload them in the same order."""
     for tmp, final in ctx.pending.items():
         os.replace(tmp, final)
     write_json_atomic(marker, stats)
+    if store is not None:
+        store.push(ctx.pending.values(), marker=marker)

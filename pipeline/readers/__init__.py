@@ -8,7 +8,7 @@ of them gzipped), Parquet, and Hugging Face ``datasets`` Arrow files (``save_to_
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 from pipeline.readers.arrow_files import read_arrow_file
@@ -21,8 +21,8 @@ FORMATS = ("jsonl", "parquet", "arrow")
 __all__ = ["Chunk", "InputSpec", "FORMATS", "detect_format", "read_input"]
 
 
-def detect_format(path: Path) -> str:
-    name = path.name.lower()
+def detect_format(path: Path | str) -> str:
+    name = PurePosixPath(str(path)).name.lower()
     for suffix in (".gz", ".gzip"):
         if name.endswith(suffix):
             name = name[: -len(suffix)]

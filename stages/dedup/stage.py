@@ -11,7 +11,8 @@ Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in 
   (``reduce/p<p>.index.npy``), which a later run can import with ``index_from``.
 * ``finalize``: connected components over the forests (``clusters``), survivor and
   decisions per component (``survivors``), decisions regrouped by document range
-  (``decisions/r<r>.npy``), then ``done.json``. Re-running it after completion is a no-op.
+  (``decisions/r<r>.arrow``, survivor ids resolved), then ``done.json``. Re-running it
+  after completion is a no-op.
 * ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
   ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
@@ -39,7 +40,7 @@ from pipeline.documents import ID, TEXT
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from stages.dedup import clusters, partfile
 from stages.dedup.minhash import Signer
-from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path, docs_path, docs_schema
+from stages.dedup.store import BAND_RECORD, UNITS_FILE, DocStore, UnitTable, bands_path, docs_path, docs_schema
 from stages.dedup.survivors import DECISION, REASONS, decide
 
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
@@ -92,6 +93,13 @@ class Dedup(GlobalStage):
         o = asdict(self.options)
         return {k: o[k] for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len",
                                    "exact", "partitions")}
+
+    def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
+        return {
+            "reduce": ("map/*/*.bands",),
+            "finalize": ("map/*/*", "reduce/*"),
+            "filter": (DONE_FILE, UNITS_FILE, "decisions/*", f"map/{source}/{unit}.docs.arrow"),
+        }.get(step)
 
     def _scan(self, work_dir: Path) -> UnitTable:
         return UnitTable.scan(work_dir, self._config(), self.options.index_from)
@@ -206,11 +214,7 @@ class Dedup(GlobalStage):
             rows = np.concatenate(parts)
             rows = rows[np.argsort(rows["gid"], kind="stable")]
             counts += np.bincount(rows["reason"], minlength=len(REASONS))
-            final = out_dir / f"r{r:05d}.npy"
-            tmp = partfile.temp_for(final)
-            with open(tmp, "wb") as f:
-                np.save(f, rows)
-            os.replace(tmp, final)
+            _write_decisions(_decisions_path(work_dir, r), rows, store.gather(rows["survivor"], ["id"]).column("id"))
         summary = {
             "dedup.documents": table.total - table.imported,
             "dedup.clusters": clusters_seen,
@@ -240,13 +244,14 @@ class Dedup(GlobalStage):
         start, end = int(t.starts[u]), int(t.starts[u + 1])
         P = self.partitions()
         ranges = np.unique(clusters.node_partition(np.array([start, max(start, end - 1)]), t.total, P))
-        rows = np.concatenate([np.load(work_dir / "decisions" / f"r{r:05d}.npy") for r in range(ranges[0], ranges[-1] + 1)])
-        rows = rows[(rows["gid"] >= start) & (rows["gid"] < end)]
+        rows = pa.concat_tables([_read_decisions(_decisions_path(work_dir, r)) for r in range(ranges[0], ranges[-1] + 1)])
+        gid = rows.column("gid").to_numpy()
+        rows = rows.filter(pa.array((gid >= start) & (gid < end)))
+        positions = rows.column("gid").to_numpy() - start
         reason = np.full(end - start, -1, np.int16)
-        reason[rows["gid"] - start] = rows["reason"]
-        survivor_ids = self._store.gather(rows["survivor"], ["id"]).column("id").to_pylist()
+        reason[positions] = rows.column("reason").to_numpy()
         detail = np.full(end - start, None, object)
-        for pos, sid, sim in zip(rows["gid"] - start, survivor_ids, rows["similarity"]):
+        for pos, sid, sim in zip(positions, rows.column("survivor").to_pylist(), rows.column("similarity").to_numpy()):
             detail[pos] = json.dumps({"survivor": sid, "similarity": round(float(sim), 4)})
         ids = self._store.unit_rows(u).column("id").combine_chunks()
         self._unit = {"reason": reason, "detail": detail, "ids": ids, "cursor": 0}
@@ -273,6 +278,30 @@ class Dedup(GlobalStage):
         if state is not None and state["cursor"] != len(state["reason"]):
             raise ValueError(f"dedup: unit {unit.unit} mapped {len(state['reason'])} documents, filtered {state['cursor']}")
         return {}
+
+
+def _decisions_path(work_dir: Path, document_range: int) -> Path:
+    return Path(work_dir) / "decisions" / f"r{document_range:05d}.arrow"
+
+
+def _write_decisions(final: Path, rows: np.ndarray, survivor_ids: pa.Array) -> None:
+    """One document range's removals, sorted by gid, with their survivor's id resolved
+    here so that the filter phase reads only its own unit's files."""
+    table = pa.table({
+        "gid": rows["gid"],
+        "reason": rows["reason"],
+        "similarity": rows["similarity"],
+        "survivor": survivor_ids.cast(pa.string()),  # an empty gather has no type
+    })
+    tmp = partfile.temp_for(final)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    os.replace(tmp, final)
+
+
+def _read_decisions(path: Path) -> pa.Table:
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def _index_path(work_dir: Path, partition: int) -> Path:

@@ -1,0 +1,292 @@
+"""Where a run's files live: a local folder, or an object store (``s3://...``, any URI
+that ``pyarrow.fs.FileSystem.from_uri`` opens).
+
+Every stage and writer works on local files: memory maps, numba over buffers, renames.
+A run whose ``--out`` is remote therefore works in a *mirror*: a folder on each machine
+with the run's layout, which a task fills with the files it reads (``pull``) and from
+which it uploads the files it wrote (``push``). The object store is the truth; a mirror
+is a cache named after the run's fingerprint, so a changed run never reads a stale one.
+
+Why this is as safe as local renames: an object appears on S3 whole or not at all, so an
+uploaded file is complete; a unit's files go up before its completion marker, so a marker
+in the store still means "all of this unit is there". Before deciding what is left to do,
+the runner makes the mirror's markers equal to the store's (``sync``): a marker written
+locally by a task killed before its upload does not count.
+
+Inputs on an object store (``paths = ["s3://bucket/c4/*.json.gz"]``) are listed with the
+same file system and copied to scratch space while a unit reads them.
+
+Credentials and endpoints come from the usual AWS settings (``AWS_ACCESS_KEY_ID``,
+``AWS_ENDPOINT_URL`` for MinIO or other S3-compatible stores, ...). ``PREP_SCRATCH``
+names the local folder for mirrors and input copies (default: the system temp folder).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path, PurePosixPath
+from typing import Callable, Iterable, Iterator
+
+import pyarrow.fs as pafs
+
+from pipeline.atomic import atomic_path
+
+COPY_BLOCK = 8 << 20
+TRANSFER_THREADS = 8
+
+
+def is_remote(path: str | os.PathLike) -> bool:
+    """True for a URI with a scheme (``s3://``, ``gs://``, ...), False for a local path."""
+    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", str(path)) is not None and not str(path).startswith("file://")
+
+
+@cache
+def _filesystem(scheme_and_bucket: str) -> pafs.FileSystem:
+    return pafs.FileSystem.from_uri(scheme_and_bucket)[0]
+
+
+def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The file system of ``uri`` (one per scheme and bucket per process) and the path in it."""
+    scheme, rest = uri.split("://", 1)
+    try:
+        return _filesystem(f"{scheme}://{rest.split('/', 1)[0]}"), rest.rstrip("/")
+    except (OSError, ValueError) as error:
+        raise OSError(f"cannot open {uri}: {error}") from None
+
+
+def scratch() -> Path:
+    return Path(os.environ.get("PREP_SCRATCH") or Path(tempfile.gettempdir()) / "prep-scratch")
+
+
+def _files_under(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.File:
+        return [info]
+    if info.type == pafs.FileType.NotFound:
+        return []
+    return [i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.type == pafs.FileType.File]
+
+
+# -- inputs -------------------------------------------------------------------------------
+
+
+def glob_remote(pattern: str) -> list[str]:
+    """The files matching a glob URI (``*``, ``?``, ``[...]`` within a folder name, ``**``
+    across folders), sorted. A URI without wildcards matches itself if it is a file."""
+    scheme = pattern.split("://", 1)[0]
+    fs, path = filesystem(pattern)
+    parts = path.split("/")
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    if fixed == len(parts):
+        return [f"{scheme}://{path}"] if fs.get_file_info(path).type == pafs.FileType.File else []
+    regex = re.compile(_glob_regex(path))
+    return sorted(f"{scheme}://{i.path}" for i in _files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+
+
+def _glob_regex(pattern: str) -> str:
+    tokens = re.findall(r"\*\*/|\*\*|\*|\?|\[[^\]]*\]|[^*?\[]+|\[", pattern)
+    special = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
+    return "".join(special.get(t) or (t if t.startswith("[") and len(t) > 1 else re.escape(t)) for t in tokens)
+
+
+def input_stat(path: str | Path) -> tuple[int, int]:
+    """(size in bytes, modification time in ns) of an input file, local or remote."""
+    if not is_remote(path):
+        stat = Path(path).stat()
+        return stat.st_size, stat.st_mtime_ns
+    fs, key = filesystem(str(path))
+    info = fs.get_file_info(key)
+    if info.type != pafs.FileType.File:
+        raise FileNotFoundError(f"{path} does not exist")
+    return info.size, info.mtime_ns or 0
+
+
+@contextmanager
+def local_input(path: str | Path) -> Iterator[Path]:
+    """A local file with the contents of ``path``: itself, or a scratch copy of a remote
+    file (removed afterwards, so scratch holds only the inputs being read)."""
+    if not is_remote(path):
+        yield Path(path)
+        return
+    folder = scratch() / "inputs"
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="input.", suffix="." + PurePosixPath(str(path)).name, dir=folder)
+    os.close(fd)
+    try:
+        fs, key = filesystem(str(path))
+        _download(fs, key, Path(tmp))
+        yield Path(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+# Byte for byte: pyarrow would otherwise (de)compress files named *.gz on the way.
+def _download(fs: pafs.FileSystem, key: str, local: Path) -> None:
+    with fs.open_input_stream(key, compression=None) as source, open(local, "wb") as sink:
+        shutil.copyfileobj(source, sink, COPY_BLOCK)
+
+
+def _upload(local: Path, fs: pafs.FileSystem, key: str) -> None:
+    # The object is created when the stream closes (a multipart upload completes then).
+    with open(local, "rb") as source, fs.open_output_stream(key, compression=None, metadata={}) as sink:
+        shutil.copyfileobj(source, sink, COPY_BLOCK)
+
+
+# -- a run's output folder ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunStore:
+    """A run's output folder, as tasks see it (picklable: it travels with Ray tasks).
+
+    ``root`` is the local folder every writer uses. For a local run it is the folder
+    itself and every other method does nothing; for a remote run it is this machine's
+    mirror, and ``pull``/``push``/``sync`` move files between it and the store.
+    """
+
+    uri: str
+    run_key: str = ""  # names the mirror: the run's fingerprint
+
+    @property
+    def remote(self) -> bool:
+        return is_remote(self.uri)
+
+    @property
+    def root(self) -> Path:
+        if not self.remote:
+            return Path(self.uri)
+        name = hashlib.sha256(f"{self.uri}\0{self.run_key}".encode()).hexdigest()[:20]
+        return scratch() / "mirrors" / name
+
+    def _key(self, rel: str) -> str:
+        fs, base = filesystem(self.uri)
+        return f"{base}/{rel}" if rel else base
+
+    def _rel(self, local: Path) -> str:
+        return local.relative_to(self.root).as_posix()
+
+    def pull(self, rel: str, keep: Callable[[str], bool] | None = None) -> None:
+        """Download the files under ``rel`` (a file or folder; ``keep`` filters their paths
+        relative to the root) that the mirror lacks or holds at another size."""
+        if not self.remote:
+            return
+        fs, _ = filesystem(self.uri)
+        base = self._key("")
+        wanted = []
+        for info in _files_under(fs, self._key(rel)):
+            rel_path = info.path[len(base) + 1:]
+            local = self.root / rel_path
+            if (keep is None or keep(rel_path)) and not (local.is_file() and local.stat().st_size == info.size):
+                wanted.append((info.path, local))
+
+        def fetch(item: tuple[str, Path]) -> None:
+            key, local = item
+            with atomic_path(local) as tmp:
+                _download(fs, key, tmp)
+
+        _each(fetch, wanted)
+
+    def push(self, files: Iterable[Path], marker: Path | None = None) -> None:
+        """Upload ``files`` (then ``marker``, last), and drop the uploaded files from the
+        mirror: a machine's disk keeps only what its tasks read, not what they wrote."""
+        if not self.remote:
+            return
+        fs, _ = filesystem(self.uri)
+        files = list(files)
+        _each(lambda local: _upload(local, fs, self._key(self._rel(local))), files)
+        for local in files:
+            local.unlink()
+        if marker is not None:
+            _upload(marker, fs, self._key(self._rel(marker)))
+
+    def push_tree(self, rel: str) -> None:
+        """Upload the files under ``rel`` that the store lacks or holds at another size
+        (for global stages, which write their files themselves)."""
+        if not self.remote:
+            return
+        fs, _ = filesystem(self.uri)
+        stored = {i.path: i.size for i in _files_under(fs, self._key(rel))}
+        folder = self.root / rel
+        local_files = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")] if folder.exists() else []
+        todo = [p for p in local_files if stored.get(self._key(self._rel(p))) != p.stat().st_size]
+        _each(lambda local: _upload(local, fs, self._key(self._rel(local))), todo)
+
+    def sync(self, rel: str) -> None:
+        """Make the mirror's ``rel`` folder hold exactly the store's files there."""
+        if not self.remote:
+            return
+        fs, _ = filesystem(self.uri)
+        stored = {i.path for i in _files_under(fs, self._key(rel))}
+        folder = self.root / rel
+        for local in folder.rglob("*") if folder.exists() else []:
+            if local.is_file() and self._key(self._rel(local)) not in stored:
+                local.unlink()
+        self.pull(rel)
+
+    def names(self) -> list[str]:
+        """The entries at the top of the output folder (empty if it does not exist)."""
+        if not self.remote:
+            root = self.root
+            return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
+        fs, base = filesystem(self.uri)
+        infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+        return sorted(PurePosixPath(i.path).name for i in infos)
+
+    def read_text(self, rel: str) -> str | None:
+        if not self.remote:
+            path = self.root / rel
+            return path.read_text() if path.is_file() else None
+        fs, _ = filesystem(self.uri)
+        key = self._key(rel)
+        if fs.get_file_info(key).type != pafs.FileType.File:
+            return None
+        with fs.open_input_stream(key, compression=None) as f:
+            return f.read().decode()
+
+    def remove(self, rel: str) -> None:
+        """Delete a file or folder of the run (in the store and in this mirror)."""
+        local = self.root / rel
+        if local.is_dir():
+            shutil.rmtree(local)
+        elif local.exists():
+            local.unlink()
+        if self.remote:
+            fs, _ = filesystem(self.uri)
+            key = self._key(rel)
+            kind = fs.get_file_info(key).type
+            if kind == pafs.FileType.Directory:
+                fs.delete_dir(key)
+            elif kind == pafs.FileType.File:
+                fs.delete_file(key)
+
+    def size(self, folders: Iterable[str]) -> int:
+        """Bytes stored under ``folders``."""
+        if not self.remote:
+            return sum(p.stat().st_size for f in folders for p in (self.root / f).rglob("*") if p.is_file())
+        fs, _ = filesystem(self.uri)
+        return sum(i.size for f in folders for i in _files_under(fs, self._key(f)))
+
+    def drop_mirror(self) -> None:
+        """Remove this machine's mirror (a remote run's local cache) once the run is done."""
+        if self.remote:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _each(action: Callable, items: list) -> None:
+    """Run ``action`` over ``items`` on a few threads (transfers wait on the network)."""
+    if len(items) <= 1:
+        for item in items:
+            action(item)
+        return
+    with ThreadPoolExecutor(min(TRANSFER_THREADS, len(items))) as pool:
+        for _ in pool.map(action, items):
+            pass

@@ -1,0 +1,207 @@
+"""Inputs and outputs on an object store: a run over ``s3://`` gives the same bytes as a
+local run, resumes after SIGKILL, and leaves no scratch behind. The S3 server is moto's,
+started on loopback by the fixture; prep reaches it through pyarrow's S3 file system."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+
+from conftest import REPO, write_config
+from pipeline.config import ConfigError, load_config
+from pipeline.run import run_pipeline
+from pipeline.storage import RunStore, glob_remote
+from test_run import tree_digest
+
+moto_server = pytest.importorskip("moto.server")
+
+SAMPLE = REPO / "data" / "sample"
+# Fields of the manifest that name the config file and its input globs, which differ
+# between a local and a remote run of the same data; everything else must be equal.
+CONFIG_FIELDS = ("config", "config_file")
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """An S3 server on loopback; the AWS settings point pyarrow (here and in worker
+    processes) at it. Yields a pyarrow S3 file system that may create buckets."""
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    settings = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", allow_bucket_creation=True,
+                                access_key="test", secret_key="test", region="us-east-1")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
+
+
+@pytest.fixture(autouse=True)
+def scratch(tmp_path, monkeypatch) -> Path:
+    folder = tmp_path / "scratch"
+    monkeypatch.setenv("PREP_SCRATCH", str(folder))
+    return folder
+
+
+def upload_sample(fs: pafs.S3FileSystem, bucket: str) -> None:
+    fs.create_dir(bucket)
+    pafs.copy_files(str(SAMPLE), f"{bucket}/in", destination_filesystem=fs)
+
+
+def download(fs: pafs.S3FileSystem, prefix: str, local: Path) -> Path:
+    pafs.copy_files(prefix, str(local), source_filesystem=fs)
+    return local
+
+
+def dedup_config(path: Path, root: str) -> Path:
+    """Every kind of phase over the bundled sample: per-document stages, the global dedup
+    (map, reduce, finalize, filter) and the terminal tokenize."""
+    return write_config(
+        path,
+        f"""
+[sources.web]
+paths = ["{root}/web/*.gz"]
+[sources.code]
+paths = ["{root}/code/*.jsonl.gz"]
+[sources.math]
+paths = ["{root}/math/**/*.jsonl.gz"]
+[[stages]]
+name = "normalize"
+[[stages]]
+name = "length"
+min_chars = 100
+[[stages]]
+name = "dedup"
+partitions = 4
+[[stages]]
+name = "tokenize"
+tokenizer = "gpt2"
+""",
+    )
+
+
+def without_config(manifest: dict) -> dict:
+    return {k: v for k, v in manifest.items() if k not in CONFIG_FIELDS}
+
+
+def same_run(local: Path, remote: Path) -> None:
+    """Byte-identical outputs, and manifests equal but for the config's paths."""
+    skip = {"manifest.json", str(Path(".prep") / "run.json")}
+    local_files = {k: v for k, v in tree_digest(local).items() if k not in skip}
+    assert local_files and local_files == {k: v for k, v in tree_digest(remote).items() if k not in skip}
+    manifests = [json.loads((folder / "manifest.json").read_text()) for folder in (local, remote)]
+    assert without_config(manifests[0]) == without_config(manifests[1])
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("local")
+    out = folder / "out"
+    run_pipeline(dedup_config(folder / "local.toml", str(SAMPLE)), out, workers=2, quiet=True)
+    return out
+
+
+def test_remote_inputs_and_output_give_the_local_bytes(s3, local_run, tmp_path, scratch):
+    upload_sample(s3, "same")
+    config = dedup_config(tmp_path / "remote.toml", "s3://same/in")
+    manifest = run_pipeline(config, "s3://same/run", workers=2, quiet=True)
+    assert manifest["stages"]["dedup"]["rejected"]  # the sample has duplicates: the global phases ran
+    same_run(local_run, download(s3, "same/run", tmp_path / "downloaded"))
+    assert not any(p.is_file() for p in scratch.rglob("*")), "a finished run leaves nothing in scratch"
+    # The same command again finds the run complete and redoes nothing.
+    before = {i.path: i.mtime_ns for i in s3.get_file_info(pafs.FileSelector("same/run", recursive=True))}
+    run_pipeline(config, "s3://same/run", workers=2, quiet=True)
+    after = {i.path: i.mtime_ns for i in s3.get_file_info(pafs.FileSelector("same/run", recursive=True))}
+    assert {k: v for k, v in after.items() if not k.endswith(("manifest.json", "cost.json"))} == {
+        k: v for k, v in before.items() if not k.endswith(("manifest.json", "cost.json"))
+    }
+
+
+def test_remote_run_resumes_after_sigkill(s3, local_run, tmp_path):
+    upload_sample(s3, "killed")
+    config = dedup_config(tmp_path / "remote.toml", "s3://killed/in")
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", "s3://killed/run", "-w", "2", "-q"]
+    # Kill during the first segment, then during dedup's phases, of the resumed runs.
+    for kill_after_markers in (2, 12):
+        proc = subprocess.Popen(command, start_new_session=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            stored = s3.get_file_info(pafs.FileSelector("killed/run/stats", recursive=True, allow_not_found=True))
+            if sum(1 for i in stored if i.path.endswith(".json") and "/cost/" not in i.path) >= kill_after_markers:
+                break
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert s3.get_file_info("killed/run/manifest.json").type == pafs.FileType.NotFound, "killed too late"
+    result = subprocess.run(command[:-3] + ["-w", "1", "-q"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    same_run(local_run, download(s3, "killed/run", tmp_path / "downloaded"))
+
+
+def test_a_marker_the_store_lacks_does_not_count(s3, tmp_path):
+    """A task killed between its local commit and its upload left a marker in the mirror
+    only: syncing forgets it, so the unit runs again."""
+    s3.create_dir("markers")
+    store = RunStore("s3://markers/run", "key")
+    pushed, lost = store.root / "stats" / "a.json", store.root / "stats" / "b.json"
+    data = store.root / "docs" / "a.parquet"
+    for path in (pushed, lost, data):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("{}")
+    store.push([data], marker=pushed)
+    assert not data.exists() and pushed.exists()  # what a task wrote leaves the mirror
+    store.sync("stats")
+    assert pushed.exists() and not lost.exists()
+    assert sorted(i.path for i in s3.get_file_info(pafs.FileSelector("markers/run", recursive=True))
+                  if i.type == pafs.FileType.File) == ["markers/run/docs/a.parquet", "markers/run/stats/a.json"]
+
+
+def test_remote_globs_and_their_errors(s3, tmp_path):
+    upload_sample(s3, "globs")
+    assert [p.rsplit("/", 1)[1] for p in glob_remote("s3://globs/in/**/*.jsonl.gz")] == [
+        "js_npm.jsonl.gz", "python_stdlib.jsonl.gz", "arxiv.jsonl.gz", "gsm8k.jsonl.gz",
+        "ccmain.jsonl.gz", "redpajama_pile.jsonl.gz",
+    ]
+    assert glob_remote("s3://globs/in/web/c4_guardian.json.gz") == ["s3://globs/in/web/c4_guardian.json.gz"]
+    config = write_config(tmp_path / "c.toml", '[sources.web]\npaths = ["s3://globs/in/web/*.parquet"]\n'
+                                               '[[stages]]\nname = "length"\n')
+    with pytest.raises(ConfigError, match=r"matches no file"):
+        load_config(config)
+    config = write_config(tmp_path / "d.toml", '[sources.web]\npaths = ["s3://no-such-bucket/*.gz"]\n'
+                                               '[[stages]]\nname = "length"\n')
+    with pytest.raises(ConfigError, match=r"no-such-bucket"):
+        load_config(config)
+
+
+@pytest.mark.ray
+def test_ray_executor_with_remote_storage(s3, local_run, tmp_path):
+    pytest.importorskip("ray")
+    upload_sample(s3, "ray")
+    config = dedup_config(tmp_path / "remote.toml", "s3://ray/in")
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", "s3://ray/run", "--executor", "ray",
+         "-w", "2", "-q"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    same_run(local_run, download(s3, "ray/run", tmp_path / "downloaded"))
