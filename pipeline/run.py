@@ -60,7 +60,10 @@ def run_pipeline(
     fingerprint = _fingerprint(config, units, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
     layout = Layout(store.root)
-    _claim_output(store, layout, fingerprint, force)
+    try:
+        _claim_output(store, layout, fingerprint, force)
+    except OSError as error:  # a missing bucket, no credentials, no permission
+        raise ConfigError(f"cannot write to --out {out}: {error}") from None
     _remove_temporaries(layout.out)
     workers = workers or config.run.workers or os.cpu_count() or 1
     runner = _executor(executor, address, workers)

@@ -205,3 +205,20 @@ def test_ray_executor_with_remote_storage(s3, local_run, tmp_path):
     )
     assert result.returncode == 0, result.stderr
     same_run(local_run, download(s3, "ray/run", tmp_path / "downloaded"))
+
+
+def test_a_different_run_into_the_same_remote_folder_needs_force(s3, tmp_path):
+    upload_sample(s3, "force")
+    body = '[sources.math]\npaths = ["s3://force/in/math/gsm8k.jsonl.gz"]\n[[stages]]\nname = "length"\nmin_chars = {}\n'
+    first, second = (write_config(tmp_path / f"{n}.toml", body.format(n)) for n in (10, 20))
+    run_pipeline(first, "s3://force/run", workers=1, quiet=True)
+    with pytest.raises(ConfigError, match="different config"):
+        run_pipeline(second, "s3://force/run", workers=1, quiet=True)
+    manifest = run_pipeline(second, "s3://force/run", workers=1, quiet=True, force=True)
+    stored = json.loads(s3.open_input_stream("force/run/manifest.json").read())
+    assert stored["config"]["stages"][0]["min_chars"] == 20 and without_config(stored) == without_config(manifest)
+
+
+def test_a_missing_bucket_for_out_is_a_clear_error(s3):
+    with pytest.raises(ConfigError, match="cannot write to --out s3://no-such-bucket/run"):
+        run_pipeline(REPO / "configs" / "sample.toml", "s3://no-such-bucket/run", workers=1, quiet=True)
