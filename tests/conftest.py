@@ -39,6 +39,23 @@ def write_jsonl(path: Path, records: list[dict], gz: bool | None = None) -> Path
     return path
 
 
+# Every kind of phase: per-document stages, the global dedup (map, reduce, finalize,
+# filter) and the terminal tokenize.
+EVERY_PHASE_STAGES = """
+[[stages]]
+name = "normalize"
+[[stages]]
+name = "length"
+min_chars = 100
+[[stages]]
+name = "dedup"
+partitions = 4
+[[stages]]
+name = "tokenize"
+tokenizer = "gpt2"
+"""
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

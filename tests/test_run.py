@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from conftest import REPO, write_config, write_jsonl
+from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
 from pipeline.cli import main
 from pipeline.config import ConfigError, load_config
 from pipeline.documents import LEDGER_SCHEMA
@@ -95,18 +95,7 @@ paths = ["{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk
 paths = ["{shared}/code/python_stdlib.jsonl.gz", "{shared}/code/js_usr_lib_node_modules.jsonl.gz"]
 [sources.math]
 paths = ["{shared}/math/gsm8k.jsonl.gz"]
-[[stages]]
-name = "normalize"
-[[stages]]
-name = "length"
-min_chars = 100
-[[stages]]
-name = "dedup"
-partitions = 4
-[[stages]]
-name = "tokenize"
-tokenizer = "gpt2"
-""",
+{EVERY_PHASE_STAGES}""",
     )
 
 

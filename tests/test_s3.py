@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.fs as pafs
 import pytest
 
-from conftest import REPO, write_config
+from conftest import EVERY_PHASE_STAGES, REPO, write_config
 from pipeline.config import ConfigError, load_config
 from pipeline.run import run_pipeline
 from pipeline.storage import RunStore, glob_remote
@@ -85,18 +85,7 @@ paths = ["{root}/web/*.gz"]
 paths = ["{root}/code/*.jsonl.gz"]
 [sources.math]
 paths = ["{root}/math/**/*.jsonl.gz"]
-[[stages]]
-name = "normalize"
-[[stages]]
-name = "length"
-min_chars = 100
-[[stages]]
-name = "dedup"
-partitions = 4
-[[stages]]
-name = "tokenize"
-tokenizer = "gpt2"
-""",
+{EVERY_PHASE_STAGES}""",
     )
 
 
