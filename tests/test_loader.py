@@ -287,6 +287,20 @@ def test_resume_at_random_steps_gives_the_uninterrupted_batches(corpus, num_work
                 assert torch.equal(a[key], b[key]), (stop, key)
 
 
+@pytest.mark.parametrize("num_workers", [1, 2])
+def test_batches_kept_by_the_training_loop_are_never_overwritten(corpus, num_workers):
+    """Batches are views of the workers' shared slots: kept ones must stay as delivered."""
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=4, seed=0, epochs=3)
+    reference = all_batches(build_dataloader(dataset, 2, num_workers=0))
+    loader = build_dataloader(dataset, 2, num_workers=num_workers, prefetch_factor=1, batches_per_fetch=2)
+    kept = list(loader)  # no copies: every slot stays held
+    assert len(kept) == len(reference) > 4 * num_workers * 3
+    for a, b in zip(kept, reference):
+        for key in ("input_ids", "labels", "position_ids", "cu_seqlens", "sample_index"):
+            assert torch.equal(a[key], b[key]), key
+
+
 def test_state_is_small_constant_and_advances_by_batches_handed_over(corpus):
     path, _ = corpus
     dataset = TokenDataset(path, seq_len=4, seed=0)

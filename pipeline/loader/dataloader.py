@@ -24,7 +24,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from pipeline.loader.dataset import PackedBatch, TokenDataset, largest_packed_size, unpack
-from pipeline.loader.ring import ReusableBuffers, RingWorkerInit, SlotRing
+from pipeline.loader.ring import RingWorkerInit, SlotRing
 from pipeline.loader.sampler import RankBatchSampler
 
 STATE_VERSION = 1
@@ -55,7 +55,7 @@ class TokenDataLoader(DataLoader):
         pin_memory: bool | None = None,
         drop_last: bool = True,
         persistent_workers: bool = False,
-        batches_per_fetch: int = 4,
+        batches_per_fetch: int = 8,
         **kwargs: Any,
     ):
         sampler = RankBatchSampler(
@@ -64,7 +64,7 @@ class TokenDataLoader(DataLoader):
         if kwargs.get("in_order", True) is False:
             raise ValueError("in_order=False would make batches depend on worker timing; it is not supported")
         if num_workers > 0 and prefetch_factor is None:
-            prefetch_factor = 4
+            prefetch_factor = 2
         self._user_worker_init = kwargs.pop("worker_init_fn", None)
         super().__init__(
             dataset,
@@ -91,28 +91,28 @@ class TokenDataLoader(DataLoader):
         if self.num_workers == 0 or (self.persistent_workers and self._iterator is not None):
             return
         dataset: TokenDataset = self.dataset
+        dataset.warm_up()
         slot_size = self.batch_sampler.batches_per_fetch * largest_packed_size(self.samples_per_batch, dataset.seq_len)
-        self._ring = SlotRing(self.num_workers, self.prefetch_factor + 1, slot_size)
-        self._buffers = ReusableBuffers(largest_packed_size(self.samples_per_batch, dataset.seq_len), limit=8)
+        self._ring = SlotRing(self.num_workers, self.prefetch_factor + 2, slot_size)
         self.worker_init_fn = RingWorkerInit(self._ring, self._user_worker_init)
 
     def _deliver(self, packed: PackedBatch) -> dict:
-        """The batch dict in memory of its own (pinned if asked), freeing its ring slot.
+        """The batch dict: views of its ring slot, or a copy in pinned memory if asked.
 
         The copy is a single-threaded numpy copy (``Tensor.copy_`` would wake intra-op
-        threads for this size) into a reused buffer or torch's caching pinned allocator.
+        threads for this size) into torch's caching pinned allocator.
         """
         if packed.buffer is None:
             if self.pin_batches:
                 buffer = torch.empty(packed.size, dtype=torch.int64, pin_memory=True)
+                np.copyto(buffer.numpy(), self._ring.view(packed.slot, packed.offset, packed.size))
             else:
-                buffer = self._buffers.take()[: packed.size]
-            np.copyto(buffer.numpy(), self._ring.view(packed.slot, packed.offset, packed.size).numpy())
+                buffer = self._ring.lend(packed.slot, packed.offset, packed.size)
         elif self.pin_batches:
             buffer = packed.buffer.pin_memory()
         else:
             buffer = packed.buffer
-        return unpack(packed._replace(buffer=buffer))
+        return unpack(packed, buffer)
 
     def __iter__(self):
         self._generation += 1
@@ -131,6 +131,8 @@ class TokenDataLoader(DataLoader):
                 handed += 1
                 self._consumed = min(start + handed * step, sampler.num_samples)
                 yield batch
+                if self._ring is not None:
+                    self._ring.release_unused()
         if generation == self._generation:
             self._epoch += 1
             self._consumed = 0
@@ -188,13 +190,15 @@ def build_dataloader(
 ) -> TokenDataLoader:
     """A DataLoader of ``rank``'s share of ``dataset``: ``batch_size`` windows per batch.
 
-    Options (see ``TokenDataLoader``): ``prefetch_factor`` (default 4 fetches per
-    worker), ``pin_memory`` (default: whether CUDA is present; batches are pinned as they
-    are copied out of the workers' shared ring, so the base DataLoader's pinning thread
-    is off), ``drop_last`` (default True: every rank takes the same number of full
-    batches), ``persistent_workers``, ``batches_per_fetch`` (default 4: a worker builds
-    that many batches per task and sends them in one message, as per-message costs
-    would dominate otherwise); anything else goes to ``torch.utils.data.DataLoader``
-    (``multiprocessing_context``, ``timeout``, ``worker_init_fn``, ...).
+    Options (see ``TokenDataLoader``): ``prefetch_factor`` (default 2 fetches per
+    worker), ``pin_memory`` (default: whether CUDA is present; batches are then copied
+    from the workers' shared ring into pinned memory, so the base DataLoader's pinning
+    thread is off; unpinned batches are views of the ring), ``drop_last`` (default True:
+    every rank takes the same number of full batches), ``persistent_workers``,
+    ``batches_per_fetch`` (default 8: a worker builds that many batches per task and
+    sends them in one message, as a message costs the main process and the worker
+    several times what building a batch does); anything else goes to
+    ``torch.utils.data.DataLoader`` (``multiprocessing_context``, ``timeout``,
+    ``worker_init_fn``, ...).
     """
     return TokenDataLoader(dataset, batch_size, rank=rank, world_size=world_size, num_workers=num_workers, **options)

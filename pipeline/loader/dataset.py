@@ -3,7 +3,7 @@
 Sample ``i`` is the window of ``seq_len + 1`` stream positions starting at ``i * seq_len``
 (consecutive windows share their boundary token, no token is wasted) over the stream of
 documents in the order's sequence, across as many epochs as asked. ``__getitems__``
-builds a whole batch at once (one vectorised lookup, then one copy per document piece)
+builds a whole batch at once (a few numba kernels, see ``pipeline.loader.windows``)
 and returns it packed in a single int64 buffer; in a loader's worker that buffer is a
 slot of a shared ring allocated once, so only a slot number crosses processes (see
 ``pipeline.loader.ring``). ``unpack`` turns a buffer into the batch dict without copying.
@@ -30,7 +30,7 @@ from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
 from pipeline.loader.ring import active_ring
 from pipeline.loader.sampler import BatchChunk, WindowOrder
-from pipeline.loader.windows import positions_from_boundaries, read_windows, segment_boundaries
+from pipeline.loader.windows import count_segments, fill_segments, locate, read_windows
 
 
 class PackedBatch(NamedTuple):
@@ -39,7 +39,8 @@ class PackedBatch(NamedTuple):
     Buffer layout: input_ids, labels, position_ids (``rows * seq_len`` each), window ids
     (``rows``), then ``segments + 1`` int32 cu_seqlens packed two per int64 slot. From a
     loader's worker, ``buffer`` is ``None`` and the data sits at ``offset`` in ``slot``
-    of the loader's shared ring (see ``pipeline.loader.ring``).
+    of the loader's shared ring (see ``pipeline.loader.ring``), unless that slot was
+    still held by the training loop: then ``buffer`` carries the data.
     """
 
     buffer: torch.Tensor | None
@@ -62,19 +63,23 @@ def largest_packed_size(rows: int, seq_len: int) -> int:
     return packed_size(rows, seq_len, rows * seq_len)
 
 
-def unpack(packed: PackedBatch) -> dict:
-    """The batch dict, as views into ``packed.buffer`` (no copy)."""
-    buf, rows, seq_len = packed.buffer, packed.rows, packed.seq_len
-    n = rows * seq_len
-    cu_slots = (packed.segments + 2) // 2
-    cu_seqlens = buf[3 * n + rows : 3 * n + rows + cu_slots].view(torch.int32)[: packed.segments + 1]
+def unpack(packed: PackedBatch, buffer: torch.Tensor | None = None) -> dict:
+    """The batch dict, as views into ``buffer`` (default ``packed.buffer``; no copy).
+
+    One ``split_with_sizes`` and one ``unbind`` make all the views: slicing each one
+    apart took twice as long, in the main process, for every batch.
+    """
+    rows, seq_len, n = packed.rows, packed.seq_len, packed.rows * packed.seq_len
+    buffer = packed.buffer if buffer is None else buffer
+    tokens, sample_index, cu_slots = buffer.split_with_sizes([3 * n, rows, (packed.segments + 2) // 2])
+    input_ids, labels, position_ids = tokens.view(3, rows, seq_len).unbind()
     return {
-        "input_ids": buf[:n].view(rows, seq_len),
-        "labels": buf[n : 2 * n].view(rows, seq_len),
-        "position_ids": buf[2 * n : 3 * n].view(rows, seq_len),
-        "cu_seqlens": cu_seqlens,
+        "input_ids": input_ids,
+        "labels": labels,
+        "position_ids": position_ids,
+        "cu_seqlens": cu_slots.view(torch.int32)[: packed.segments + 1],
         "max_seqlen": packed.max_seqlen,
-        "sample_index": buf[3 * n : 3 * n + rows],
+        "sample_index": sample_index,
     }
 
 
@@ -125,6 +130,16 @@ class TokenDataset(Dataset):
         """The order in which a loader draws windows (same for every rank and world size)."""
         return WindowOrder(self.num_samples, self.seed, self.shuffle_block)
 
+    def warm_up(self) -> None:
+        """Build one batch in this process, so that forked workers inherit compiled kernels.
+
+        Loading numba's cached kernels costs a second or more of CPU in each new process;
+        paid once here, before a loader forks its workers, instead of in every worker of
+        every pass.
+        """
+        if self.num_samples:
+            self.__getitems__([0])
+
     def __getitems__(self, indices) -> PackedBatch | list[PackedBatch]:
         """The batch of windows ``indices``; for a ``BatchChunk``, the list of its batches.
 
@@ -140,30 +155,27 @@ class TokenDataset(Dataset):
             offset += packed[-1].size
         return packed if isinstance(indices, BatchChunk) else packed[0]
 
-    def _pack(self, indices: np.ndarray, slot: int, space: torch.Tensor | None, offset: int) -> PackedBatch:
+    def _pack(self, indices: np.ndarray, slot: int, space: np.ndarray | None, offset: int) -> PackedBatch:
         if len(indices) and (indices.min() < 0 or indices.max() >= self.num_samples):
             raise IndexError(f"window index out of range 0..{self.num_samples - 1}")
         rows, seq_len = len(indices), self.seq_len
         n = rows * seq_len
-        window, pieces = read_windows(self.stream, indices * seq_len, seq_len + 1)
-        cu_seqlens = segment_boundaries(pieces, rows, seq_len)
-        segments = len(cu_seqlens) - 1
+        pieces = locate(self.stream, indices * seq_len, seq_len + 1)
+        segments = count_segments(pieces, seq_len)
         size = packed_size(rows, seq_len, segments)
         if space is not None:  # in a loader's worker: write into the shared slot
             if offset + size > len(space):
                 raise ValueError(f"a fetch of {offset + size} elements does not fit a slot of {len(space)}")
-            buffer, carried = space[offset : offset + size], None
+            flat, carried = space[offset : offset + size], None
         else:
             # numpy's allocator reuses freed memory; a fresh torch.empty of this size
             # takes new pages from the kernel each time (slow on virtual machines).
-            buffer = carried = torch.from_numpy(np.empty(size, dtype=np.int64))
-        flat = buffer.numpy()
-        flat[:n].reshape(rows, seq_len)[:] = window[:, :-1]
-        flat[n : 2 * n].reshape(rows, seq_len)[:] = window[:, 1:]
-        positions_from_boundaries(cu_seqlens, flat[2 * n : 3 * n])
+            flat = np.empty(size, dtype=np.int64)
+            carried = torch.from_numpy(flat)
+        read_windows(self.stream, pieces, seq_len, flat[:n], flat[n : 2 * n])
+        cu_seqlens = flat[3 * n + rows :].view(np.int32)
+        max_seqlen = fill_segments(pieces.row, pieces.begin, rows, seq_len, cu_seqlens, flat[2 * n : 3 * n])
         flat[3 * n : 3 * n + rows] = indices
-        flat[3 * n + rows :].view(np.int32)[: segments + 1] = cu_seqlens
-        max_seqlen = int(np.diff(cu_seqlens).max()) if n else 0
         return PackedBatch(carried, slot, offset, size, rows, seq_len, segments, max_seqlen)
 
     def __getitem__(self, index: int) -> dict:

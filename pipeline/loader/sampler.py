@@ -38,20 +38,21 @@ class WindowOrder:
             self._cached = (block_id, rng.permutation(size))
         return self._cached[1]
 
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        positions = np.asarray(positions, dtype=np.int64)
+    def span(self, start: int, stop: int) -> np.ndarray:
+        """The window ids (int64) of positions ``start .. stop - 1`` of the pass.
+
+        Positions of a batch are consecutive, so they are slices of (usually one) block
+        permutation: a few numpy calls per batch, in the loader's main process.
+        """
         if self.block <= 1:
-            return positions
-        blocks = positions // self.block
-        if len(blocks) and blocks[0] == blocks[-1] and (blocks == blocks[0]).all():
-            base = int(blocks[0]) * self.block
-            return base + self._permutation(int(blocks[0]))[positions - base]
-        out = np.empty_like(positions)
-        for block_id in np.unique(blocks).tolist():
-            inside = blocks == block_id
-            base = block_id * self.block
-            out[inside] = base + self._permutation(block_id)[positions[inside] - base]
-        return out
+            return np.arange(start, stop, dtype=np.int64)
+        ids = [np.zeros(0, dtype=np.int64)]  # so that an empty range gives an empty array
+        while start < stop:
+            block_id, inside = divmod(start, self.block)
+            end = min(stop, (block_id + 1) * self.block)
+            ids.append(block_id * self.block + self._permutation(block_id)[inside : inside + end - start])
+            start = end
+        return np.concatenate(ids)
 
 
 def rank_batch_count(remaining: int, batch_size: int, rank: int, world_size: int, drop_last: bool) -> int:
@@ -120,8 +121,7 @@ class RankBatchSampler:
     def batch(self, step: int, start: int) -> np.ndarray:
         """Window ids of this rank's ``step``-th batch counted from global ``start``."""
         first = start + (self.rank + step * self.world_size) * self.batch_size
-        positions = np.arange(first, min(first + self.batch_size, self.num_samples), dtype=np.int64)
-        return self.window_order(positions)
+        return self.window_order.span(first, min(first + self.batch_size, self.num_samples))
 
     def __iter__(self):
         start, count, per = self.start, self.num_batches(), self.batches_per_fetch

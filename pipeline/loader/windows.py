@@ -2,17 +2,25 @@
 
 Why this way: the token stream (documents laid end to end in the order's sequence) is
 never materialised. A window ``[start, start + length)`` of stream positions is mapped to
-the document pieces it covers with two ``searchsorted`` calls on the memory-mapped
-cumulative sizes, and each piece is copied straight from its shard's memory-mapped
-``.bin`` into the batch buffer. Document boundaries inside a window are the piece starts,
-which come from the ``.idx`` sizes, never from scanning tokens for an end-of-document id.
-numpy only (no torch), vectorised over the whole batch.
+the document pieces it covers by a binary search in the memory-mapped cumulative sizes,
+and each piece is copied straight from its shard's memory-mapped ``.bin`` into the
+batch's int64 ``input_ids`` and ``labels``. Document boundaries inside a window are the
+piece starts, which come from the ``.idx`` sizes, never from scanning tokens for an
+end-of-document id.
+
+Why numba: a batch is a few dozen pieces and a few hundred kilobytes of output, so
+numpy's per-call overhead (a dozen vectorised calls, a temporary window array, then a
+cast and copy per output) cost more than the work itself. Each kernel here is one pass
+that writes its output in place: ``locate`` the pieces, ``fill_tokens`` the inputs and
+labels of one shard's pieces (the token cast happens in the copy), ``fill_segments`` the
+``cu_seqlens`` and position ids. No torch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from pipeline.loader.order import DocumentStream
@@ -22,75 +30,119 @@ from pipeline.loader.order import DocumentStream
 class Pieces:
     """The document pieces covered by a batch of windows, in window then stream order.
 
-    ``row``: which window; ``position``: index in the document order; ``begin``: offset
-    of the piece inside its window; ``length``: tokens; ``offset``: offset inside its
-    document. Empty documents produce no piece.
+    ``row``: which window; ``shard``: the shard holding the piece; ``source``: where the
+    piece starts in that shard's ``.bin`` (in tokens); ``begin``: offset of the piece
+    inside its window; ``length``: tokens. Empty documents produce no piece.
     """
 
     row: np.ndarray
-    position: np.ndarray
+    shard: np.ndarray
+    source: np.ndarray
     begin: np.ndarray
     length: np.ndarray
-    offset: np.ndarray
 
 
-def locate(cumulative: np.ndarray, starts: np.ndarray, length: int) -> Pieces:
+@numba.njit(cache=True)
+def _locate(cumulative, order, document_starts, shard_first_document, starts, length):
+    """The pieces of windows ``[s, s + length)``; a count pass sizes the arrays first."""
+    rows = len(starts)
+    first = np.empty(rows, np.int64)
+    capacity = 0
+    for r in range(rows):
+        first[r] = np.searchsorted(cumulative, starts[r], side="right") - 1
+        last = np.searchsorted(cumulative, starts[r] + length - 1, side="right") - 1
+        capacity += last - first[r] + 1
+    row = np.empty(capacity, np.int64)
+    shard = np.empty(capacity, np.int64)
+    source = np.empty(capacity, np.int64)
+    begin = np.empty(capacity, np.int64)
+    size = np.empty(capacity, np.int64)
+    count = 0
+    for r in range(rows):
+        window_begin, window_end = starts[r], starts[r] + length
+        k = first[r]
+        while k + 1 < len(cumulative) and cumulative[k] < window_end:
+            piece_begin = max(cumulative[k], window_begin)
+            piece_end = min(cumulative[k + 1], window_end)
+            if piece_end > piece_begin:  # skips empty documents
+                document = order[k]
+                row[count] = r
+                shard[count] = np.searchsorted(shard_first_document, document, side="right") - 1
+                source[count] = document_starts[document] + piece_begin - cumulative[k]
+                begin[count] = piece_begin - window_begin
+                size[count] = piece_end - piece_begin
+                count += 1
+            k += 1
+    return row[:count], shard[:count], source[:count], begin[:count], size[:count]
+
+
+def locate(stream: DocumentStream, starts: np.ndarray, length: int) -> Pieces:
     """The pieces of windows ``[s, s + length)`` for each ``s`` in ``starts``."""
-    starts = np.asarray(starts, dtype=np.int64)
-    first = np.searchsorted(cumulative, starts, side="right") - 1
-    last = np.searchsorted(cumulative, starts + (length - 1), side="right") - 1
-    counts = last - first + 1
-    row = np.repeat(np.arange(len(starts)), counts)
-    row_first = np.cumsum(counts) - counts
-    position = first[row] + (np.arange(len(row)) - row_first[row])
-    doc_begin = np.asarray(cumulative[position])
-    doc_end = np.asarray(cumulative[position + 1])
-    window_begin = starts[row]
-    begin = np.maximum(doc_begin, window_begin)
-    end = np.minimum(doc_end, window_begin + length)
-    keep = end > begin
-    return Pieces(
-        row=row[keep],
-        position=position[keep],
-        begin=(begin - window_begin)[keep],
-        length=(end - begin)[keep],
-        offset=(begin - doc_begin)[keep],
-    )
-
-
-def read_windows(stream: DocumentStream, starts: np.ndarray, length: int) -> tuple[np.ndarray, Pieces]:
-    """The tokens of each window, shape ``(len(starts), length)``, in the shards' dtype.
-
-    The pieces tile the windows row after row, so one ``np.concatenate`` of the mapped
-    slices writes them all (a Python loop builds only the slice views).
-    """
-    pieces = locate(stream.cumulative, starts, length)
     corpus = stream.corpus
-    documents = np.asarray(stream.order[pieces.position], dtype=np.int64)
-    shards = corpus.shard_of(documents).tolist()
-    sources = (corpus.document_starts[documents] + pieces.offset).tolist()
-    sizes = pieces.length.tolist()
-    slices = [corpus.shard_tokens(shard)[s : s + n] for shard, s, n in zip(shards, sources, sizes)]
-    if not slices:
-        return np.zeros((len(starts), length), dtype=np.int64), pieces
-    return np.concatenate(slices).reshape(len(starts), length), pieces
+    arrays = _locate(
+        stream.cumulative, stream.order, corpus.document_starts, corpus.shard_first_document,
+        np.asarray(starts, dtype=np.int64), length,
+    )
+    return Pieces(*arrays)
 
 
-def segment_boundaries(pieces: Pieces, rows: int, seq_len: int) -> np.ndarray:
-    """``cu_seqlens`` of a flattened batch: where each document piece of each input starts.
+@numba.njit(cache=True)
+def fill_tokens(tokens, shard, pieces_shard, source, row, begin, size, seq_len, inputs, labels):
+    """Copy the pieces of ``shard`` (its ``.bin`` is ``tokens``) into flat ``inputs`` and ``labels``.
 
-    Inputs are the first ``seq_len`` tokens of each window, laid out back to back
-    (``rows * seq_len`` tokens). A document that starts at the window's last token only
-    appears in the labels, so it opens no segment. Returns int32, first 0, last
-    ``rows * seq_len``.
+    A window holds ``seq_len + 1`` tokens: its inputs are the first ``seq_len``, its
+    labels the last ``seq_len``. The loops run over slices indexed from 0, which LLVM
+    vectorises (offset indexing into the whole arrays made them 3x slower).
     """
-    inside = pieces.begin < seq_len
-    starts = pieces.row[inside] * seq_len + pieces.begin[inside]
-    return np.concatenate([starts, [rows * seq_len]]).astype(np.int32)
+    for i in range(len(pieces_shard)):
+        if pieces_shard[i] != shard:
+            continue
+        piece = tokens[source[i] : source[i] + size[i]]
+        at = row[i] * seq_len + begin[i]
+        head = inputs[at : at + max(0, min(size[i], seq_len - begin[i]))]
+        for j in range(len(head)):
+            head[j] = piece[j]
+        skip = 1 if begin[i] == 0 else 0  # the window's first token is no label
+        tail = labels[at + skip - 1 : at + size[i] - 1]
+        for j in range(len(tail)):
+            tail[j] = piece[skip + j]
 
 
-def positions_from_boundaries(cu_seqlens: np.ndarray, out: np.ndarray) -> None:
-    """Write into ``out`` (flat, ``cu_seqlens[-1]`` long) each token's offset in its segment."""
-    total = int(cu_seqlens[-1])
-    lengths = np.diff(cu_seqlens).astype(np.int64)
-    np.subtract(np.arange(total, dtype=np.int64), np.repeat(cu_seqlens[:-1].astype(np.int64), lengths), out=out)
+@numba.njit(cache=True)
+def fill_segments(row, begin, rows, seq_len, cu_seqlens, positions) -> int:
+    """Write ``cu_seqlens`` and ``positions``; return the longest segment.
+
+    ``cu_seqlens`` (int32, ``segments + 1`` long) of the flattened inputs: where each
+    document piece starts, then ``rows * seq_len``. A document that starts at the
+    window's last token only appears in the labels, so it opens no segment.
+    ``positions`` (flat, ``rows * seq_len``): each token's offset in its segment.
+    """
+    segments = 0
+    for i in range(len(row)):
+        if begin[i] < seq_len:
+            cu_seqlens[segments] = row[i] * seq_len + begin[i]
+            segments += 1
+    cu_seqlens[segments] = rows * seq_len
+    longest = 0
+    for s in range(segments):
+        segment = positions[cu_seqlens[s] : cu_seqlens[s + 1]]
+        longest = max(longest, len(segment))
+        for j in range(len(segment)):
+            segment[j] = j
+    return longest
+
+
+def count_segments(pieces: Pieces, seq_len: int) -> int:
+    """The number of segments ``fill_segments`` will write (see there)."""
+    return int(np.count_nonzero(pieces.begin < seq_len))
+
+
+def read_windows(stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: np.ndarray, labels: np.ndarray) -> None:
+    """Write the windows' tokens as flat int64 ``inputs`` and ``labels`` (``rows * seq_len`` each).
+
+    One kernel call per shard present in the batch (shards may differ in dtype).
+    """
+    for shard in set(pieces.shard.tolist()):
+        tokens = stream.corpus.shard_tokens(shard)
+        fill_tokens(tokens, shard, pieces.shard, pieces.source, pieces.row, pieces.begin, pieces.length,
+                    seq_len, inputs, labels)
