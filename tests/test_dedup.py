@@ -288,6 +288,20 @@ def test_exact_duplicates(tmp_path):
     assert summary["dedup.exact_removed"] == 2 and summary["dedup.near_removed"] == 1
 
 
+def test_units_left_empty_before_dedup(tmp_path):
+    """A unit whose documents were all dropped earlier maps nothing; first or last in
+    the global order, its filter must still open (it once asked for range P)."""
+    rng = random.Random(3)
+    texts = _synthetic(rng, 4)
+    texts = texts + [texts[0]]
+    units = make_units([f"e{i}" for i in range(len(texts))], texts, 1)
+    empty = pa.RecordBatch.from_pydict({"id": pa.array([], pa.string()), "text": pa.array([], pa.string()),
+                                        "source": pa.array([], pa.string())})
+    units = {("web", "a-empty"): [empty], **units, ("web", "z-empty"): []}
+    _, removed = run_stage(Dedup.Options(partitions=3), units, tmp_path)
+    assert removed == {"e4": ("exact-duplicate", {"survivor": "e0", "similarity": 1.0})}
+
+
 def test_exact_dedup_of_documents_too_short_for_shingles(tmp_path):
     texts = ["", "...", "", "ok", "OK!", "ok"]
     ids = [f"s{i}" for i in range(len(texts))]

@@ -242,9 +242,10 @@ class Dedup(GlobalStage):
         t = self._table
         u = t.index_of(unit.source, unit.unit)
         start, end = int(t.starts[u]), int(t.starts[u + 1])
-        P = self.partitions()
-        ranges = np.unique(clusters.node_partition(np.array([start, max(start, end - 1)]), t.total, P))
-        rows = pa.concat_tables([_read_decisions(_decisions_path(work_dir, r)) for r in range(ranges[0], ranges[-1] + 1)])
+        # The document ranges holding this unit's gids (none for a unit left empty).
+        first, last = clusters.node_partition(np.array([start, end - 1]), t.total, self.partitions())
+        decided = [_read_decisions(_decisions_path(work_dir, r)) for r in range(first, last + 1)] if end > start else []
+        rows = pa.concat_tables(decided) if decided else _read_decisions(_decisions_path(work_dir, 0)).slice(0, 0)
         gid = rows.column("gid").to_numpy()
         rows = rows.filter(pa.array((gid >= start) & (gid < end)))
         positions = rows.column("gid").to_numpy() - start
