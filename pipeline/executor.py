@@ -3,7 +3,8 @@
 Tasks are (function, args) pairs of module-level functions, so the same task list could
 be handed to another executor. Workers report progress through a queue that the main
 process drains while it waits; Ctrl-C stops the workers and leaves completed units in
-place for the next run to skip.
+place for the next run to skip. One pool serves every phase of a run (``close`` ends
+it): a worker keeps its imports, numba kernels and built stages from phase to phase.
 """
 
 from __future__ import annotations
@@ -59,6 +60,8 @@ def _call(fn: Callable, args: tuple):
 class LocalExecutor:
     def __init__(self, workers: int):
         self.workers = max(1, workers)
+        self._pool: ProcessPoolExecutor | None = None
+        self._progress_queue = None
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest."""
@@ -68,14 +71,7 @@ class LocalExecutor:
                 results.append(fn(*args, progress=bar.update))
                 bar.unit_done()
             return results
-        context = multiprocessing.get_context("spawn")
-        progress_queue = context.Queue()
-        pool = ProcessPoolExecutor(
-            max_workers=min(self.workers, len(tasks)),
-            mp_context=context,
-            initializer=_init_worker,
-            initargs=(progress_queue,),
-        )
+        pool = self._started()
         futures = {}
         try:
             futures = {pool.submit(_call, fn, args): i for i, (fn, args) in enumerate(tasks)}
@@ -83,20 +79,41 @@ class LocalExecutor:
             pending = set(futures)
             while pending:
                 done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(progress_queue, bar)
+                _drain(self._progress_queue, bar)
                 for future in done:
                     results[futures[future]] = future.result()  # re-raises a worker's error
                     bar.unit_done()
-            _drain(progress_queue, bar)
-            pool.shutdown(wait=True)
+            _drain(self._progress_queue, bar)
             return results
         except BaseException:
             for future in futures:
                 future.cancel()
+            self.close(terminate=True)
+            raise
+
+    def _started(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._progress_queue = context.Queue()
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=context,
+                initializer=_init_worker,
+                initargs=(self._progress_queue,),
+            )
+        return self._pool
+
+    def close(self, terminate: bool = False) -> None:
+        """End the pool (at once, stopping running tasks, with ``terminate``)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        if terminate:
             for process in list(getattr(pool, "_processes", {}).values()):
                 process.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
-            raise
+        else:
+            pool.shutdown(wait=True)
 
 
 def _drain(progress_queue, bar: ProgressBar) -> None:

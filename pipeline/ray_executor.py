@@ -5,7 +5,8 @@ Only ``prep run --executor ray`` imports this module, and only it imports ray (a
 runner builds, so stages never know which executor runs them; each unit's outputs are
 committed by rename with a marker, so a task retried after its worker died (Ray retries
 tasks on system failures) rewrites the same bytes. Input and output paths must be
-visible to every node (a shared file system), as with any Ray job over files.
+visible to every node: a shared file system, or an object store (``s3://``, see
+``pipeline.storage``).
 """
 
 from __future__ import annotations
@@ -41,12 +42,16 @@ class RayExecutor:
             ray.init(**options)
         self._remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(_run_task)
         self._reporter_cls = ray.remote(num_cpus=0)(_Reporter)
+        self._reporter = None  # one actor for the whole run: each one costs a worker process
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
         ray = self.ray
         if not tasks:
             return []
-        reporter = self._reporter_cls.remote()
+        if self._reporter is None:
+            self._reporter = self._reporter_cls.remote()
+        reporter = self._reporter
+        ray.get(reporter.take.remote())  # what a failed earlier phase left
         refs = [self._remote.remote(fn, args, reporter) for fn, args in tasks]
         index = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
@@ -62,9 +67,12 @@ class RayExecutor:
             for ref in pending:
                 ray.cancel(ref, force=True)
             raise
-        finally:
-            ray.kill(reporter)
         return results
+
+    def close(self) -> None:
+        reporter, self._reporter = self._reporter, None
+        if reporter is not None:
+            self.ray.kill(reporter)
 
 
 class _Reporter:

@@ -70,11 +70,14 @@ def run_pipeline(
     mode = "none" if quiet else progress
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
-    for segment in segments:
-        if segment.entry is not None:
-            label = labels[config.stages.index(segment.entry)]
-            global_stats[label] = _run_global(config, store, segment, units, runner, mode)
-        unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample)
+    try:
+        for segment in segments:
+            if segment.entry is not None:
+                label = labels[config.stages.index(segment.entry)]
+                global_stats[label] = _run_global(config, store, segment, units, runner, mode)
+            unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample)
+    finally:
+        runner.close()
     manifest = build_manifest(config, labels, unit_stats, global_stats)
     manifest["sample"] = sample
     store.sync("stats/cost")
