@@ -13,7 +13,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import shutil
 import sys
 import time
 from pathlib import Path, PurePosixPath

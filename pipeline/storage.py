@@ -23,7 +23,6 @@ names the local folder for mirrors and input copies (default: the system temp fo
 
 from __future__ import annotations
 
-import fnmatch
 import hashlib
 import os
 import re
