@@ -32,9 +32,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from benchmarks.proctree import wait_sampling
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = {
@@ -153,25 +154,6 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     return {"kept": kept, "tokens": tokens}
 
 
-def _tree(root: int) -> list[int]:
-    """``root`` and all its descendants, from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    found, stack = [], [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack += children.get(pid, [])
-    return found
-
-
 def _sample(pids: list[int], cpu_ticks: dict[int, int]) -> int:
     """Resident bytes of ``pids`` together; records each one's CPU ticks so far."""
     total = 0
@@ -204,19 +186,12 @@ def measure(side: str, corpus: Path, workers: int) -> dict:
         )
         peak = 0
         cpu_ticks: dict[int, int] = {}
-        done = threading.Event()
 
-        def sample() -> None:
+        def sample(pids: list[int]) -> None:
             nonlocal peak
-            while not done.is_set():
-                peak = max(peak, _sample(_tree(proc.pid), cpu_ticks))
-                time.sleep(0.2)
+            peak = max(peak, _sample(pids, cpu_ticks))
 
-        sampler = threading.Thread(target=sample, daemon=True)
-        sampler.start()
-        code = proc.wait()
-        done.set()
-        sampler.join()
+        code = wait_sampling(proc, sample)
         wall = time.perf_counter() - start
         if code != 0:
             raise SystemExit(f"{side} failed with exit code {code}")

@@ -60,9 +60,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
+
+from benchmarks.proctree import wait_sampling
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
@@ -223,19 +224,6 @@ def child(side: str, config: Path, out: Path, workers: int, result: Path) -> Non
 
 # -- in the parent ---------------------------------------------------------------------------
 
-def _children() -> dict[int, list[int]]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry))
-            except (OSError, IndexError, ValueError):
-                pass
-    return children
-
-
 def _kind(pid: int, root: int) -> str:
     if pid == root:
         return "driver"
@@ -264,31 +252,18 @@ def measure(side: str, config: Path, out: Path, workers: int) -> dict:
         cwd=REPO,
     )
     ticks: dict[int, tuple[str, int]] = {}
-    done = threading.Event()
 
-    def sample() -> None:
-        while not done.is_set():
-            tree, stack = [], [proc.pid]
-            children = _children()
-            while stack:
-                pid = stack.pop()
-                tree.append(pid)
-                stack += children.get(pid, [])
-            for pid in tree:
-                try:
-                    with open(f"/proc/{pid}/stat") as f:
-                        fields = f.read().rsplit(")", 1)[1].split()
-                    kind = ticks[pid][0] if pid in ticks and ticks[pid][0] != "other" else _kind(pid, proc.pid)
-                    ticks[pid] = (kind, int(fields[11]) + int(fields[12]))
-                except (OSError, IndexError, ValueError):
-                    pass
-            time.sleep(0.2)
+    def sample(pids: list[int]) -> None:
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                kind = ticks[pid][0] if pid in ticks and ticks[pid][0] != "other" else _kind(pid, proc.pid)
+                ticks[pid] = (kind, int(fields[11]) + int(fields[12]))
+            except (OSError, IndexError, ValueError):
+                pass
 
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    exit_code = proc.wait()
-    done.set()
-    sampler.join()
+    exit_code = wait_sampling(proc, sample)
     wall = time.perf_counter() - start
     machine = _machine_busy() - machine_before
     if exit_code != 0:
