@@ -56,7 +56,8 @@ def run_pipeline(
     units = plan_units(config)
     segments = plan_segments(config)
     labels = stage_labels(config)
-    fingerprint = _fingerprint(config, units, sample)
+    input_stats = [input_stat(unit.path) for unit in units]  # (size, mtime): one request each when remote
+    fingerprint = _fingerprint(config, units, input_stats, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
     layout = Layout(store.root)
     try:
@@ -74,7 +75,8 @@ def run_pipeline(
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
                 global_stats[label] = _run_global(config, store, segment, units, runner, mode)
-            unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample)
+            input_bytes = sum(size for size, _ in input_stats) if segment.index == 0 else 0
+            unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample, input_bytes)
     finally:
         runner.close()
     manifest = build_manifest(config, labels, unit_stats, global_stats)
@@ -98,11 +100,8 @@ def _executor(name: str, address: str | None, workers: int | None):
     raise ConfigError(f"unknown executor {name!r} (local or ray)")
 
 
-def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
-    inputs = []
-    for unit in units:
-        size, mtime_ns = input_stat(unit.path)
-        inputs.append([unit.source, unit.file_key, size, mtime_ns])
+def _fingerprint(config: Config, units: list[Unit], input_stats: list[tuple[int, int]], sample: float) -> dict:
+    inputs = [[unit.source, unit.file_key, size, mtime_ns] for unit, (size, mtime_ns) in zip(units, input_stats)]
     digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample]).encode()).hexdigest()
     return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
 
@@ -138,7 +137,8 @@ def _remove_temporaries(out: Path) -> None:
         path.unlink()
 
 
-def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample) -> list[dict]:
+def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample,
+                 input_bytes: int) -> list[dict]:
     phase = f"segment-{segment.index}"
     layout = Layout(store.root)
     store.sync(f"stats/{phase}")
@@ -149,9 +149,8 @@ def _run_segment(config, store: RunStore, segment: Segment, units, labels, execu
             done.append(json.loads(marker.read_text()))
         else:
             todo.append(unit)
-    total = sum(input_stat(u.path)[0] for u in units) if segment.index == 0 else 0
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
-    bar = ProgressBar(name, total, len(units), mode=mode)
+    bar = ProgressBar(name, input_bytes, len(units), mode=mode)
     for stats in done:
         bar.unit_done(stats.get("input_file", {}).get("bytes") or 0)
     tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
