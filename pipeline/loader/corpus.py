@@ -7,6 +7,11 @@ every worker. ``ShardCorpus`` builds three small arrays once (document sizes, do
 starts, first document of each shard), caches them beside the data and memory-maps them;
 the ``.bin`` files are memory-mapped lazily in each process that reads tokens.
 
+Every shard is opened once, checked (``IndexedShard``: index arrays, ``.bin`` size,
+sidecar; ``verify`` adds the checksum), when the corpus is made, cache or no cache: a
+damaged shard fails there with a ``ShardError`` naming its file, never later as wrong
+tokens or an out-of-bounds read in a worker's kernel.
+
 Document boundaries come from each ``.idx``'s document index (a document may span several
 sequences in Megatron files from elsewhere; prep writes one sequence per document).
 No torch here: the rest of the package may use this module.
@@ -21,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
-from pipeline.token_shards import IndexedShard, list_shards, shard_paths
+from pipeline.token_shards import IndexedShard, list_shards, map_tokens, shard_paths
 
 CORPUS_FORMAT = 1
 
@@ -82,15 +87,18 @@ class ShardCorpus:
         path: str | os.PathLike,
         cache_dir: str | os.PathLike | None = None,
         shards: list[tuple[str, str]] | None = None,
+        verify: bool = False,
     ):
         """Shards under ``path``, or exactly ``shards`` (``(source, prefix)`` pairs in order;
-        a mixture lists its own), with the cache under ``path`` then."""
+        a mixture lists its own), with the cache under ``path`` then. ``verify``: also
+        check each ``.bin`` against its sidecar's sha256 (reads every byte)."""
         self.root = resolve_root(path) if shards is None else Path(path)
         found = discover_shards(self.root) if shards is None else list(shards)
         if not found:
-            raise ValueError(f"no token shards (*.idx with *.bin) under {self.root}")
+            raise ValueError(f"no token shards (.idx + .bin) under {self.root}")
         self.prefixes = [prefix for _, prefix in found]
         self._shard_sources = [source for source, _ in found]
+        self.shard_first_document = self._open_shards(verify)
         stats = []
         for prefix in self.prefixes:
             bin_path, idx_path = shard_paths(prefix)
@@ -99,10 +107,6 @@ class ShardCorpus:
             stats.append((rel, idx_stat.st_size, idx_stat.st_mtime_ns, bin_stat.st_size))
         self.fingerprint = fingerprint("corpus", CORPUS_FORMAT, stats)
         self.cache_dir = self._choose_cache_dir(cache_dir)
-        tag = f"corpus-{self.fingerprint}"
-        self.shard_first_document = np.asarray(
-            cached_array(self.cache_dir, f"{tag}-shards.npy", self._build_shard_offsets)
-        )
         self._tokens: dict[int, np.ndarray] = {}
         self._map_documents()
 
@@ -121,8 +125,17 @@ class ShardCorpus:
             return self.root / CACHE_DIRNAME
         return None
 
-    def _build_shard_offsets(self) -> np.ndarray:
-        counts = [len(IndexedShard(prefix).document_index) - 1 for prefix in self.prefixes]
+    def _open_shards(self, verify: bool) -> np.ndarray:
+        """Open and check every shard; return the first global document of each (and the total).
+
+        Keeps what a process needs to map a ``.bin`` later without opening its shard
+        again: its dtype and token count (``shard_tokens``).
+        """
+        counts, self._shard_layout = [], []
+        for prefix in self.prefixes:
+            shard = IndexedShard(prefix, verify=verify)
+            counts.append(shard.num_documents)
+            self._shard_layout.append((shard.dtype, shard.num_tokens))
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
 
     def _build_documents(self) -> tuple[np.ndarray, np.ndarray]:
@@ -163,9 +176,12 @@ class ShardCorpus:
         """The ``.bin`` of ``shard`` as a token array, mapped on first use in this process."""
         tokens = self._tokens.get(shard)
         if tokens is None:
-            # A plain ndarray view (the map stays open through its base): slicing an
+            # Mapped as checked at open (dtype, size), without parsing the .idx again. A
+            # plain ndarray view (the map stays open through its base): slicing an
             # np.memmap subclass costs microseconds per piece.
-            tokens = IndexedShard(self.prefixes[shard]).tokens.view(np.ndarray)
+            bin_path, idx_path = shard_paths(self.prefixes[shard])
+            dtype, tokens_count = self._shard_layout[shard]
+            tokens = map_tokens(bin_path, dtype, tokens_count, idx_path.name).view(np.ndarray)
             self._tokens[shard] = tokens
         return tokens
 

@@ -91,6 +91,18 @@ class TokenDataset(Dataset):
     or else ``ShuffledEpochs(seed, epochs)``. ``shuffle_block`` windows are shuffled together
     when the loader draws them (1: stream order). Indexes are cached in
     ``cache_dir`` (default: ``.loader_cache`` beside the shards).
+
+    Every shard is checked once, here, before any window is read (see
+    ``pipeline.token_shards.IndexedShard``): the ``.idx`` is well formed (header, sizes
+    that fit the file, non-negative lengths, pointers that are the running offsets,
+    document index 0..n), the ``.bin`` holds exactly the tokens the index lists (its size,
+    by stat) and the sidecar agrees on dtype and counts; a shard listed by an ``.idx``, a
+    sidecar or a mixture whose ``.bin`` is missing is an error, not a skipped shard. This
+    costs a pass over the small ``.idx`` arrays, no read of the ``.bin``. ``verify=True``
+    also hashes every ``.bin`` and compares it with its sidecar's sha256, which catches
+    bytes changed in place (it reads all the data: minutes on a large corpus). Any
+    failure raises ``pipeline.token_shards.ShardError`` (a ``ValueError``) whose message
+    starts with the file at fault.
     """
 
     def __init__(
@@ -102,6 +114,7 @@ class TokenDataset(Dataset):
         order: DocumentOrder | None = None,
         shuffle_block: int = 4096,
         cache_dir: str | os.PathLike | None = None,
+        verify: bool = False,
     ):
         if seq_len < 1:
             raise ValueError("seq_len must be at least 1")
@@ -111,9 +124,9 @@ class TokenDataset(Dataset):
         self.seed = seed
         self.shuffle_block = shuffle_block
         if order is None and is_mixture(path):
-            self.corpus, order = mixture_corpus(path, cache_dir), MixtureOrder(path)
+            self.corpus, order = mixture_corpus(path, cache_dir, verify), MixtureOrder(path)
         else:
-            self.corpus = ShardCorpus(path, cache_dir)
+            self.corpus = ShardCorpus(path, cache_dir, verify=verify)
         self.stream = DocumentStream(self.corpus, order if order is not None else ShuffledEpochs(seed, epochs))
         self.num_samples = max(0, (self.stream.num_tokens - 1) // seq_len)
         # What a saved loader state must match: the windows and their order, not file

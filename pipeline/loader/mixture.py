@@ -7,6 +7,10 @@ two arrays giving, for every position, the source number and the document's inde
 within that source (documents numbered across the source's shards in the listed order).
 ``mixture_corpus`` numbers the documents of all sources in that same order, and
 ``MixtureOrder`` turns (source, document) into those global ids. No torch here.
+
+A shard the mixture lists must be there and unchanged in document count (``mix.json``'s
+``shard_documents``), or the order would point at other documents: either is a
+``ShardError`` naming the shard.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import numpy as np
 
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
+from pipeline.token_shards import ShardError
 
 MIX_JSON = "mix.json"
 
@@ -34,11 +39,41 @@ def _description(mix_dir: Path) -> dict:
     return description
 
 
-def mixture_corpus(mix_dir: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> ShardCorpus:
-    """The documents of every source of the mixture, numbered source after source."""
+def mixture_corpus(
+    mix_dir: str | os.PathLike, cache_dir: str | os.PathLike | None = None, verify: bool = False
+) -> ShardCorpus:
+    """The documents of every source of the mixture, numbered source after source.
+
+    Every listed shard is opened and checked (``verify``: checksums too); a missing or
+    damaged one fails naming it and the ``mix.json`` that lists it.
+    """
     mix_dir = Path(mix_dir)
-    shards = [(name, prefix) for name, source in _description(mix_dir)["sources"].items() for prefix in source["shards"]]
-    return ShardCorpus(mix_dir, cache_dir, shards=shards)
+    description = _description(mix_dir)
+    shards = [(name, prefix) for name, source in description["sources"].items() for prefix in source["shards"]]
+    try:
+        corpus = ShardCorpus(mix_dir, cache_dir, shards=shards, verify=verify)
+    except ShardError as e:
+        raise ShardError(f"{e} (a shard listed in {mix_dir / MIX_JSON})") from e
+    _check_shard_documents(corpus, description, mix_dir / MIX_JSON)
+    return corpus
+
+
+def _check_shard_documents(corpus: ShardCorpus, description: dict, where: Path) -> None:
+    """Refuse shards whose document count changed since the mixture was planned.
+
+    The order numbers documents across each source's shards; a shard that now holds more
+    or fewer documents shifts every number after it onto other documents.
+    """
+    planned = [n for source in description["sources"].values() for n in source.get("shard_documents", [])]
+    if len(planned) != len(corpus.prefixes):  # an older mix.json without the counts
+        return
+    found = np.diff(corpus.shard_first_document)
+    for prefix, n, m in zip(corpus.prefixes, found, planned):
+        if n != m:
+            raise ShardError(
+                f"{prefix}: holds {n} documents, but {where} was planned with {m}: "
+                "the shard changed since the mixture was made; make the mixture again"
+            )
 
 
 class MixtureOrder:
@@ -60,4 +95,26 @@ class MixtureOrder:
         document = np.load(self.mix_dir / self.description["order"]["document"])
         if len(source) != len(document):
             raise ValueError(f"{self.mix_dir}: order arrays differ in length")
-        return offsets[source.astype(np.int64)] + document.astype(np.int64)
+        source, document = source.astype(np.int64), document.astype(np.int64)
+        self._check_order(source, document, corpus)
+        return offsets[source] + document
+
+    def _check_order(self, source: np.ndarray, document: np.ndarray, corpus: ShardCorpus) -> None:
+        """Each position must name a listed source and a document inside it.
+
+        An index past its source's end would still be a valid global id (another
+        source's document), so the loader's own range check could not catch it.
+        """
+        names = list(self.description["sources"])
+        counts = {s.name: s.documents for s in corpus.sources}
+        sizes = np.array([counts.get(name, 0) for name in names], dtype=np.int64)
+        where = self.mix_dir / self.description["order"]["source"]
+        if len(source) and (source.min() < 0 or source.max() >= len(names)):
+            raise ValueError(f"{where}: source numbers outside 0..{len(names) - 1} (the sources of {MIX_JSON})")
+        bad = (document < 0) | (document >= sizes[source])
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise ValueError(
+                f"{self.mix_dir / self.description['order']['document']}: position {i} names document "
+                f"{document[i]} of source {names[source[i]]!r}, which holds {sizes[source[i]]}"
+            )
