@@ -2,6 +2,10 @@
 
 Every writer of a whole file goes through ``atomic_path``; the run's per-unit outputs
 use ``UnitContext.atomic`` instead, which defers the rename to the unit's commit.
+
+Every temporary file, whoever writes it, is named ``.<final name>.<tag>.tmp`` (a dot,
+so listings and uploads pass it over; ``.tmp`` last, so ``is_temporary`` and a run's
+start-up cleanup recognise what a killed run left behind).
 """
 
 from __future__ import annotations
@@ -12,6 +16,18 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+
+def temp_path(final: str | os.PathLike) -> Path:
+    """The temporary name of ``final`` for this process (the pid keeps two processes
+    that write the same file, such as a retried task and its first try, apart)."""
+    final = Path(final)
+    return final.with_name(f".{final.name}.{os.getpid()}.tmp")
+
+
+def is_temporary(name: str) -> bool:
+    """Whether a file name is a temporary of this convention."""
+    return name.startswith(".") and name.endswith(".tmp")
 
 
 @contextmanager
@@ -31,12 +47,18 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def save_npy_atomic(path: str | os.PathLike, array) -> None:
-    """Write a numpy array as ``.npy`` (no pickles) atomically."""
+def save_npy(path: str | os.PathLike, array) -> None:
+    """Write a numpy array as ``.npy`` (no pickles) to ``path`` as it is."""
     import numpy as np
 
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+    with open(path, "wb") as f:
         np.save(f, array, allow_pickle=False)
+
+
+def save_npy_atomic(path: str | os.PathLike, array) -> None:
+    """Write a numpy array as ``.npy`` (no pickles) atomically."""
+    with atomic_path(path) as tmp:
+        save_npy(tmp, array)
 
 
 def write_json(path: Path, value) -> None:

@@ -21,6 +21,8 @@ from typing import Any, ClassVar, Iterable
 
 import pyarrow as pa
 
+from pipeline.atomic import temp_path
+
 
 @dataclass
 class StageOutput:
@@ -49,7 +51,7 @@ class UnitContext:
         """Return a temporary path to write ``final_path`` to; it is renamed at commit."""
         final_path = Path(final_path)
         final_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = final_path.with_name(f".{final_path.name}.tmp")
+        tmp = temp_path(final_path)
         self.pending[tmp] = final_path
         return tmp
 

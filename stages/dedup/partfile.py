@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.atomic import temp_path
+
 _MAGIC = b"PREPPART"
 _VERSION = 1
 _HEADER = 8 + 3 * 8
@@ -61,9 +63,10 @@ class Writer:
         for p, chunks in enumerate(self.chunks):
             if not chunks:
                 continue
-            if self.spills[p] is None:
-                self.spills[p] = self.path.with_name(f".{self.path.name}.spill{p}")
-            with open(self.spills[p], "ab") as f:
+            first = self.spills[p] is None
+            if first:  # a temporary by the common convention: a killed run's is cleaned up
+                self.spills[p] = temp_path(self.path.with_name(f"{self.path.name}.spill{p}"))
+            with open(self.spills[p], "wb" if first else "ab") as f:
                 for c in chunks:
                     c.tofile(f)
             chunks.clear()
@@ -122,4 +125,4 @@ def publish(tmp: Path, final: Path) -> None:
 def temp_for(final: Path) -> Path:
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    return final.with_name(f".{final.name}.tmp{os.getpid()}")
+    return temp_path(final)
