@@ -3,10 +3,15 @@ GPU-hours for a mixture)."""
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.mix.inventory import MixError
@@ -24,18 +29,90 @@ GPU_PEAK_FLOPS = {
 }
 
 
-def find_document(run: Path, doc_id: str) -> tuple[str, dict] | None:
-    """("kept", row) or ("rejected", ledger row) for ``doc_id``, searching file by file
-    (row-group statistics on ``id`` let Parquet skip most of each file)."""
+# Characters a terminal acts on instead of printing: C0 controls (ESC starts colour, title
+# and clear-screen sequences; BEL, backspace and carriage return hide or overwrite what came
+# before), DEL, C1 controls (U+009B is a one-character CSI) and the bidi overrides and
+# isolates that make text read differently from what it is ("Trojan Source").
+_UNSAFE = r"\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
+_UNSAFE_IN_VALUE = re.compile(f"[{_UNSAFE}]")
+_UNSAFE_IN_TEXT = re.compile(rf"(?![\n\t])[{_UNSAFE}]")  # a document's own lines and tabs stay
+
+
+def printable(value: object, *, text: bool = False) -> str:
+    """``value`` with every character a terminal would act on written as a visible escape
+    (``\\x1b``, ``\\u202e``). Documents, ids and file names come from untrusted input: printed
+    raw, they can retitle, clear or rewrite the user's terminal. ``text``: the document body,
+    whose newlines and tabs are kept so it reads as written."""
+    pattern = _UNSAFE_IN_TEXT if text else _UNSAFE_IN_VALUE
+    return pattern.sub(_escape, str(value))
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+@dataclass
+class Match:
+    """One document found under the id: kept (``docs/``) or rejected (``rejects/``), the
+    Parquet file it is in, and its row."""
+
+    kind: str
+    path: Path
+    row: dict
+
+
+def find_documents(run: Path, doc_id: str) -> list[Match]:
+    """Every document with ``doc_id``, kept ones first: an id can repeat (two inputs with the
+    same ids, or a document kept once and dropped as a duplicate elsewhere), and showing only
+    the first would hide the others. Each file is read with a filter on ``id``, so Parquet
+    skips the row groups whose statistics rule the id out and reads little of most files."""
+    found = []
     for kind, folder in (("kept", run / "docs"), ("rejected", run / "rejects")):
-        for path in sorted(folder.rglob("*.parquet")) if folder.exists() else []:
-            table = pq.read_table(path, filters=[("id", "=", doc_id)])
-            if table.num_rows:
-                return kind, table.slice(0, 1).to_pylist()[0]
-    return None
+        for path in parquet_files(folder):
+            found += [Match(kind, path, row) for row in read_rows(path, doc_id)]
+    return found
+
+
+def parquet_files(folder: Path) -> list[Path]:
+    """The Parquet files under ``folder``, sorted; none if it does not exist. A folder that
+    cannot be listed raises (``Path.rglob`` would skip it, and ``show`` would then wrongly
+    report that the document is not there)."""
+    try:
+        os.stat(folder)
+    except FileNotFoundError:
+        return []
+    files = []
+    for root, _dirs, names in os.walk(folder, onerror=_raise):
+        files += [Path(root) / name for name in names if name.endswith(".parquet")]
+    return sorted(files)
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def read_rows(path: Path, doc_id: str) -> list[dict]:
+    """The rows of ``path`` whose id is ``doc_id``. A file that cannot be read (permissions,
+    a dangling link, a truncated or foreign file) is a one-line error naming it."""
+    try:
+        return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
+    except (OSError, pa.ArrowException) as error:
+        raise click.ClickException(f"cannot read {printable(path)}: {printable(_reason(error))}") from None
+
+
+def _reason(error: Exception) -> str:
+    """Why a read failed, on one line: the OS's words, else the first line of Arrow's."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    if isinstance(error, FileNotFoundError):  # pyarrow raises it with only the path as message
+        return os.strerror(errno.ENOENT)
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _value(value, limit: int = 300) -> str:
+    """A field value on one line, cut at ``limit`` characters, safe to print."""
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (dict, list)):
@@ -44,7 +121,8 @@ def _value(value, limit: int = 300) -> str:
         text = repr(value)
     else:
         text = str(value)
-    return text if len(text) <= limit else text[:limit] + f" ... ({len(text):,} chars)"
+    text = text if len(text) <= limit else text[:limit] + f" ... ({len(text):,} chars)"
+    return printable(text)
 
 
 @click.command()
@@ -52,25 +130,47 @@ def _value(value, limit: int = 300) -> str:
 @click.argument("doc_id")
 @click.option("--chars", type=int, default=2000, show_default=True, help="Show at most this much text (0: all).")
 def show(run: Path, doc_id: str, chars: int) -> None:
-    """Print document DOC_ID of RUN with its signals, and the stage and rule that dropped it."""
-    found = find_document(run, doc_id)
-    if found is None:
-        raise click.ClickException(f"no document {doc_id!r} in {run}/docs or {run}/rejects")
-    kind, row = found
+    """Print document DOC_ID of RUN with its signals, and the stage and rule that dropped it.
+
+    Every document with that id is shown, kept and rejected, each with the file it was
+    found in."""
+    try:
+        matches = find_documents(run, doc_id)
+    except OSError as error:  # a folder of the run that cannot be listed
+        where = error.filename or run
+        raise click.ClickException(f"cannot read {printable(where)}: {printable(_reason(error))}") from None
+    if not matches:
+        raise click.ClickException(f"no document '{printable(doc_id)}' in {printable(run)}/docs or {printable(run)}/rejects")
+    if len(matches) > 1:
+        kept = sum(m.kind == "kept" for m in matches)
+        click.echo(f"{len(matches)} documents have id '{printable(doc_id)}': {kept} kept, {len(matches) - kept} rejected")
+    for match in matches:
+        if len(matches) > 1:
+            click.echo()
+        echo_match(doc_id, match, chars)
+
+
+def echo_match(doc_id: str, match: Match, chars: int) -> None:
+    """One document: kept or the stage and rule that dropped it, where it is, its fields and
+    its text (cut at ``chars``)."""
+    row = dict(match.row)
     text = row.pop("text", None)
-    if kind == "kept":
-        click.echo(f"{doc_id}: kept ({row.get('source')})")
+    name = printable(doc_id)
+    if match.kind == "kept":
+        click.echo(f"{name}: kept ({printable(row.get('source'))})")
     else:
-        where = f"{row.get('file')}:{row.get('line')}" if row.get("file") else "?"
-        click.echo(f"{doc_id}: DROPPED by stage {row['stage']!r}, rule {row['reason']!r} ({row.get('source')}, {where})")
-        if row.get("detail"):
-            click.echo(f"  detail: {row['detail']}")
-    for name, value in row.items():
-        if name not in ("id", "stage", "reason", "detail") and value is not None:
-            click.echo(f"  {name}: {_value(value)}")
+        where = f"{printable(row.get('file'))}:{row.get('line')}" if row.get("file") else "?"
+        click.echo(f"{name}: DROPPED by stage '{printable(row['stage'])}', rule '{printable(row['reason'])}' "
+                   f"({printable(row.get('source'))}, {where})")
+    click.echo(f"  found in: {printable(match.path)}")
+    if match.kind == "rejected" and row.get("detail"):
+        click.echo(f"  detail: {_value(row['detail'])}")
+    for field, value in row.items():
+        if field not in ("id", "stage", "reason", "detail") and value is not None:
+            click.echo(f"  {printable(field)}: {_value(value)}")
     if text is not None:
         shown = text if chars <= 0 else text[:chars]
-        click.echo(f"--- text ({len(text):,} chars) ---\n{shown}" + ("\n[...]" if len(shown) < len(text) else ""))
+        click.echo(f"--- text ({len(text):,} chars) ---\n{printable(shown, text=True)}" + ("\n[...]" if len(shown) < len(text) else ""))
 
 
 def estimate_hours(tokens: int, params: float, gpus: int, mfu: float, peak: float) -> dict:

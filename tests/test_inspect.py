@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import pipeline.inspect_cli as inspect_cli
 from pipeline.cli import main
-from pipeline.inspect_cli import estimate_hours
+from pipeline.documents import LEDGER_SCHEMA
+from pipeline.inspect_cli import estimate_hours, printable
 from pipeline.run import run_pipeline
 from test_run import SAMPLE_CONFIG
 
@@ -42,6 +47,152 @@ def test_show_a_kept_document_with_its_signals(run):
 def test_show_unknown_id(run):
     result = CliRunner().invoke(main, ["show", str(run), "no-such-id"])
     assert result.exit_code != 0 and "no document 'no-such-id'" in result.output
+
+
+# --- a hand-made run folder: ids repeated across files, hostile bytes in every field -------
+
+
+def write_docs(path: Path, rows: list[dict]) -> None:
+    """A kept-documents file, in row groups of 2 so the id filter has statistics to use."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=2)
+
+
+def write_ledger(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    full = [{name: row.get(name) for name in LEDGER_SCHEMA.names} for row in rows]
+    pq.write_table(pa.Table.from_pylist(full, schema=LEDGER_SCHEMA), path, row_group_size=2)
+
+
+def kept(doc_id: str, text: str = "some text", **fields) -> dict:
+    return {"id": doc_id, "text": text, "source": "web", "n_chars": len(text), **fields}
+
+
+def rejected(doc_id: str, stage: str, reason: str, file: str, line: int, **fields) -> dict:
+    return {"id": doc_id, "source": "web", "stage": stage, "reason": reason, "file": file, "line": line,
+            "text": "dropped text", **fields}
+
+
+def invoke_show(run: Path, doc_id: str, *args: str):
+    return CliRunner().invoke(main, ["show", str(run), doc_id, *args])
+
+
+def assert_one_line_error(result, *needles: str) -> None:
+    """A ClickException (exit 1, "Error: ..." on one line), not an escaped exception."""
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), result.exception
+    assert result.output.count("\n") == 1 and result.output.startswith("Error: "), result.output
+    for needle in needles:
+        assert needle in result.output, result.output
+
+
+# Everything a terminal acts on: OSC (retitle), CSI (clear screen), one-byte C1 CSI, BEL,
+# backspace, carriage return, DEL, NUL, a bidi override and an isolate.
+HOSTILE = "\x1b]0;pwned\x07|\x1b[2J|\x9b31m|\x08|\r|\x7f|\x00|\u202e|\u2066"
+ESCAPED = r"\x1b]0;pwned\x07|\x1b[2J|\x9b31m|\x08|\x0d|\x7f|\x00|\u202e|\u2066"
+TERMINAL_ACTS_ON = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_printable_escapes_controls_and_bidi_but_keeps_the_texts_lines():
+    assert printable(HOSTILE) == ESCAPED
+    assert printable("a\nb\tc") == r"a\x0ab\x09c"  # a field value stays on its line
+    assert printable("a\nb\tc\r\n", text=True) == "a\nb\tc\\x0d\n"
+    assert printable("naïve – ünïcode 日本 \u200d emoji 🙂") == "naïve – ünïcode 日本 \u200d emoji 🙂"
+
+
+def test_show_escapes_what_the_data_would_do_to_the_terminal(tmp_path):
+    doc_id = "id" + HOSTILE
+    in_name, in_name_escaped = HOSTILE.replace("|\x00", ""), ESCAPED.replace(r"|\x00", "")  # no NUL in a file name
+    write_docs(tmp_path / "docs" / "web" / f"a{in_name}.parquet",
+               [kept(doc_id, f"line one{HOSTILE}\n\tline two", source=f"web{HOSTILE}",
+                     note=f"two\nlines{HOSTILE}", tags=[HOSTILE], **{f"field{HOSTILE}": 1})])
+    write_ledger(tmp_path / "rejects" / "web" / "r.parquet",
+                 [rejected(doc_id, f"st{HOSTILE}", f"re{HOSTILE}", f"in{HOSTILE}.jsonl", 7, detail=f"d{HOSTILE}")])
+    result = invoke_show(tmp_path, doc_id)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert not TERMINAL_ACTS_ON.search(out), repr(out)
+    assert f"id{ESCAPED}: kept (web{ESCAPED})" in out
+    assert f"found in: {tmp_path}/docs/web/a{in_name_escaped}.parquet" in out
+    assert f"note: two\\x0alines{ESCAPED}" in out and f"field{ESCAPED}: 1" in out
+    assert r'tags: ["\u001b]0;pwned\u0007|\u001b[2J|\x9b31m|\b|\r|\x7f|\u0000|\u202e|\u2066"]' in out  # JSON's escapes, then ours
+    assert f"line one{ESCAPED}\n\tline two" in out  # the text keeps its newline and tab
+    assert f"DROPPED by stage 'st{ESCAPED}', rule 're{ESCAPED}' (web, in{ESCAPED}.jsonl:7)" in out
+    assert f"detail: d{ESCAPED}" in out
+    missing = invoke_show(tmp_path, f"nothing{HOSTILE}")
+    assert_one_line_error(missing, f"no document 'nothing{ESCAPED}'")
+    assert not TERMINAL_ACTS_ON.search(missing.output)
+
+
+def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monkeypatch):
+    filler = [kept(f"other-{i:02d}") for i in range(6)]
+    write_docs(tmp_path / "docs" / "web" / "a.parquet", filler[:3] + [kept("twin", "first copy")] + filler[3:])
+    write_docs(tmp_path / "docs" / "code" / "b.parquet", [kept("twin", "second copy", source="code"), kept("b-only")])
+    write_docs(tmp_path / "docs" / "web" / "c.parquet", [kept("c-only")])
+    write_ledger(tmp_path / "rejects" / "web" / "r.parquet",
+                 [rejected("twin", "dedup", "exact-duplicate", "data/web/x.jsonl", 12, detail="survivor twin"),
+                  rejected("other-01", "length", "too-short", "data/web/x.jsonl", 3)])
+    write_ledger(tmp_path / "rejects" / "code" / "r.parquet",
+                 [rejected("twin", "length", "too-short", "data/code/y.jsonl", 4)])
+    reads = []
+    real_read = inspect_cli.pq.read_table
+    monkeypatch.setattr(inspect_cli.pq, "read_table", lambda path, **kw: reads.append(kw) or real_read(path, **kw))
+
+    result = invoke_show(tmp_path, "twin")
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert out.startswith("4 documents have id 'twin': 2 kept, 2 rejected\n")
+    assert out.count("twin: kept") == 2 and out.count("twin: DROPPED") == 2
+    assert f"found in: {tmp_path}/docs/code/b.parquet" in out and f"found in: {tmp_path}/docs/web/a.parquet" in out
+    assert f"found in: {tmp_path}/rejects/web/r.parquet" in out and f"found in: {tmp_path}/rejects/code/r.parquet" in out
+    assert "rule 'exact-duplicate' (web, data/web/x.jsonl:12)" in out and "detail: survivor twin" in out
+    assert "rule 'too-short' (web, data/code/y.jsonl:4)" in out
+    assert "first copy" in out and "second copy" in out
+    # Every file is searched through Parquet's row-group statistics, not read whole.
+    assert len(reads) == 5 and all(kw == {"filters": [("id", "=", "twin")]} for kw in reads)
+
+    single = invoke_show(tmp_path, "other-01")  # once kept, once rejected: a rejected twin
+    assert single.output.startswith("2 documents have id 'other-01': 1 kept, 1 rejected\n")
+    once = invoke_show(tmp_path, "other-02").output
+    assert once.count("other-02: kept") == 1 and "documents have id" not in once  # no header for one
+
+
+def test_show_names_a_file_it_cannot_read(tmp_path, monkeypatch):
+    write_docs(tmp_path / "docs" / "web" / "a.parquet", [kept("doc")])
+    bad = tmp_path / "rejects" / "web" / "bad.parquet"
+    bad.parent.mkdir(parents=True)
+    bad.write_bytes(b"PAR1 this is not a parquet file")
+    assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {bad}: ", "magic bytes not found")
+
+    bad.unlink()
+    bad.symlink_to(tmp_path / "gone.parquet")  # dangling
+    assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {bad}: No such file or directory")
+    bad.unlink()
+
+    # Root reads through chmod 000, so a permission failure is simulated where the OS would raise it.
+    real_read = inspect_cli.pq.read_table
+
+    def denied(path, **kw):
+        if Path(path).name == "a.parquet":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_read(path, **kw)
+
+    monkeypatch.setattr(inspect_cli.pq, "read_table", denied)
+    assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs/web/a.parquet: Permission denied")
+
+
+def test_show_names_a_folder_it_cannot_list(tmp_path, monkeypatch):
+    (tmp_path / "docs").write_text("a file where the run has a folder")
+    assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs: Not a directory")
+    (tmp_path / "docs").unlink()
+    write_docs(tmp_path / "docs" / "web" / "a.parquet", [kept("doc")])
+    real_walk = inspect_cli.os.walk
+
+    def denied(top, onerror=None, **kw):  # what os.walk does with a folder it may not list
+        onerror(PermissionError(13, "Permission denied", str(top)))
+        return real_walk(top, onerror=onerror, **kw)
+
+    monkeypatch.setattr(inspect_cli.os, "walk", denied)
+    assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs: Permission denied")
 
 
 def test_estimate(tmp_path):

@@ -26,6 +26,7 @@ from pipeline.report import ReportError, render_report, write_report
 from pipeline.plan import Layout
 from pipeline.report import collect, ledger, lengths, svg
 from pipeline.report.cli import report
+import pipeline.report.html as report_html
 from pipeline.report.mixture import read_mixture
 from pipeline.run import run_pipeline
 
@@ -280,6 +281,64 @@ def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):
     assert result.exit_code != 0 and "not a mixture folder" in result.output
     with pytest.raises(ReportError):
         render_report(tmp_path)
+
+
+@pytest.fixture
+def stub_render(monkeypatch):
+    """Rendering stubbed out: the tests that use this are about writing the page."""
+    monkeypatch.setattr(report_html, "render_report", lambda run_dir, mix_dir=None: "<!DOCTYPE html><p>page</p>\n")
+
+
+def invoke_report_writing_to(out: Path):
+    # Any existing folder does for RUN_DIR: rendering is stubbed.
+    return CliRunner().invoke(report, [str(Path(__file__).parent), "--out", str(out)])
+
+
+def assert_one_line_error(result, message: str) -> None:
+    """A ClickException (exit 1, one "Error: ..." line), not an escaped exception."""
+    assert result.exit_code == 1 and isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.output == f"Error: {message}\n"
+
+
+def test_cli_says_in_one_line_why_the_page_cannot_be_written(tmp_path, stub_render):
+    # Tests run as root, where a chmod'ed folder stays writable: a regular file where a folder
+    # has to be fails the same way (an OSError from the same write), and is portable.
+    (tmp_path / "file.txt").write_text("not a folder")
+    out = tmp_path / "file.txt" / "report.html"
+    assert_one_line_error(invoke_report_writing_to(out), f"cannot write {out}: {out.parent} is not a directory")
+    out = tmp_path / "file.txt" / "sub" / "report.html"  # a parent that cannot be created
+    assert_one_line_error(invoke_report_writing_to(out), f"cannot write {out}: Not a directory: {out.parent}")
+    # --out an existing directory: click refuses it before anything runs...
+    result = invoke_report_writing_to(tmp_path)
+    assert result.exit_code == 2 and "is a directory" in result.output
+    # ...and write_report itself names it too.
+    with pytest.raises(ReportError, match=f"cannot write {re.escape(str(tmp_path))}: Is a directory"):
+        write_report(tmp_path, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file.txt"]  # no temporary left behind
+
+
+def test_cli_says_in_one_line_that_the_folder_is_read_only(tmp_path, stub_render, monkeypatch):
+    """What a non-root user gets from a read-only folder: the temporary beside the page
+    cannot be created."""
+    import tempfile
+
+    def read_only(*args, dir=None, **kw):
+        raise PermissionError(13, "Permission denied", str(Path(dir) / ".report.html.x.tmp"))
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    out = tmp_path / "report.html"
+    assert_one_line_error(invoke_report_writing_to(out), f"cannot write {out}: Permission denied")
+    assert not out.exists()
+
+
+def test_cli_says_in_one_line_which_file_of_the_run_it_cannot_read(tmp_path, monkeypatch):
+    def unreadable(run_dir, mix_dir=None):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "manifest.json"))
+
+    monkeypatch.setattr(report_html, "render_report", unreadable)
+    out = tmp_path / "report.html"
+    assert_one_line_error(invoke_report_writing_to(out), f"cannot read {tmp_path / 'manifest.json'}: Permission denied")
+    assert not out.exists()
 
 
 # --- a real browser --------------------------------------------------------------------------

@@ -26,6 +26,8 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
 
     try:
         path = write_report(run_dir, out, mix_dir)
-    except (ReportError, MixtureError, MixError) as error:
+    except (ReportError, MixtureError, MixError) as error:  # a page that cannot be written too
         raise click.ClickException(str(error)) from None
+    except OSError as error:  # a file of the run or mixture that cannot be read
+        raise click.ClickException(f"cannot read {error.filename or run_dir}: {error.strerror or error}") from None
     click.echo(f"wrote {path}")

@@ -6,6 +6,7 @@ shared disk with nothing else beside it, and render the same in any browser.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from pipeline import __version__
@@ -28,7 +29,7 @@ pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;m
 
 
 class ReportError(ValueError):
-    """RUN_DIR or MIX_DIR is not what the report reads."""
+    """RUN_DIR or MIX_DIR is not what the report reads, or the page cannot be written."""
 
 
 def render_report(run_dir: Path, mix_dir: Path | None = None) -> str:
@@ -62,9 +63,28 @@ def page(ctx: Context, sections: list[Section]) -> str:
 
 
 def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
-    """Render and write atomically (a half-written page is never left under ``out``)."""
+    """Render and write atomically (a half-written page is never left under ``out``).
+
+    A page that cannot be written (a read-only folder, ``out`` a directory, a parent that
+    cannot be created, a full disk) raises ``ReportError`` naming ``out`` and the OS reason,
+    so the command line says so in one line instead of a traceback."""
     text = render_report(run_dir, mix_dir)
     out = Path(out)
-    with atomic_path(out) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    try:
+        with atomic_path(out) as tmp:
+            tmp.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise ReportError(f"cannot write {out}: {_write_failure(out, error)}") from error
     return out
+
+
+def _write_failure(out: Path, error: OSError) -> str:
+    """The OS reason, with the folder it tripped on when that is a parent of ``out`` (the
+    temporary file beside ``out`` is an implementation detail and not named)."""
+    reason = error.strerror or str(error) or type(error).__name__
+    where = error.filename
+    if where is None or Path(os.path.abspath(where)) not in Path(os.path.abspath(out)).parents:
+        return reason
+    if isinstance(error, FileExistsError):  # mkdir met a file where a folder has to be
+        return f"{where} is not a directory"
+    return f"{reason}: {where}"
