@@ -2,19 +2,70 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
 
-import click
+try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
+    import click
 
-from pipeline import __version__
-from pipeline.inspect_cli import estimate, show
-from pipeline.mix_cli import mix
-from pipeline.report.cli import report
-from pipeline.shards_cli import shards_group, tokenizer_group
+    from pipeline import __version__
+    from pipeline.config import ConfigError
+    from pipeline.executor import WorkerDied
+    from pipeline.inspect_cli import estimate, show
+    from pipeline.mix_cli import mix
+    from pipeline.report.cli import report
+    from pipeline.runlock import OutputBusy
+    from pipeline.shards_cli import shards_group, tokenizer_group
+except KeyboardInterrupt:
+    if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
+        raise
+    sys.stderr.write("\ninterrupted\n")
+    sys.exit(130)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def one_line(error: BaseException) -> str:
+    """An error as the one line a user reads; the traceback is for PREP_DEBUG=1."""
+    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+        where = f" writing {error.filename}" if error.filename else ""
+        return f"no space left on the device{where}: free some, then run the same command again to resume"
+    if isinstance(error, OSError) and error.strerror:
+        where = f": {error.filename}" if error.filename else ""
+        return f"{error.strerror}{where}"
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+class PrepGroup(click.Group):
+    """Every command ends in one line, never a traceback, unless PREP_DEBUG=1.
+
+    Errors that users cause (a bad config, a busy folder, a full disk) say what to do;
+    anything else is a bug, reported as one line with a pointer to PREP_DEBUG."""
+
+    def invoke(self, ctx: click.Context):
+        debug = os.environ.get("PREP_DEBUG", "") not in ("", "0")
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise
+        except KeyboardInterrupt:
+            if debug:
+                raise
+            click.echo("\ninterrupted", err=True)
+            sys.exit(130)
+        except Exception as error:
+            if debug:
+                for line in getattr(error, "worker_traceback", "").splitlines():
+                    click.echo(f"worker: {line}", err=True)
+                raise
+            message = one_line(error)
+            if not isinstance(error, USER_ERRORS):
+                message = f"{type(error).__name__}: {message} (PREP_DEBUG=1 prints the traceback)"
+            raise click.ClickException(message) from None
+
+
+@click.group(cls=PrepGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="prep")
 def main() -> None:
     """prep: turn raw pretraining text into clean, deduplicated, tokenized shards.
@@ -49,7 +100,6 @@ def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, 
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
-    from pipeline.config import ConfigError
     from pipeline.readers.common import StrictModeError
     from pipeline.run import print_summary, run_pipeline
 
@@ -58,16 +108,19 @@ def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, 
             config, out, workers=workers, strict=strict, force=force, quiet=quiet, executor=executor, address=address,
             sample=sample, progress=progress,
         )
-    except ConfigError as error:
-        raise click.ClickException(str(error)) from None
     except StrictModeError as error:
         raise click.ClickException(f"--strict: {error}") from None
     except KeyboardInterrupt:
+        if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
+            raise
         click.echo("\ninterrupted: finished units are kept; run the same command again to resume", err=True)
         sys.exit(130)
     if not quiet:
         print_summary(manifest, out)
 
+
+# Errors whose message is the whole story: no exception class name in front of it.
+USER_ERRORS = (ConfigError, OutputBusy, WorkerDied, OSError, ValueError)
 
 main.add_command(mix)
 main.add_command(report)

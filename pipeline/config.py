@@ -23,8 +23,8 @@ Shape::
 from __future__ import annotations
 
 import dataclasses
-import glob
 import json
+import re
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.globbing import GlobError, glob_local
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage, registry
@@ -45,6 +46,10 @@ from pipeline.suggest import nearest_hint
 class ConfigError(ValueError):
     """A config the run cannot start with; the message says what to change."""
 
+
+# Source names become folder names (docs/<source>, tokens/<source>): a safe charset keeps
+# every path a run builds inside --out, whatever the config says.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 SOURCE_KEYS = {"paths", "format", "text_field", "id_field"}
 STAGE_KEYS = {"name", "sources", "per_source"}
@@ -124,7 +129,9 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     _check_keys(raw, TOP_KEYS, "top-level key")
     run = _run_settings(raw.get("run", {}))
-    sources = {name: _source(name, table, path.parent) for name, table in raw.get("sources", {}).items()}
+    if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):
+        raise ConfigError(f"{path}: [sources.<name>] must be tables and [[stages]] an array of tables")
+    sources = {_checked_name(name): _source(name, table, path.parent) for name, table in raw.get("sources", {}).items()}
     if not sources:
         raise ConfigError(f"{path}: no [sources.<name>] table; a run needs at least one source of documents")
     stages = [_stage(i, table, sources) for i, table in enumerate(raw.get("stages", []))]
@@ -135,12 +142,27 @@ def load_config(path: str | Path) -> Config:
 
 
 def _run_settings(table: dict) -> RunSettings:
+    if not isinstance(table, dict):
+        raise ConfigError("[run] must be a table")
     _check_keys(table, RUN_KEYS, "key in [run]")
     settings = RunSettings(**table)
-    for name in ("block_bytes", "max_doc_bytes"):
-        if not isinstance(getattr(settings, name), int) or getattr(settings, name) <= 0:
-            raise ConfigError(f"[run] {name} must be a positive integer")
+    for name in ("workers", "block_bytes", "max_doc_bytes"):
+        value = getattr(settings, name)
+        if name == "workers" and value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"[run] {name} must be a positive integer, not {value!r}")
     return settings
+
+
+def _checked_name(name: str) -> str:
+    """A source name, refused unless it is safe as a folder name on every system."""
+    if not NAME_PATTERN.fullmatch(name) or ".." in name:
+        raise ConfigError(
+            f"source name {name!r} is not allowed: use 1-64 letters, digits, '_', '-' or '.', "
+            "starting with a letter or digit (it names folders under --out)"
+        )
+    return name
 
 
 def _identity(file: Path | str) -> str:
@@ -156,6 +178,9 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
         patterns = [patterns]
     if not patterns or not all(isinstance(p, str) for p in patterns):
         raise ConfigError(f"sources.{name}.paths must be a non-empty list of file globs")
+    for key in ("text_field", "id_field", "format"):
+        if not isinstance(table.get(key, ""), str):
+            raise ConfigError(f"sources.{name}.{key} must be a string, not {table[key]!r}")
     fmt = table.get("format", "auto")
     if fmt != "auto" and fmt not in FORMATS:
         raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
@@ -171,7 +196,10 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
             files.extend(matches)
             continue
         full = pattern if Path(pattern).is_absolute() else str(base / pattern)
-        matches = sorted(Path(m) for m in glob.glob(full, recursive=True))
+        try:
+            matches = glob_local(full)
+        except GlobError as error:
+            raise ConfigError(f"sources.{name}: {pattern!r}: {error}") from None
         if not matches:
             raise ConfigError(f"sources.{name}: {pattern!r} matches no file (looked for {full})")
         for match in matches:
@@ -201,9 +229,13 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
 
 def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageConfig:
     where = f"stages[{index}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table ([[stages]] with name = ...)")
     if "name" not in table:
         raise ConfigError(f"{where} has no name")
     name = table["name"]
+    if not isinstance(name, str):
+        raise ConfigError(f"{where}: name must be a string, not {name!r}")
     stages = registry()
     if name not in stages:
         raise _unknown(f"stage in {where}", name, stages)
@@ -217,6 +249,8 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
             if source not in sources:
                 raise _unknown(f"source in {where}", source, sources)
     per_source = table.get("per_source", {})
+    if not isinstance(per_source, dict) or not all(isinstance(v, dict) for v in per_source.values()):
+        raise ConfigError(f"{where}: per_source must hold one table per source ([stages.per_source.<source>])")
     for source in per_source:
         if source not in sources:
             raise _unknown(f"source in {where}.per_source", source, sources)

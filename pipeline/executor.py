@@ -1,39 +1,44 @@
 """The local executor: a pool of worker processes on one machine, no service to start.
 
 Tasks are (function, args) pairs of module-level functions, so the same task list could
-be handed to another executor. Workers report progress through a queue that the main
-process drains while it waits; Ctrl-C stops the workers and leaves completed units in
-place for the next run to skip. One pool serves every phase of a run (``close`` ends
+be handed to another executor. One pool serves every phase of a run (``close`` ends
 it): a worker keeps its imports, numba kernels and built stages from phase to phase.
+
+The pool is a few plain processes and two queues rather than ``concurrent.futures``:
+stopping it part-way (Ctrl-C, a failed task) must end at once and quietly. Its
+management thread raced with terminated workers (``InvalidStateError`` tracebacks after
+a clean Ctrl-C) and its queue threads could hang the exit. Here the main process owns
+every step: it kills the workers, tells its queues not to wait for data nobody will
+read, and raises one exception. A worker that dies (killed, out of memory, a crash in
+native code) is noticed within a fraction of a second and named with its task.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import queue
 import signal
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+import traceback
 from typing import Any, Callable, Sequence
 
 from pipeline.progress import ProgressBar
 
 Task = tuple[Callable[..., Any], tuple]
 
-_progress_queue = None
+POLL_SECONDS = 0.2
 
 
-def _init_worker(progress_queue) -> None:
-    global _progress_queue
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
-    _progress_queue = progress_queue
+class WorkerDied(RuntimeError):
+    """A worker process ended without reporting (a signal, or the kernel's OOM killer)."""
 
 
-class _QueueReporter:
+class _Reporter:
     """Batches progress updates so a worker sends a few messages a second, not one per batch."""
 
-    def __init__(self, q):
-        self.q, self.documents, self.bytes, self.tokens, self.last = q, 0, 0, 0, time.monotonic()
+    def __init__(self, results):
+        self.results, self.documents, self.bytes, self.tokens, self.last = results, 0, 0, 0, time.monotonic()
 
     def __call__(self, documents: int, nbytes: int, tokens: int = 0) -> None:
         self.documents += documents
@@ -44,82 +49,139 @@ class _QueueReporter:
 
     def flush(self) -> None:
         if self.documents or self.bytes or self.tokens:
-            self.q.put((self.documents, self.bytes, self.tokens))
+            self.results.put(("progress", self.documents, self.bytes, self.tokens))
         self.documents = self.bytes = self.tokens = 0
         self.last = time.monotonic()
 
 
-def _call(fn: Callable, args: tuple):
-    reporter = _QueueReporter(_progress_queue)
+def _worker(tasks, results) -> None:
+    while (item := tasks.get()) is not None:
+        index, fn, args = item
+        results.put(("started", index))
+        reporter = _Reporter(results)
+        try:
+            value = fn(*args, progress=reporter)
+        except BaseException as error:  # handed to the main process, raised there
+            reporter.flush()
+            results.put(("failed", index, _portable(error), traceback.format_exc()))
+        else:
+            reporter.flush()
+            results.put(("done", index, value))
+
+
+def _portable(error: BaseException) -> BaseException:
+    """The error itself if it survives pickling, else a RuntimeError that says what it was."""
     try:
-        return fn(*args, progress=reporter)
-    finally:
-        reporter.flush()
+        pickle.loads(pickle.dumps(error))
+        return error
+    except Exception:
+        return RuntimeError(f"{type(error).__name__}: {error}")
 
 
 class LocalExecutor:
     def __init__(self, workers: int):
         self.workers = max(1, workers)
-        self._pool: ProcessPoolExecutor | None = None
-        self._progress_queue = None
+        self._processes: list = []
+        self._tasks = self._results = None
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
-        """Run every task; return results in task order. The first failure stops the rest."""
+        """Run every task; return results in task order. The first failure stops the rest.
+
+        A failed task's error is raised here as it was raised in the worker; its
+        traceback there is kept on the error as ``worker_traceback`` (``PREP_DEBUG=1``
+        prints it)."""
         if self.workers == 1 or len(tasks) <= 1:
             results = []
             for fn, args in tasks:
                 results.append(fn(*args, progress=bar.update))
                 bar.unit_done()
             return results
-        pool = self._started()
-        futures = {}
+        self._start()
         try:
-            futures = {pool.submit(_call, fn, args): i for i, (fn, args) in enumerate(tasks)}
-            results: list[Any] = [None] * len(tasks)
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, timeout=0.2, return_when=FIRST_COMPLETED)
-                _drain(self._progress_queue, bar)
-                for future in done:
-                    results[futures[future]] = future.result()  # re-raises a worker's error
-                    bar.unit_done()
-            _drain(self._progress_queue, bar)
-            return results
+            return self._collect(tasks, bar)
         except BaseException:
-            for future in futures:
-                future.cancel()
             self.close(terminate=True)
             raise
 
-    def _started(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._progress_queue = context.Queue()
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers,
-                mp_context=context,
-                initializer=_init_worker,
-                initargs=(self._progress_queue,),
-            )
-        return self._pool
+    def _collect(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
+        for index, (fn, args) in enumerate(tasks):
+            self._tasks.put((index, fn, args))
+        results: list[Any] = [None] * len(tasks)
+        running: set[int] = set()  # tasks a worker has started and not finished
+        left = len(tasks)
+        while left:
+            try:
+                message = self._results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                self._check_alive(tasks, running)
+                continue
+            kind, *rest = message
+            if kind == "progress":
+                bar.update(*rest)
+            elif kind == "started":
+                running.add(rest[0])
+            elif kind == "done":
+                index, value = rest
+                results[index] = value
+                running.discard(index)
+                left -= 1
+                bar.unit_done()
+            else:  # failed
+                index, error, worker_traceback = rest
+                error.worker_traceback = worker_traceback
+                raise error
+        return results
+
+    def _check_alive(self, tasks: Sequence[Task], running: set[int]) -> None:
+        for process in self._processes:
+            if process.exitcode is not None:
+                code = process.exitcode
+                how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                hint = " (SIGKILL is often the kernel's out-of-memory killer)" if code == -signal.SIGKILL else ""
+                doing = ", ".join(describe_task(tasks[i]) for i in sorted(running)) or "no task"
+                raise WorkerDied(f"a worker process died with {how}{hint} while running {doing}")
+
+    def _start(self) -> None:
+        if self._processes:
+            return
+        context = multiprocessing.get_context("spawn")
+        self._tasks, self._results = context.Queue(), context.Queue()
+        self._processes = [
+            context.Process(target=_worker, args=(self._tasks, self._results), name=f"prep-worker-{i}", daemon=True)
+            for i in range(self.workers)
+        ]
+        # Workers start with Ctrl-C ignored (a spawned Python keeps an ignored SIGINT
+        # ignored): a Ctrl-C while they import would otherwise print their tracebacks.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            for process in self._processes:
+                process.start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
     def close(self, terminate: bool = False) -> None:
-        """End the pool (at once, stopping running tasks, with ``terminate``)."""
-        pool, self._pool = self._pool, None
-        if pool is None:
+        """End the pool: let workers finish and exit, or (``terminate``) kill them now."""
+        processes, self._processes = self._processes, []
+        if not processes:
             return
         if terminate:
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            for process in processes:
+                process.kill()
         else:
-            pool.shutdown(wait=True)
+            for _ in processes:
+                self._tasks.put(None)
+        for process in processes:
+            process.join()
+        for q in (self._tasks, self._results):
+            q.cancel_join_thread()  # never wait at exit to flush data no worker will read
+            q.close()
+        self._tasks = self._results = None
 
 
-def _drain(progress_queue, bar: ProgressBar) -> None:
-    while True:
-        try:
-            update = progress_queue.get_nowait()
-        except queue.Empty:
-            return
-        bar.update(*update)
+def describe_task(task: Task) -> str:
+    """A task in words, for messages: the unit (source and file) or partition it works on."""
+    fn, args = task
+    for arg in args:
+        if hasattr(arg, "file_key") and hasattr(arg, "source"):
+            return f"{fn.__name__} of {arg.source}/{arg.file_key}"
+    return f"{fn.__name__}{tuple(a for a in args if isinstance(a, int))}"

@@ -111,6 +111,11 @@ class Layout:
     def global_work(self, segment: int) -> Path:
         return self.out / "work" / "global" / str(segment)
 
+    @property
+    def id_work(self) -> Path:
+        """Each unit's sorted id hashes, for the run's duplicate-id check."""
+        return self.out / "work" / "ids"
+
     def marker(self, phase: str, source: str, unit: str) -> Path:
         return self.out / "stats" / phase / source / f"{unit}.json"
 

@@ -31,7 +31,8 @@ class ProgressBar:
         self.start = time.monotonic()
         self.last_draw = 0.0
         self.documents = 0
-        self.bytes = 0
+        self.bytes = 0  # read by this process: what rates are made of
+        self.resumed_bytes = 0  # of units a previous run finished: they count as done, not as speed
         self.tokens = 0
         self.units = 0
 
@@ -41,9 +42,10 @@ class ProgressBar:
         self.tokens += tokens
         self._maybe_draw()
 
-    def unit_done(self, skipped_bytes: int = 0) -> None:
+    def unit_done(self, resumed_bytes: int = 0) -> None:
+        """A unit finished; ``resumed_bytes``: its input, when a previous run did the work."""
         self.units += 1
-        self.bytes += skipped_bytes
+        self.resumed_bytes += resumed_bytes
         self._maybe_draw()
 
     def _maybe_draw(self, force: bool = False) -> None:
@@ -52,12 +54,13 @@ class ProgressBar:
             return
         self.last_draw = now
         elapsed = now - self.start
-        done = min(self.bytes / self.total_bytes, 1.0)
-        eta = elapsed * (1 - done) / done if done > 0 else float("nan")
+        done = min((self.bytes + self.resumed_bytes) / self.total_bytes, 1.0)
+        speed = _rate(self.bytes, elapsed)
+        eta = (1 - done) * self.total_bytes / speed if speed > 0 else 0.0 if done >= 1 else float("nan")
         if self.mode == "json":
             record = {
                 "phase": self.label, "elapsed_s": round(elapsed, 2), "units_done": self.units,
-                "units_total": self.total_units, "documents": self.documents, "bytes": self.bytes,
+                "units_total": self.total_units, "documents": self.documents, "bytes": self.bytes, "resumed_bytes": self.resumed_bytes,
                 "docs_per_s": round(_rate(self.documents, elapsed), 1), "mb_per_s": round(_rate(self.bytes, elapsed) / 1e6, 2),
                 "tokens": self.tokens, "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
                 "fraction": round(done, 4), "eta_s": None if eta != eta else round(eta, 1),

@@ -63,9 +63,12 @@ class RayExecutor:
                 for ref in done:
                     results[index[ref]] = ray.get(ref)  # re-raises the task's error
                     bar.unit_done()
-        except BaseException:
+        except BaseException as error:
             for ref in pending:
                 ray.cancel(ref, force=True)
+            cause = getattr(error, "cause", None)  # a task's own error, without Ray's wrapping
+            if isinstance(error, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
+                raise cause from None
             raise
         return results
 

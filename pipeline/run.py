@@ -9,25 +9,29 @@ moment and running the same command again redoes only the units without one.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import hashlib
 import json
 import os
 import sys
 import time
+from glob import escape as glob_escape
 from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.config import Config, ConfigError, load_config
 from pipeline.cost import OUTPUT_FOLDERS, summarize_cost, write_cost
+from pipeline.duplicate_ids import find_duplicates
 from pipeline.executor import LocalExecutor
 from pipeline.manifest import build_manifest
 from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.progress import ProgressBar
 from pipeline.stage import UnitContext
-from pipeline.atomic import write_json_atomic
-from pipeline.storage import RunStore, input_stat
+from pipeline.atomic import is_temporary, write_json_atomic
+from pipeline.runlock import locked_output
+from pipeline.storage import RunStore, input_sha256, input_stat
 from pipeline.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
 
 
@@ -54,16 +58,30 @@ def run_pipeline(
     wall_start = time.monotonic()
     config = load_config(config_path)
     units = plan_units(config)
+    try:
+        input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
+    except OSError as error:
+        raise ConfigError(f"cannot read an input: {error}") from None
+    fingerprint = _fingerprint(config, units, sample)
+    store = RunStore(str(out), fingerprint["fingerprint"])
+    if not store.remote and Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    with contextlib.ExitStack() as held:
+        try:
+            held.enter_context(locked_output(store))
+            _claim_output(store, units, fingerprint, input_stats, force)
+        except OSError as error:  # a read-only folder, a missing bucket, no credentials
+            raise ConfigError(f"cannot write to --out {out}: {error}") from None
+        return _run_claimed(config, store, units, input_stats, workers, strict, quiet, executor, address, sample,
+                            progress, wall_start)
+
+
+def _run_claimed(config: Config, store: RunStore, units: list[Unit], input_stats: list[list[int]], workers, strict,
+                 quiet, executor, address, sample, progress, wall_start) -> dict:
+    """The run itself, once this process holds --out."""
+    layout = Layout(store.root)
     segments = plan_segments(config)
     labels = stage_labels(config)
-    input_stats = [input_stat(unit.path) for unit in units]  # (size, mtime): one request each when remote
-    fingerprint = _fingerprint(config, units, input_stats, sample)
-    store = RunStore(str(out), fingerprint["fingerprint"])
-    layout = Layout(store.root)
-    try:
-        _claim_output(store, layout, fingerprint, force)
-    except OSError as error:  # a missing bucket, no credentials, no permission
-        raise ConfigError(f"cannot write to --out {out}: {error}") from None
     _remove_temporaries(layout.out)
     workers = workers or config.run.workers or os.cpu_count() or 1
     runner = _executor(executor, address, workers)
@@ -75,12 +93,13 @@ def run_pipeline(
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
                 global_stats[label] = _run_global(config, store, segment, units, runner, mode)
-            input_bytes = sum(size for size, _ in input_stats) if segment.index == 0 else 0
+            input_bytes = sum(stat[0] for stat in input_stats) if segment.index == 0 else 0
             unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample, input_bytes)
     finally:
         runner.close()
     manifest = build_manifest(config, labels, unit_stats, global_stats)
     manifest["sample"] = sample
+    _note_duplicate_ids(manifest, store, layout, units)
     store.sync("stats/cost")
     cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(OUTPUT_FOLDERS))
     write_json_atomic(layout.manifest, manifest)
@@ -88,6 +107,28 @@ def run_pipeline(
     store.push([layout.cost_summary], marker=layout.manifest)
     store.drop_mirror()
     return manifest
+
+
+def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: list[Unit]) -> None:
+    """Count ids that occur more than once in the run; warn with a few examples."""
+    store.pull(_relative(layout, layout.id_work))
+
+    def output_files(unit: Unit) -> list[Path]:
+        files = []
+        for folder in (layout.docs(unit.source), layout.rejects(unit.source)):
+            store.pull(_relative(layout, folder), keep=lambda rel: PurePosixPath(rel).name.startswith(unit.name + "."))
+            files += sorted(folder.glob(f"{glob_escape(unit.name)}.*parquet")) if folder.exists() else []
+        return files
+
+    found = find_duplicates(layout.id_work, units, output_files)
+    if found is None:
+        return
+    manifest["duplicate_ids"] = found
+    examples = "; ".join(f"{e['id']!r} x{e['copies']} in {', '.join(e['files'])}" for e in found["examples"])
+    manifest["warnings"].append(
+        f"{found['ids']:,} ids occur more than once ({found['extra_copies']:,} extra copies), so they name "
+        f"documents ambiguously (prep show lists every copy); e.g. {examples}"
+    )
 
 
 def _executor(name: str, address: str | None, workers: int | None):
@@ -100,22 +141,31 @@ def _executor(name: str, address: str | None, workers: int | None):
     raise ConfigError(f"unknown executor {name!r} (local or ray)")
 
 
-def _fingerprint(config: Config, units: list[Unit], input_stats: list[tuple[int, int]], sample: float) -> dict:
-    inputs = [[unit.source, unit.file_key, size, mtime_ns] for unit, (size, mtime_ns) in zip(units, input_stats)]
+def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
+    """What makes a run this run: the config, the list of inputs and the sample.
+
+    Each input's version (``input_stat``) is kept beside it in the state file and checked
+    by ``_check_inputs``, so touching a file does not make it another run."""
+    inputs = [[unit.source, unit.file_key] for unit in units]
     digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample]).encode()).hexdigest()
     return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
 
 
-def _claim_output(store: RunStore, layout: Layout, fingerprint: dict, force: bool) -> None:
+def _claim_output(store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int]],
+                  force: bool) -> None:
     """Refuse to mix two different runs in one folder unless --force (which starts over)."""
+    layout = Layout(store.root)
     out = store.uri
-    if not store.remote and Path(out).exists() and not Path(out).is_dir():
-        raise ConfigError(f"--out {out} exists and is not a folder")
-    state = store.read_text(layout.state.relative_to(layout.out).as_posix())
+    state_file = layout.state.relative_to(layout.out).as_posix()
+    state = store.read_text(state_file)
     previous = json.loads(state) if state is not None else None
-    names = store.names()
+    versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
     if previous is not None and previous["fingerprint"] == fingerprint["fingerprint"] and not force:
-        return  # the same run again: resume
+        if previous.get("inputs") != versions:  # the same run again, but some input looks touched
+            _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
+            store.write_text(state_file, json.dumps({**fingerprint, "inputs": versions}, indent=2, sort_keys=True))
+        return  # resume
+    names = [n for n in store.names() if n != ".prep"]  # .prep holds the lock this run took
     if not force:
         if previous is not None:
             raise ConfigError(
@@ -127,14 +177,40 @@ def _claim_output(store: RunStore, layout: Layout, fingerprint: dict, force: boo
     for name in Layout.OWNED:
         if name in names:
             store.remove(name)
-    write_json_atomic(layout.state, fingerprint)
-    store.push([], marker=layout.state)
+    if previous is not None:
+        store.remove(state_file)
+    store.write_text(state_file, json.dumps({**fingerprint, "inputs": versions}, indent=2, sort_keys=True))
+
+
+def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:
+    """An input whose version changed since the run read it makes the output stale: refuse.
+
+    Only inputs already read matter (a unit not yet done reads the file as it is now),
+    and a changed time alone is no change: the file is hashed again and compared with
+    the sha256 recorded when it was read.
+    """
+    for unit in units:
+        key = f"{unit.source}/{unit.file_key}"
+        if recorded.get(key) == versions[key]:
+            continue
+        marker = layout.marker("segment-0", unit.source, unit.name).relative_to(layout.out).as_posix()
+        text = store.read_text(marker)
+        if text is None:
+            continue
+        read_sha = json.loads(text).get("input_file", {}).get("sha256")
+        if read_sha is None or input_sha256(unit.path) != read_sha:
+            raise ConfigError(
+                f"input {unit.path} ({unit.source}) changed after this run read it, so {store.uri} is stale; "
+                "restore the file, or run with --force to start over"
+            )
 
 
 def _remove_temporaries(out: Path) -> None:
-    """Half-written files of a killed run (their final names were never taken)."""
-    for path in out.rglob(".*.tmp"):
-        path.unlink()
+    """Half-written files of a killed run (their final names were never taken); the
+    run holds the folder's lock, so no live writer owns any of them."""
+    for path in out.rglob(".*"):
+        if is_temporary(path.name) and path.is_file():
+            path.unlink()
 
 
 def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample,

@@ -38,6 +38,8 @@ from typing import Callable, Iterable, Iterator
 import pyarrow.fs as pafs
 
 from pipeline.atomic import atomic_path
+from pipeline.globbing import glob_regex, has_magic
+from pipeline.hashing import file_sha256
 
 COPY_BLOCK = 8 << 20
 TRANSFER_THREADS = 8
@@ -84,29 +86,42 @@ def glob_remote(pattern: str) -> list[str]:
     scheme = pattern.split("://", 1)[0]
     fs, path = filesystem(pattern)
     parts = path.split("/")
-    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
     if fixed == len(parts):
         return [f"{scheme}://{path}"] if fs.get_file_info(path).type == pafs.FileType.File else []
-    regex = re.compile(_glob_regex(path))
+    regex = re.compile(glob_regex(path))
     return sorted(f"{scheme}://{i.path}" for i in _files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
 
 
-def _glob_regex(pattern: str) -> str:
-    tokens = re.findall(r"\*\*/|\*\*|\*|\?|\[[^\]]*\]|[^*?\[]+|\[", pattern)
-    special = {"**/": "(?:.*/)?", "**": ".*", "*": "[^/]*", "?": "[^/]"}
-    return "".join(special.get(t) or (t if t.startswith("[") and len(t) > 1 else re.escape(t)) for t in tokens)
+def input_stat(path: str | Path) -> list[int]:
+    """What tells one version of an input file from another without reading it; size first.
 
-
-def input_stat(path: str | Path) -> tuple[int, int]:
-    """(size in bytes, modification time in ns) of an input file, local or remote."""
+    Locally: size, modification time, change time and inode. ``touch -r`` or a copy
+    that keeps times can fake the modification time, but the change time is set by the
+    kernel on every write and a rewrite by rename brings a new inode. On an object
+    store: size and the store's own modification time, which it sets on every upload.
+    One request per remote file.
+    """
     if not is_remote(path):
         stat = Path(path).stat()
-        return stat.st_size, stat.st_mtime_ns
+        return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
     fs, key = filesystem(str(path))
     info = fs.get_file_info(key)
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"{path} does not exist")
-    return info.size, info.mtime_ns or 0
+    return [info.size, info.mtime_ns or 0]
+
+
+def input_sha256(path: str | Path) -> str:
+    """sha256 of an input file's bytes, local or remote (streamed, never held whole)."""
+    if not is_remote(path):
+        return file_sha256(path)
+    fs, key = filesystem(str(path))
+    digest = hashlib.sha256()
+    with fs.open_input_stream(key, compression=None) as source:
+        while block := source.read(COPY_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @contextmanager
@@ -250,6 +265,16 @@ class RunStore:
             return None
         with fs.open_input_stream(key, compression=None) as f:
             return f.read().decode()
+
+    def write_text(self, rel: str, text: str) -> None:
+        """Write a small file of the run whole: atomically here, as one object remotely."""
+        if not self.remote:
+            with atomic_path(self.root / rel) as tmp:
+                tmp.write_text(text)
+            return
+        fs, _ = filesystem(self.uri)
+        with fs.open_output_stream(self._key(rel), compression=None, metadata={}) as sink:
+            sink.write(text.encode())
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""

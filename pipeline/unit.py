@@ -14,12 +14,14 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.atomic import write_json, write_json_atomic
+from pipeline.atomic import save_npy, write_json, write_json_atomic
 from pipeline.config import Config, StageConfig
+from pipeline.duplicate_ids import id_hashes, unit_ids_path
 from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.hashing import in_sample
 from pipeline.plan import Layout, Segment, Unit
@@ -95,12 +97,15 @@ def run_unit(
 
     for _, stage in steps:
         stage.open_unit(ctx)
-    chunks = _batches(layout, segment, unit, strict)
+    chunks = _batches(config, layout, segment, unit, strict)
     if sample < 1.0 and segment.index == 0:
         chunks = _sampled_chunks(chunks, sample)
+    input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
     for batch, bad, nbytes, extra in chunks:
         file_info.update(extra)
         documents_in = tokens_out = 0
+        if segment.index == 0:
+            input_ids += [id_hashes(b.column(ID)) for b in (batch, bad) if b is not None and b.num_rows]
         if bad is not None and bad.num_rows:
             ledger_sink.write(bad)
             bad_input.update(count_values(bad.column("reason")))
@@ -131,6 +136,8 @@ def run_unit(
         "stages": {label: t.as_dict() for label, t in tallies.items()},
     }
     if segment.index == 0:
+        hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
+        save_npy(ctx.atomic(unit_ids_path(layout.id_work, unit.source, unit.name)), hashes)
         stats["input_file"] = {"path": unit.file_key, "bytes": file_info.get("bytes"), "sha256": file_info.get("sha256")}
     phase = f"segment-{segment.index}"
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
@@ -207,7 +214,7 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
     return batch
 
 
-def _batches(layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iterator[tuple]:
+def _batches(config: Config, layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iterator[tuple]:
     """(documents, quarantined rows, input bytes, extra) for this unit's segment."""
     if segment.index == 0:
         spec = InputSpec(
@@ -215,6 +222,8 @@ def _batches(layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iter
             file_key=unit.file_key,
             text_field=unit.text_field,
             id_field=unit.id_field,
+            block_bytes=config.run.block_bytes,
+            max_doc_bytes=config.run.max_doc_bytes,
             strict=strict,
         )
         with local_input(unit.path) as path:

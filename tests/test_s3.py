@@ -95,7 +95,8 @@ def without_config(manifest: dict) -> dict:
 
 def same_run(local: Path, remote: Path) -> None:
     """Byte-identical outputs, and manifests equal but for the config's paths."""
-    skip = {"manifest.json", str(Path(".prep") / "run.json")}
+    # .prep is the run's own state: the lock of a local folder, the input versions.
+    skip = {"manifest.json", str(Path(".prep") / "run.json"), str(Path(".prep") / "lock")}
     local_files = {k: v for k, v in tree_digest(local).items() if k not in skip}
     assert local_files and local_files == {k: v for k, v in tree_digest(remote).items() if k not in skip}
     manifests = [json.loads((folder / "manifest.json").read_text()) for folder in (local, remote)]

@@ -1,0 +1,81 @@
+"""Ids must be unique within a run; this finds the ones that are not, with bounded memory.
+
+Every later tool names documents by id (``prep show``, the ledger, dedup's survivors),
+so two documents with one id are ambiguous everywhere after. Inputs from many crawls
+repeat ids more often than one would think. The run does not drop such documents (both
+are real text); it counts them and names a few at the end.
+
+Each unit of the first segment writes the sorted 64-bit hashes of its input ids
+(``work/ids/<source>/<unit>.npy``, 8 bytes a document). At the end, the hash space is
+cut into ranges of about ``RANGE_IDS`` hashes; each range is gathered from every unit's
+file (a binary search finds the slice) and checked on its own, so memory is bounded
+by the range, not by the corpus. A repeated hash is confirmed on the id strings for
+the examples; at over a billion ids, the count may include a rare 64-bit collision.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.hashing import hash_strings, splitmix64
+
+RANGE_IDS = 8 << 20
+EXAMPLES = 3
+
+
+def id_hashes(ids: pa.Array) -> np.ndarray:
+    return splitmix64(hash_strings(ids))
+
+
+def unit_ids_path(work: Path, source: str, unit: str) -> Path:
+    return work / source / f"{unit}.npy"
+
+
+def find_duplicates(work: Path, units: list, output_files) -> dict | None:
+    """``{"ids", "extra_copies", "examples"}`` for ids seen more than once, else None.
+
+    ``units`` have ``source`` and ``name``; ``output_files(unit)`` lists the Parquet
+    files (kept and rejected) that hold a unit's ids, read only for the examples."""
+    present = [u for u in units if unit_ids_path(work, u.source, u.name).exists()]
+    arrays = [np.load(unit_ids_path(work, u.source, u.name), mmap_mode="r") for u in present]
+    total = sum(len(a) for a in arrays)
+    if total == 0:
+        return None
+    ranges = max(1, math.ceil(total / RANGE_IDS))
+    edges = [np.uint64(min(2**64 - 1, (2**64 * k) // ranges)) for k in range(ranges)] + [None]
+    repeated, copies = [], 0
+    for low, high in zip(edges, edges[1:]):
+        parts = [a[np.searchsorted(a, low): (len(a) if high is None else np.searchsorted(a, high))] for a in arrays]
+        hashes = np.sort(np.concatenate(parts))
+        same = hashes[1:] == hashes[:-1]
+        if same.any():
+            copies += int(same.sum())
+            repeated.append(np.unique(hashes[1:][same]))
+    if not repeated:
+        return None
+    repeated = np.concatenate(repeated)
+    return {"ids": len(repeated), "extra_copies": copies, "examples": _examples(repeated[:EXAMPLES], arrays, present, output_files)}
+
+
+def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> list[dict]:
+    """The id strings behind a few repeated hashes, and the input files they came from."""
+    found: dict[int, dict] = {}
+    for array, unit in zip(arrays, units):
+        positions = np.searchsorted(array, hashes)
+        wanted = {int(h) for h, p in zip(hashes, positions) if p < len(array) and array[p] == h}
+        if not wanted:
+            continue
+        for path in output_files(unit):
+            ids = pq.read_table(path, columns=["id"]).column("id").combine_chunks()
+            for h, doc_id in zip(id_hashes(ids), ids.to_pylist()):
+                if int(h) in wanted:
+                    entry = found.setdefault(int(h), {"id": doc_id, "copies": 0, "files": []})
+                    entry["copies"] += 1
+                    if unit.file_key not in entry["files"]:
+                        entry["files"].append(unit.file_key)
+    return [found[int(h)] for h in hashes if int(h) in found]

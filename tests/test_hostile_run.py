@@ -1,0 +1,317 @@
+"""What a run does with hostile surroundings: names that try to leave --out, options that
+must take effect, two runs on one folder, globs over symlink loops, inputs changed
+behind its back, Ctrl-C, a full disk, temporaries of killed runs, duplicate ids.
+
+Every refusal is one line on stderr, without a traceback, and exits non-zero."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import REPO, write_config, write_jsonl
+from pipeline.atomic import is_temporary, temp_path
+from pipeline.config import ConfigError, load_config
+from pipeline.progress import ProgressBar
+from pipeline.run import run_pipeline
+from pipeline.runlock import locked_output
+from pipeline.storage import RunStore
+from test_run import tree_digest
+
+SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
+LENGTH = '[[stages]]\nname = "length"\nmin_chars = 5\n'
+
+
+def prep(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, **kwargs)
+
+
+def assert_one_line_refusal(result: subprocess.CompletedProcess, *words: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+
+
+def small_run(tmp_path: Path, records=None, extra: str = "") -> Path:
+    write_jsonl(tmp_path / "in" / "a.jsonl", records or [{"id": f"d{i}", "text": f"document number {i}"} for i in range(20)])
+    return write_config(tmp_path / "run.toml", f'{extra}[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+
+
+# -- names ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../../escaped", "..", "a/b", "/abs", "x" * 65, ".hidden", "a\\u001bb", ""])
+def test_a_source_name_that_could_leave_out_is_refused(tmp_path, name):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello world"}])
+    config = write_config(tmp_path / "run.toml", f'[sources."{name}"]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    with pytest.raises(ConfigError, match="source name"):
+        load_config(config)
+    result = prep("run", str(config), "--out", str(tmp_path / "deep" / "er" / "out"))
+    assert_one_line_refusal(result, "source name")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "run.toml"]  # nothing written anywhere
+
+
+def test_safe_source_names_are_kept(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello world"}])
+    config = write_config(tmp_path / "run.toml", f'[sources."web-2.en_x"]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert (tmp_path / "out" / "docs" / "web-2.en_x").is_dir()
+
+
+# -- [run] options take effect ------------------------------------------------------------
+
+
+def test_max_doc_bytes_lowered_quarantines_longer_documents(tmp_path):
+    records = [{"id": "long", "text": "x " * 16_500}, {"id": "short", "text": "a short document"}]
+    config = small_run(tmp_path, records, extra="[run]\nmax_doc_bytes = 1000\n")
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert manifest["bad_input"] == {"bad-input:oversized": 1}
+    assert pq.read_table(tmp_path / "out" / "docs").column("id").to_pylist() == ["short"]
+
+
+def test_max_doc_bytes_raised_keeps_a_document_over_the_default(tmp_path):
+    text = "word " * ((33 << 20) // 5)  # 33 MiB: over the 32 MiB default
+    default = small_run(tmp_path / "default", [{"id": "big", "text": text}])
+    assert run_pipeline(default, tmp_path / "default" / "out", workers=1, quiet=True)["bad_input"] == {
+        "bad-input:oversized": 1
+    }
+    raised = small_run(tmp_path / "raised", [{"id": "big", "text": text}], extra=f"[run]\nmax_doc_bytes = {64 << 20}\n")
+    manifest = run_pipeline(raised, tmp_path / "raised" / "out", workers=1, quiet=True)
+    assert manifest["bad_input"] == {} and manifest["balance"]["output"] == 1
+
+
+def test_block_bytes_sets_how_much_is_parsed_at_a_time(tmp_path):
+    records = [{"id": f"d{i}", "text": f"document number {i} " * 5} for i in range(200)]  # ~24 KB
+    default = small_run(tmp_path / "default", records)
+    small = small_run(tmp_path / "small", records, extra="[run]\nblock_bytes = 1000\n")
+    groups = []
+    for config in (default, small):
+        run_pipeline(config, config.parent / "out", workers=1, quiet=True)
+        (docs,) = (config.parent / "out" / "docs" / "web").glob("*.parquet")
+        groups.append(pq.ParquetFile(docs).metadata.num_row_groups)
+        assert pq.read_table(docs).num_rows == 200
+    assert groups[0] == 1 and groups[1] >= 10  # each block of parsed lines is a batch
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[run]\nmax_doc_bytes = 0\n", "max_doc_bytes must be a positive integer"),
+    ("[run]\nblock_bytes = \"big\"\n", "block_bytes must be a positive integer"),
+    ("[run]\nworkers = true\n", "workers must be a positive integer"),
+])
+def test_bad_run_settings_are_one_line(tmp_path, body, message):
+    config = small_run(tmp_path, extra=body)
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
+
+
+# -- one folder, one run ------------------------------------------------------------------
+
+
+def test_a_second_run_on_a_held_folder_is_refused_naming_the_holder(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    with locked_output(RunStore(str(out))):
+        result = prep("run", str(config), "--out", str(out))
+    assert_one_line_refusal(result, "in use by another prep run", f"pid {os.getpid()}")
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0  # released
+
+
+def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from pipeline.runlock import locked_output; from pipeline.storage import RunStore\n"
+        f"with locked_output(RunStore({str(out)!r})):\n    print('held', flush=True); time.sleep(600)"
+    )], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    assert holder.stdout.readline().strip() == "held"
+    assert prep("run", str(config), "--out", str(out)).returncode != 0
+    holder.kill()
+    holder.wait()
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+
+
+def test_two_runs_started_together_never_clash(tmp_path):
+    clean = tmp_path / "clean"
+    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "pipeline.cli", "run", str(SAMPLE_CONFIG), "--out", str(out), "-q"]
+    runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    results = [(run.wait(), run.stderr.read()) for run in runs]
+    assert any(code == 0 for code, _ in results)
+    for code, stderr in results:
+        assert "Traceback" not in stderr
+        assert code == 0 or "in use by another prep run" in stderr
+    assert tree_digest(clean) == tree_digest(out)
+
+
+# -- globs --------------------------------------------------------------------------------
+
+
+def test_globs_over_symlink_loops_terminate_and_list_each_file_once(tmp_path):
+    data = tmp_path / "data"
+    write_jsonl(data / "a" / "one.jsonl", [{"text": "hello world"}])
+    write_jsonl(data / "b" / "two.jsonl", [{"text": "hello again"}])
+    os.symlink(data, data / "a" / "up")  # into an ancestor
+    os.symlink(data / "b", data / "a" / "to_b")  # a second way to the same folder
+    os.symlink(data / "a", data / "b" / "to_a")  # with the line above, a loop
+    os.symlink(data / "b" / "loop2", data / "b" / "loop1")  # two links that point at each other
+    os.symlink(data / "b" / "loop1", data / "b" / "loop2")
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["data/**/*.jsonl"]\n{LENGTH}')
+    files = [load_config(config).sources["web"].files for _ in range(2)]
+    assert files[0] == files[1]
+    assert sorted(p.name for p in files[0]) == ["one.jsonl", "two.jsonl"]
+
+
+# -- inputs changed behind the run's back -------------------------------------------------
+
+
+def test_an_input_rewritten_with_the_same_size_and_time_is_noticed(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+    data = tmp_path / "in" / "a.jsonl"
+    stat = data.stat()
+    data.write_bytes(data.read_bytes().replace(b"number 1", b"NUMBER 1"))
+    os.utime(data, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # touch -r
+    assert data.stat().st_size == stat.st_size
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out)), "changed after this run read it", "--force")
+    assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0
+    assert "NUMBER 1" in "".join(pq.read_table(out / "docs").column("text").to_pylist())
+
+
+def test_an_input_only_touched_is_accepted(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+    before = tree_digest(out)
+    os.utime(tmp_path / "in" / "a.jsonl")  # new times, same bytes: hashed again, not refused
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+    after = tree_digest(out)
+    assert {k: v for k, v in before.items() if k != ".prep/run.json"} == {k: v for k, v in after.items() if k != ".prep/run.json"}
+
+
+# -- interrupts, full disks, temporaries ---------------------------------------------------
+
+
+def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
+    clean = tmp_path / "clean"
+    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q", "-w", "2").returncode == 0
+    out = tmp_path / "out"
+    for delay in (0.5, 2.0, 3.5, 5.0):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        )
+        time.sleep(delay)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+        _, stderr = proc.communicate(timeout=60)  # no hang
+        assert proc.returncode in (0, 130), stderr
+        assert "Traceback" not in stderr and "Error" not in stderr, stderr
+        if proc.returncode == 130:
+            assert stderr.strip().splitlines()[-1].startswith("interrupted")
+    assert prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
+    assert tree_digest(clean) == tree_digest(out)
+
+
+def _limit_file_size():
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (64 << 10, 64 << 10))
+
+
+def test_a_failed_write_is_one_line_and_the_run_resumes(tmp_path):
+    """A write that fails in a worker (here: a file-size limit, as a full disk does)."""
+    clean = tmp_path / "clean"
+    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
+    out = tmp_path / "out"
+    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q", "-w", "2", preexec_fn=_limit_file_size)
+    assert_one_line_refusal(result, "File too large")
+    assert prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
+    assert tree_digest(clean) == tree_digest(out)
+
+
+def test_a_full_disk_is_one_line(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True).returncode:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    try:
+        result = prep("run", str(SAMPLE_CONFIG), "--out", str(disk / "out"), "-q", "-w", "2")
+        assert_one_line_refusal(result, "no space left", "run the same command again to resume")
+    finally:
+        subprocess.run(["umount", str(disk)])
+
+
+def test_temporaries_of_every_writer_are_removed_at_start(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    run_pipeline(config, out, workers=1, quiet=True)
+    strays = [temp_path(out / "work" / "global" / "1" / "p00007.index.npy"), out / "stats" / ".x.json.tmp",
+              temp_path(out / "docs" / "web" / "00000-a.jsonl.parquet")]
+    for stray in strays:
+        stray.parent.mkdir(parents=True, exist_ok=True)
+        stray.write_text("half-written")
+    run_pipeline(config, out, workers=1, quiet=True)
+    assert not any(p.exists() for p in strays)
+    assert not [p for p in out.rglob(".*") if p.is_file() and is_temporary(p.name)]
+
+
+# -- smaller ones ---------------------------------------------------------------------------
+
+
+def test_duplicate_ids_are_counted_and_named(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "x1", "text": "hello world"}, {"id": "x2", "text": "a doc"}])
+    write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "x1", "text": "hello there"}, {"id": "x3", "text": "another"}])
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert manifest["duplicate_ids"] == {
+        "ids": 1, "extra_copies": 1, "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl", "b.jsonl"]}]
+    }
+    assert any("1 ids occur more than once" in w and "'x1'" in w for w in manifest["warnings"])
+
+
+def test_a_run_without_duplicate_ids_says_nothing(tmp_path):
+    manifest = run_pipeline(small_run(tmp_path), tmp_path / "out", workers=1, quiet=True)
+    assert "duplicate_ids" not in manifest and not any("more than once" in w for w in manifest["warnings"])
+
+
+def test_progress_of_a_resumed_run_counts_only_this_process(tmp_path):
+    bar = ProgressBar("read", total_bytes=10 << 30, total_units=2, mode="json", stream=open(os.devnull, "w"))
+    bar.unit_done(resumed_bytes=5 << 30)  # done by an earlier run
+    bar.update(documents=10, nbytes=1000)
+    assert bar.bytes == 1000 and bar.resumed_bytes == 5 << 30
+
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+    (out / "manifest.json").unlink()
+    result = prep("run", str(config), "--out", str(out), "--progress", "json")
+    records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    read = [r for r in records if r["phase"] == "read + stages"]
+    assert read and all(r["bytes"] == 0 and r["mb_per_s"] == 0 for r in read)
+    assert read[-1]["resumed_bytes"] == (tmp_path / "in" / "a.jsonl").stat().st_size
+
+
+def test_rerunning_into_an_unwritable_folder_is_one_line(tmp_path):
+    config = small_run(tmp_path)
+    out = tmp_path / "out"
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+    if subprocess.run(["mount", "--bind", "-o", "ro", str(out), str(out)], capture_output=True).returncode:
+        pytest.skip("cannot make a read-only bind mount here (needs root)")
+    try:
+        assert_one_line_refusal(prep("run", str(config), "--out", str(out)), "cannot write to --out", "Read-only")
+    finally:
+        subprocess.run(["umount", str(out)])
