@@ -16,6 +16,7 @@ native code) is noticed within a fraction of a second and named with its task.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 import queue
 import signal
@@ -28,6 +29,7 @@ from pipeline.progress import ProgressBar
 Task = tuple[Callable[..., Any], tuple]
 
 POLL_SECONDS = 0.2
+CLOSE_GRACE_SECONDS = 5.0
 
 
 class WorkerDied(RuntimeError):
@@ -57,7 +59,7 @@ class _Reporter:
 def _worker(tasks, results) -> None:
     while (item := tasks.get()) is not None:
         index, fn, args = item
-        results.put(("started", index))
+        results.put(("started", index, os.getpid()))
         reporter = _Reporter(results)
         try:
             value = fn(*args, progress=reporter)
@@ -96,6 +98,9 @@ class LocalExecutor:
                 results.append(fn(*args, progress=bar.update))
                 bar.unit_done()
             return results
+        if any(p.exitcode is not None for p in self._processes):
+            # A worker died between phases: it may have held a queue's lock, so start afresh.
+            self.close(terminate=True)
         self._start()
         try:
             return self._collect(tasks, bar)
@@ -107,23 +112,26 @@ class LocalExecutor:
         for index, (fn, args) in enumerate(tasks):
             self._tasks.put((index, fn, args))
         results: list[Any] = [None] * len(tasks)
-        running: set[int] = set()  # tasks a worker has started and not finished
+        running: dict[int, int] = {}  # task index -> pid of the worker that runs it
         left = len(tasks)
+        checked = time.monotonic()
         while left:
+            if time.monotonic() - checked > POLL_SECONDS:  # even while messages keep coming
+                self._check_alive(tasks, running)
+                checked = time.monotonic()
             try:
                 message = self._results.get(timeout=POLL_SECONDS)
             except queue.Empty:
-                self._check_alive(tasks, running)
                 continue
             kind, *rest = message
             if kind == "progress":
                 bar.update(*rest)
             elif kind == "started":
-                running.add(rest[0])
+                running[rest[0]] = rest[1]
             elif kind == "done":
                 index, value = rest
                 results[index] = value
-                running.discard(index)
+                running.pop(index, None)
                 left -= 1
                 bar.unit_done()
             else:  # failed
@@ -132,14 +140,15 @@ class LocalExecutor:
                 raise error
         return results
 
-    def _check_alive(self, tasks: Sequence[Task], running: set[int]) -> None:
+    def _check_alive(self, tasks: Sequence[Task], running: dict[int, int]) -> None:
         for process in self._processes:
             if process.exitcode is not None:
                 code = process.exitcode
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 hint = " (SIGKILL is often the kernel's out-of-memory killer)" if code == -signal.SIGKILL else ""
-                doing = ", ".join(describe_task(tasks[i]) for i in sorted(running)) or "no task"
-                raise WorkerDied(f"a worker process died with {how}{hint} while running {doing}")
+                doing = ", ".join(describe_task(tasks[i]) for i, pid in running.items() if pid == process.pid)
+                raise WorkerDied(f"a worker process died with {how}{hint} while running {doing or 'its first task'}; "
+                                 "finished units are kept: run the same command again to resume")
 
     def _start(self) -> None:
         if self._processes:
@@ -164,13 +173,15 @@ class LocalExecutor:
         processes, self._processes = self._processes, []
         if not processes:
             return
-        if terminate:
-            for process in processes:
-                process.kill()
-        else:
+        if not terminate:
             for _ in processes:
                 self._tasks.put(None)
-        for process in processes:
+            deadline = time.monotonic() + CLOSE_GRACE_SECONDS
+            for process in processes:
+                process.join(max(0.0, deadline - time.monotonic()))
+        for process in processes:  # idle workers that did not exit (a dead one may hold a lock)
+            if process.exitcode is None:
+                process.kill()
             process.join()
         for q in (self._tasks, self._results):
             q.cancel_join_thread()  # never wait at exit to flush data no worker will read

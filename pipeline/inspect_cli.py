@@ -6,7 +6,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.mix.inventory import MixError
+from pipeline.printable import printable
 from pipeline.mix.plan import parse_tokens
 
 
@@ -27,29 +27,6 @@ GPU_PEAK_FLOPS = {
     "l40s": 362e12,
     "mi300x": 1307e12,
 }
-
-
-# Characters a terminal acts on instead of printing: C0 controls (ESC starts colour, title
-# and clear-screen sequences; BEL, backspace and carriage return hide or overwrite what came
-# before), DEL, C1 controls (U+009B is a one-character CSI) and the bidi overrides and
-# isolates that make text read differently from what it is ("Trojan Source").
-_UNSAFE = r"\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-_UNSAFE_IN_VALUE = re.compile(f"[{_UNSAFE}]")
-_UNSAFE_IN_TEXT = re.compile(rf"(?![\n\t])[{_UNSAFE}]")  # a document's own lines and tabs stay
-
-
-def printable(value: object, *, text: bool = False) -> str:
-    """``value`` with every character a terminal would act on written as a visible escape
-    (``\\x1b``, ``\\u202e``). Documents, ids and file names come from untrusted input: printed
-    raw, they can retitle, clear or rewrite the user's terminal. ``text``: the document body,
-    whose newlines and tabs are kept so it reads as written."""
-    pattern = _UNSAFE_IN_TEXT if text else _UNSAFE_IN_VALUE
-    return pattern.sub(_escape, str(value))
-
-
-def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 @dataclass

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from pipeline.config import Config, StageConfig
+from pipeline.printable import printable_path
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Unit:
     format: str
     text_field: str
     id_field: str
-    file_key: str  # how the ledger and generated ids name the file
+    file_key: str  # how the ledger and generated ids name the file (printable, valid UTF-8)
 
 
 @dataclass
@@ -62,7 +63,7 @@ def _file_keys(files: list[Path | str]) -> list[str]:
     for path in paths[1:]:
         while common not in (path.parent, *path.parent.parents):
             common = common.parent
-    return [str(p.relative_to(common)) for p in paths]
+    return [printable_path(p.relative_to(common)) for p in paths]
 
 
 def plan_segments(config: Config) -> list[Segment]:

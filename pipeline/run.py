@@ -30,6 +30,7 @@ from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stag
 from pipeline.progress import ProgressBar
 from pipeline.stage import UnitContext
 from pipeline.atomic import is_temporary, write_json_atomic
+from pipeline.printable import printable, printable_path
 from pipeline.runlock import locked_output
 from pipeline.storage import RunStore, input_sha256, input_stat
 from pipeline.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
@@ -200,7 +201,7 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
         read_sha = json.loads(text).get("input_file", {}).get("sha256")
         if read_sha is None or input_sha256(unit.path) != read_sha:
             raise ConfigError(
-                f"input {unit.path} ({unit.source}) changed after this run read it, so {store.uri} is stale; "
+                f"input {printable_path(unit.path)} ({unit.source}) changed after this run read it, so {store.uri} is stale; "
                 "restore the file, or run with --force to start over"
             )
 
@@ -355,4 +356,4 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())
         w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
     for warning in manifest["warnings"]:
-        w(f"  warning: {warning}\n")
+        w(f"  warning: {printable(warning)}\n")

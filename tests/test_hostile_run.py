@@ -315,3 +315,60 @@ def test_rerunning_into_an_unwritable_folder_is_one_line(tmp_path):
         assert_one_line_refusal(prep("run", str(config), "--out", str(out)), "cannot write to --out", "Read-only")
     finally:
         subprocess.run(["umount", str(out)])
+
+
+def test_odd_file_names_are_read_and_named_printably(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    names = [b"bad\xff.jsonl", b"new\nline.jsonl", b"esc\x1b[2J.jsonl", "ünï cödé.jsonl".encode()]
+    for name in names:
+        (os.fsencode(folder) + b"/" + name)
+        with open(os.fsencode(folder) + b"/" + name, "wb") as f:
+            f.write(b'{"text": "hello world"}\n')
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert manifest["balance"]["output"] == 4
+    ids = pq.read_table(tmp_path / "out" / "docs").column("id").to_pylist()
+    assert sorted(ids) == ["bad\\xff.jsonl:1", "esc\\x1b[2J.jsonl:1", "new\\x0aline.jsonl:1", "ünï cödé.jsonl:1"]
+
+
+def test_a_worker_killed_mid_run_is_one_line_naming_its_task(tmp_path):
+    records = [{"text": f"document number {i} " * 20} for i in range(30_000)]
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / "in" / f"{name}.jsonl", records)
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    out = tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(out), "-w", "2", "-q"],
+                            stderr=subprocess.PIPE, text=True)
+    busy = None
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and busy is None:  # a unit's temporary names the worker writing it
+        temporaries = list((out / "docs").rglob(".*.tmp")) if (out / "docs").exists() else []
+        busy = int(temporaries[0].name.split(".")[-2]) if temporaries else None
+        time.sleep(0.02)
+    assert busy, "no unit started"
+    os.kill(busy, signal.SIGKILL)  # as the OOM killer would
+    _, stderr = proc.communicate(timeout=60)
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1 and "Traceback" not in stderr, stderr
+    assert "worker process died with signal SIGKILL" in lines[0] and "web/" in lines[0]
+    assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
+
+
+def _square(x: int, progress=None) -> int:
+    return x * x
+
+
+def test_a_worker_that_died_idle_is_replaced_before_the_next_phase():
+    from pipeline.executor import LocalExecutor
+
+    executor = LocalExecutor(2)
+    bar = ProgressBar("t", 0, 4, mode="none")
+    try:
+        assert executor.run([(_square, (i,)) for i in range(4)], bar) == [0, 1, 4, 9]
+        victim = executor._processes[0]
+        os.kill(victim.pid, signal.SIGKILL)  # idle, perhaps holding the task queue's lock
+        victim.join()
+        assert executor.run([(_square, (i,)) for i in range(5)], bar) == [0, 1, 4, 9, 16]
+    finally:
+        executor.close()  # returns: no worker waits on a lock the dead one held

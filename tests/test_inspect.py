@@ -14,7 +14,8 @@ from click.testing import CliRunner
 import pipeline.inspect_cli as inspect_cli
 from pipeline.cli import main
 from pipeline.documents import LEDGER_SCHEMA
-from pipeline.inspect_cli import estimate_hours, printable
+from pipeline.inspect_cli import estimate_hours
+from pipeline.printable import printable
 from pipeline.run import run_pipeline
 from test_run import SAMPLE_CONFIG
 
