@@ -209,9 +209,7 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
                 files.append(match)
     seen: set = set()
     unique = [f for f in files if not (_identity(f) in seen or seen.add(_identity(f)))]
-    for f in unique:
-        if not is_remote(f) and not f.exists():
-            raise ConfigError(f"sources.{name}: {f} does not exist")
+    for f in unique:  # a file a dataset folder lists but lacks is the reader's to quarantine
         if fmt == "auto":
             try:
                 detect_format(f)

@@ -103,7 +103,10 @@ def input_stat(path: str | Path) -> list[int]:
     One request per remote file.
     """
     if not is_remote(path):
-        stat = Path(path).stat()
+        try:
+            stat = Path(path).stat()
+        except OSError:
+            return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
         return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
     fs, key = filesystem(str(path))
     info = fs.get_file_info(key)

@@ -30,6 +30,8 @@ from pipeline.sinks import ParquetSink
 from pipeline.stage import Stage, UnitContext
 from pipeline.storage import RunStore, local_input
 
+UNREADABLE_FILE = "bad-input:unreadable-file"
+
 # The tokenize stage's per-document column: summed for the tokens/s of the progress line.
 TOKENS = "n_tokens"
 
@@ -147,10 +149,14 @@ def run_unit(
 
 
 def _sampled(batch: pa.RecordBatch | None, fraction: float) -> pa.RecordBatch | None:
-    """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same."""
+    """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same.
+    A file that could not be read is always reported: a trial run is where to find it."""
     if batch is None or batch.num_rows == 0:
         return batch
-    return batch.filter(pa.array(in_sample(batch.column(ID), fraction)))
+    keep = pa.array(in_sample(batch.column(ID), fraction))
+    if "reason" in batch.schema.names:
+        keep = pc.or_(keep, pc.equal(batch.column("reason"), UNREADABLE_FILE))
+    return batch.filter(keep)
 
 
 # Sampled documents are gathered into batches of about this much text before the stages

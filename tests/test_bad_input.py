@@ -4,11 +4,13 @@ run goes on and says so; --strict stops at the first one, naming file and line."
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -66,6 +68,12 @@ def make_broken_inputs(folder: Path, huge_bytes: int = 100 << 20) -> dict[str, t
         f.write(b'"}\n')
         f.write(lines(GOOD[1:2]))
     expected["oversized"] = ("huge.jsonl", 2)
+    # Nested past the reader's limit (and far short of what would crash Arrow).
+    (folder / "deep.jsonl").write_bytes(lines(GOOD[:1]) + b'{"text": "x", "m": ' + b"[" * 150 + b"]" * 150 + b"}\n")
+    expected["too-deep"] = ("deep.jsonl", 2)
+    # A file that is not Parquet at all: one row for the whole file, and the run goes on.
+    (folder / "empty.parquet").write_bytes(b"")
+    expected["unreadable-file"] = ("empty.parquet", 0)
     return expected
 
 
@@ -104,6 +112,36 @@ def test_run_goes_on_and_balances(broken_run):
     assert kept.count("g0") >= 4 and "g1" in kept and "g4" in kept
     assert set(manifest["bad_input"]) == {f"bad-input:{k}" for k in expected}
     assert "bad input quarantined" in result.output
+
+
+def test_unreadable_file_is_in_the_manifest_with_its_checksum(broken_run):
+    root, _, _ = broken_run
+    manifest = json.loads((root / "out" / "manifest.json").read_text())
+    empty = next(i for i in manifest["inputs"] if i["path"].endswith("empty.parquet"))
+    assert empty["bytes"] == 0 and empty["sha256"] == hashlib.sha256(b"").hexdigest()
+
+
+def test_invalid_utf8_never_reaches_the_stages(tmp_path):
+    """Latin-1 JSON lines (valid JSON, so Arrow parses them) and a Parquet string column
+    with invalid bytes used to abort the run in normalize; now each bad record is
+    quarantined and the rest is normalized and written."""
+    (tmp_path / "in").mkdir()
+    records = [{"id": f"l{i}", "text": "café crème brûlée" if i % 2 else "plain text"} for i in range(6)]
+    (tmp_path / "in" / "latin1.jsonl").write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("latin-1"))
+    text = pa.array([b"good text", b"caf\xe9"], pa.binary()).view(pa.string())
+    pq.write_table(pa.table({"id": ["p0", "p1"], "text": text}), tmp_path / "in" / "mis.parquet")
+    config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*"]\n[[stages]]\nname = "normalize"\n')
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(tmp_path / "out"), "-w", "1"])
+    assert result.exit_code == 0, result.output
+    ledger = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
+    assert sorted((r["file"], r["line"]) for r in ledger if r["reason"] == "bad-input:invalid-utf8") == [
+        ("latin1.jsonl", 2), ("latin1.jsonl", 4), ("latin1.jsonl", 6), ("mis.parquet", 1)
+    ]
+    docs = pq.read_table(tmp_path / "out" / "docs")
+    docs.validate(full=True)
+    assert sorted(docs.column("id").to_pylist()) == ["l0", "l2", "l4", "p0"]
+    balance = json.loads((tmp_path / "out" / "manifest.json").read_text())["balance"]
+    assert balance == {"input": 8, "output": 4, "rejected": 4}
 
 
 def test_strict_stops_at_first_bad_line_naming_it(tmp_path):

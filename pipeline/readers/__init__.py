@@ -1,9 +1,26 @@
 """Readers turn one input file into a stream of ``Chunk``s: Arrow document batches plus
 ledger rows for input that could not be read (quarantined, never silently dropped).
 
-``open_input(path, spec)`` picks the reader from the file name (or ``format`` in the
+``read_input(path, spec)`` picks the reader from the file name (or ``format`` in the
 source's config): JSON lines (``.jsonl``, ``.json``, ``.ndjson``, C4's ``.json.gz``, any
 of them gzipped), Parquet, and Hugging Face ``datasets`` Arrow files (``save_to_disk``).
+
+Nothing a reader yields is unsafe downstream: every string it yields is valid UTF-8, and
+no JSON line nested deeper than ``nesting.MAX_DEPTH`` reaches a parser. What cannot be
+read becomes ledger rows (``bad-input:<kind>``, file, line or row, and the raw bytes
+where there are any); a reader never raises on bad input, except in ``--strict`` mode
+(``StrictModeError`` at the first one, naming file and line).
+
+Accounting: each ledger row counts as one input document, rejected, so input = output +
+rejected holds for every file. A record (line or row) that cannot be read is one row. A
+file that cannot be read at all (missing, permission denied, a 0-byte or garbage Parquet
+or Arrow file) yields no documents and counts as one rejected document: its
+``unreadable-file`` row, at location 0. (An empty JSON lines file is readable and holds
+no records.) A file that fails part-way counts the records read before the failure
+(kept, or rejected one by one) plus one row for the unreadable rest, at the line or row
+where reading stopped: ``unreadable-file``, or ``truncated-gzip``/``corrupt-gzip``. The
+last chunk's ``extra`` holds the file's ``bytes`` and ``sha256`` whenever the file can
+be read as bytes at all, so the manifest records it.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A ``save_to_disk`` folder (``state.json`` plus ``data-*.arrow``) or a ``DatasetDict``
 folder (``dataset_dict.json`` plus one such folder per split) is expanded into its Arrow
 files by ``expand_hf_folder``; each file is then read memory-mapped, without importing
-``datasets`` at all.
+``datasets`` at all, one record batch at a time, so a file damaged part-way keeps the
+documents before the damage.
 """
 
 from __future__ import annotations
@@ -14,37 +15,77 @@ from typing import Iterator
 
 import pyarrow as pa
 
+from pipeline.readers.batches import read_batches, sliced
 from pipeline.readers.common import Chunk, InputSpec
-from pipeline.readers.parquet import iter_record_batches
-from pipeline.hashing import file_sha256
 
 
 def is_hf_folder(path: Path) -> bool:
     return path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists())
 
 
-def expand_hf_folder(path: Path) -> list[Path]:
-    """The Arrow files of a ``save_to_disk`` folder, in the dataset's own order."""
-    if (path / "dataset_dict.json").exists():
-        splits = json.loads((path / "dataset_dict.json").read_text())["splits"]
-        return [f for split in splits for f in expand_hf_folder(path / split)]
-    state = json.loads((path / "state.json").read_text())
-    return [path / entry["filename"] for entry in state["_data_files"]]
+def expand_hf_folder(path: Path, splits: bool = True) -> list[Path]:
+    """The Arrow files of a ``save_to_disk`` folder, in the dataset's own order.
+
+    A ``state.json`` or ``dataset_dict.json`` that cannot be read (damaged, not what
+    ``datasets`` writes) must not stop the run: the folder's own files are taken
+    instead, in name order, which is the dataset's order (``data-00000-of-00003.arrow``,
+    ...; splits by folder name). Each file is then read, or quarantined, on its own.
+    Names in those files are data: one that is not a plain file name (``../x``, ``/etc``)
+    counts as damage, so no path outside the folder is ever read. Splits hold no splits
+    (``splits``), so a split that links back to its parent cannot recurse.
+    """
+    try:
+        if splits and (path / "dataset_dict.json").exists():
+            names = _plain_names(json.loads((path / "dataset_dict.json").read_text())["splits"])
+            return [f for split in names for f in expand_hf_folder(path / split, splits=False)]
+        state = json.loads((path / "state.json").read_text())
+        return [path / name for name in _plain_names([entry["filename"] for entry in state["_data_files"]])]
+    except (OSError, ValueError, KeyError, TypeError):
+        return _arrow_files_by_name(path, splits)
+
+
+def _plain_names(names: list) -> list[str]:
+    if not all(isinstance(n, str) and n not in ("", ".", "..") and "/" not in n and "\\" not in n for n in names):
+        raise ValueError("a name that is not a plain file name")
+    return names
+
+
+def _arrow_files_by_name(path: Path, splits: bool) -> list[Path]:
+    """The Arrow files of a folder and (``splits``) of its split folders, in name order."""
+    files = sorted(path.glob("*.arrow"))
+    if splits:
+        for split in sorted(p for p in path.iterdir() if is_hf_folder(p)):
+            files.extend(expand_hf_folder(split, splits=False))
+    return files
 
 
 def read_arrow_file(path: Path, spec: InputSpec) -> Iterator[Chunk]:
-    size = path.stat().st_size
+    return read_batches(path, spec, _arrow_batches)
+
+
+def _arrow_batches(path: Path, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Batches of at most ``spec.batch_rows`` rows, from the stream format ``datasets``
+    writes or the file format, each with the bytes of the file it stands for."""
     with pa.memory_map(str(path)) as source:
         try:
-            reader = pa.ipc.open_stream(source)
+            stream = pa.ipc.open_stream(source)
         except pa.ArrowInvalid:
             source.seek(0)
-            file_reader = pa.ipc.open_file(source)
-            batches = (file_reader.get_batch(i) for i in range(file_reader.num_record_batches))
-            rows = sum(file_reader.get_batch(i).num_rows for i in range(file_reader.num_record_batches))
+            yield from _file_format_batches(pa.ipc.open_file(source), source.size(), spec)
         else:
-            table = reader.read_all()  # memory-mapped: no copy of the data
-            batches = table.to_batches(max_chunksize=spec.batch_rows)
-            rows = table.num_rows
-        yield from iter_record_batches(batches, spec, size, max(rows, 1))
-    yield Chunk(extra={"sha256": file_sha256(path), "bytes": size})
+            yield from _stream_batches(stream, source, spec)
+
+
+def _stream_batches(stream: pa.ipc.RecordBatchStreamReader, source: pa.MemoryMappedFile, spec: InputSpec):
+    """One message at a time (the mapped file's position says how many bytes each took):
+    a stream truncated or damaged part-way fails at its first bad message, not at open."""
+    position = 0
+    for batch in stream:
+        yield from sliced(batch, spec.batch_rows, source.tell() - position)
+        position = source.tell()
+
+
+def _file_format_batches(reader: pa.ipc.RecordBatchFileReader, size: int, spec: InputSpec):
+    count = reader.num_record_batches
+    for i in range(count):
+        yield from sliced(reader.get_batch(i), spec.batch_rows, size * (i + 1) // count - size * i // count)

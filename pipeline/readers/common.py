@@ -1,8 +1,10 @@
-"""What every reader shares: the chunk it yields, the options it takes, and the checks
-that turn a raw parsed table into documents plus quarantined rows."""
+"""What every reader shares: the chunk it yields, the options it takes, the checks
+that turn a raw parsed table into documents plus quarantined rows, and how a file that
+cannot be read at all is recorded."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -10,8 +12,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
+from pipeline.hashing import file_sha256
 
 READER_STAGE = "read"
+
+# What opening or reading a damaged, truncated, vanished or forbidden file raises:
+# pyarrow's errors (ArrowInvalid for "not a Parquet file", ...), the OS's (missing,
+# permission denied, I/O error), and a schema whose names are not UTF-8.
+READ_ERRORS = (pa.ArrowException, OSError, UnicodeDecodeError)
 
 
 class StrictModeError(Exception):
@@ -75,8 +83,29 @@ def bad_rows(spec: InputSpec, entries: list[BadInput], ids: list[str | None] | N
     )
 
 
-def _reasons(table: pa.Table, text_field: str, may_have_nul: bool) -> pa.Array | None:
-    """Per row: null for a usable document, else the bad-input kind."""
+def unreadable(spec: InputSpec, location: int, error: BaseException) -> pa.RecordBatch:
+    """The one ledger row for a file that cannot be read from ``location`` on (0 when it
+    could not be opened at all); its detail is the error's message, on one line."""
+    return bad_rows(spec, [BadInput(location, "unreadable-file", one_line(error), None)])
+
+
+def one_line(error: BaseException) -> str:
+    """The first line of an error's message (pyarrow appends source locations below it)."""
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def file_facts(path: str | os.PathLike) -> dict:
+    """Size and sha256 of the raw file, for the manifest; empty when it cannot be read."""
+    try:
+        return {"sha256": file_sha256(path), "bytes": os.path.getsize(path)}
+    except OSError:
+        return {}
+
+
+def _reasons(table: pa.Table, text_field: str, may_have_nul: bool, max_doc_bytes: int) -> pa.Array | None:
+    """Per row: null for a usable document, else the bad-input kind. (JSON lines never
+    reach here over ``max_doc_bytes``; Parquet and Arrow rows can.)"""
     n = table.num_rows
     if text_field not in table.column_names:
         return pa.repeat(pa.scalar("missing-text"), n)
@@ -94,6 +123,7 @@ def _reasons(table: pa.Table, text_field: str, may_have_nul: bool) -> pa.Array |
     blank = pc.or_(pc.equal(pc.binary_length(filled), 0), pc.utf8_is_space(filled))
     blank = pc.and_(pc.is_valid(text), blank)
     reason = pc.if_else(blank, pa.scalar("empty-text"), reason)
+    reason = pc.if_else(pc.greater(pc.binary_length(filled), max_doc_bytes), pa.scalar("oversized"), reason)
     if pc.all(pc.is_null(reason)).as_py():
         return None
     return reason
@@ -109,22 +139,17 @@ def to_documents(
     ``source``, the input's other fields, and the internal ``_line``. A reader that knows
     no text can hold a NUL (JSON without a ``\u0000`` escape) skips that scan.
     """
-    table = table.combine_chunks()
+    table = _plain_text(table.combine_chunks(), spec.text_field)
     ids, own_ids = _ids(table, lines, spec)
-    reasons = _reasons(table, spec.text_field, may_have_nul)
+    reasons = _reasons(table, spec.text_field, may_have_nul, spec.max_doc_bytes)
     bad = None
     if reasons is not None:
         rejected = pc.is_valid(reasons)
         bad_table = table.filter(rejected)
         kinds = reasons.filter(rejected).to_pylist()
-        texts = (
-            bad_table.column(spec.text_field).to_pylist()
-            if spec.text_field in bad_table.column_names and _is_string(bad_table.schema.field(spec.text_field).type)
-            else [None] * len(kinds)
-        )
         entries = [
-            BadInput(line, kind, f"{spec.text_field!r} field: {kind}", t.encode("utf-8") if t else None)
-            for line, kind, t in zip(lines.filter(rejected).to_pylist(), kinds, texts)
+            BadInput(line, kind, f"{spec.text_field!r} field: {kind}", None if kind == "oversized" else raw or None)
+            for line, kind, raw in zip(lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field))
         ]
         bad = bad_rows(spec, entries, ids.filter(rejected).to_pylist())
         keep = pc.invert(rejected)
@@ -137,16 +162,28 @@ def to_documents(
         text = pc.cast(text, pa.string())
     names = [ID, TEXT, SOURCE]
     arrays = [_flat(ids), _flat(text), pa.repeat(pa.scalar(spec.source), n)]
+    taken = set(table.column_names)
     for name in table.column_names:
-        if name in (spec.text_field, LINE) or (name == spec.id_field and own_ids):
+        if name == spec.text_field or (name == spec.id_field and own_ids):
             continue
-        # A field named like one of ours keeps its value under an ``input_`` prefix.
-        out = f"input_{name}" if name in (ID, TEXT, SOURCE) else name
-        names.append(out)
+        names.append(_input_name(name, taken))
         arrays.append(_flat(table.column(name)))
     names.append(LINE)
     arrays.append(_flat(lines.cast(pa.int64())))
     return pa.RecordBatch.from_arrays(arrays, names=names), bad
+
+
+def _input_name(name: str, taken: set[str]) -> str:
+    """The output name of an input field: a field named like one of ours keeps its value
+    under an ``input_`` prefix, repeated while the input has a field of that name too
+    (two columns of one name would make the output unreadable)."""
+    if name not in (ID, TEXT, SOURCE, LINE):
+        return name
+    out = f"input_{name}"
+    while out in taken:
+        out = f"input_{out}"
+    taken.add(out)
+    return out
 
 
 def _ids(table: pa.Table, lines: pa.Array, spec: InputSpec) -> tuple[pa.Array, bool]:
@@ -162,6 +199,32 @@ def _ids(table: pa.Table, lines: pa.Array, spec: InputSpec) -> tuple[pa.Array, b
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             pass  # an id that is not a scalar: the field stays as it was, the location names the row
     return _flat(location_ids), False
+
+
+def text_bytes(table: pa.Table, text_field: str) -> list[bytes | None]:
+    """Each row's text as bytes, for the ledger's ``raw``; None where it is not a string.
+
+    A cast to binary only relabels the buffers: no decode and re-encode, which would
+    fail on text that is not valid UTF-8."""
+    if text_field not in table.column_names or not _is_string(table.schema.field(text_field).type):
+        return [None] * table.num_rows
+    return pc.cast(table.column(text_field), pa.large_binary()).to_pylist()
+
+
+def _plain_text(table: pa.Table, text_field: str) -> pa.Table:
+    """The table with a dictionary-encoded or view text column (as Parquet and Arrow
+    files may store it) decoded to plain strings, so it is read as text, not rejected."""
+    if text_field not in table.column_names:
+        return table
+    type_ = table.schema.field(text_field).type
+    if pa.types.is_dictionary(type_) and _is_string(type_.value_type):
+        target = type_.value_type
+    elif getattr(pa.types, "is_string_view", lambda _: False)(type_):  # pyarrow >= 16
+        target = pa.string()
+    else:
+        return table
+    i = table.column_names.index(text_field)
+    return table.set_column(i, text_field, pc.cast(table.column(i), target))
 
 
 def _is_string(type_: pa.DataType) -> bool:

@@ -5,28 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.readers.common import Chunk, InputSpec, to_documents
-from pipeline.hashing import file_sha256
+from pipeline.readers.batches import read_batches
+from pipeline.readers.common import Chunk, InputSpec
 
 
 def read_parquet(path: Path, spec: InputSpec) -> Iterator[Chunk]:
+    return read_batches(path, spec, _parquet_batches)
+
+
+def _parquet_batches(path: Path, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Batches of at most ``spec.batch_rows`` rows; progress bytes are pro rata by rows.
+
+    Row groups are read one at a time, so that no batch spans two: a damaged row group
+    then costs only itself and what follows, not the end of the one before it."""
     size = path.stat().st_size
-    parquet = pq.ParquetFile(path)
-    rows = max(parquet.metadata.num_rows, 1)
-    yield from iter_record_batches(parquet.iter_batches(batch_size=spec.batch_rows), spec, size, rows)
-    yield Chunk(extra={"sha256": file_sha256(path), "bytes": size})
-
-
-def iter_record_batches(batches, spec: InputSpec, size: int, rows: int) -> Iterator[Chunk]:
-    """Documents from a stream of record batches; progress bytes are pro rata by rows."""
-    row = 0
-    for batch in batches:
-        n = batch.num_rows
-        lines = pa.array(np.arange(row, row + n, dtype=np.int64))
-        docs, bad = to_documents(pa.Table.from_batches([batch]), lines, spec)
-        yield Chunk(docs=docs, bad=bad, bytes_read=size * n // rows)
-        row += n
+    with pq.ParquetFile(path) as parquet:
+        rows = max(parquet.metadata.num_rows, 1)
+        for group in range(parquet.num_row_groups):
+            for batch in parquet.iter_batches(batch_size=spec.batch_rows, row_groups=[group]):
+                yield batch, size * batch.num_rows // rows

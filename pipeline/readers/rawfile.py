@@ -43,19 +43,30 @@ class HashingReader(io.RawIOBase):
             self.sha256.update(chunk)
             self.bytes_read += len(chunk)
 
+    def facts(self) -> dict:
+        """Size and sha256 of the whole raw file, for the manifest (read to the end
+        first); empty when the rest of it cannot be read."""
+        try:
+            self.drain()
+        except OSError:
+            return {}
+        return {"sha256": self.sha256.hexdigest(), "bytes": self.bytes_read}
+
     def close(self) -> None:
         self._file.close()
         super().close()
 
 
-def is_gzip(path: Path) -> bool:
-    with open(path, "rb") as f:
-        return f.read(2) == b"\x1f\x8b"
+GZIP_MAGIC = b"\x1f\x8b"
 
 
-def open_stream(raw: HashingReader, gzipped: bool) -> io.BufferedIOBase:
+def open_stream(raw: HashingReader) -> tuple[io.BufferedIOBase, bool]:
+    """The file's decompressed stream, and whether it is gzip. Gzip is told by its magic
+    bytes, not the name: a plain file named ``.gz`` is read as it is (and garbage named
+    ``.gz`` is quarantined line by line like any other garbage)."""
     buffered = io.BufferedReader(raw, buffer_size=1 << 20)
-    return igzip.IGzipFile(fileobj=buffered, mode="rb") if gzipped else buffered
+    gzipped = buffered.peek(2)[:2] == GZIP_MAGIC
+    return (igzip.IGzipFile(fileobj=buffered, mode="rb") if gzipped else buffered), gzipped
 
 
 def salvage_gzip(path: Path, skip: int) -> bytes:
@@ -67,12 +78,12 @@ def salvage_gzip(path: Path, skip: int) -> bytes:
     damage itself.
     """
     kept, position = [], 0
-    with gzip.open(path, "rb") as f:
-        try:
+    try:
+        with gzip.open(path, "rb") as f:
             while part := f.read1(1 << 12):
                 if position + len(part) > skip:
                     kept.append(part[max(skip - position, 0) :])
                 position += len(part)
-        except GZIP_ERRORS:
-            pass
+    except GZIP_ERRORS:  # the damage itself, or the file gone since
+        pass
     return b"".join(kept)
