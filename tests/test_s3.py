@@ -212,3 +212,21 @@ def test_a_different_run_into_the_same_remote_folder_needs_force(s3, tmp_path):
 def test_a_missing_bucket_for_out_is_a_clear_error(s3):
     with pytest.raises(ConfigError, match="cannot write to --out s3://no-such-bucket/run"):
         run_pipeline(REPO / "configs" / "sample.toml", "s3://no-such-bucket/run", workers=1, quiet=True)
+
+
+def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp_path, monkeypatch):
+    from pipeline.runlock import OutputBusy
+
+    upload_sample(s3, "lease")
+    config = write_config(tmp_path / "run.toml", '[sources.math]\npaths = ["s3://lease/in/math/gsm8k.jsonl.gz"]\n'
+                                                 '[[stages]]\nname = "length"\nmin_chars = 10\n')
+    lease = {"host": "another-machine", "pid": 4242, "started": "then", "command": "prep run other.toml",
+             "token": "theirs"}
+    store = RunStore("s3://lease/run")
+    store.write_text(".prep/lease.json", json.dumps({**lease, "renewed": time.time()}))
+    with pytest.raises(OutputBusy, match="in use by another prep run .*pid 4242 on another-machine"):
+        run_pipeline(config, "s3://lease/run", workers=1, quiet=True)
+    monkeypatch.setenv("PREP_LEASE_SECONDS", "5")
+    store.write_text(".prep/lease.json", json.dumps({**lease, "renewed": time.time() - 6}))  # its run stopped renewing
+    assert run_pipeline(config, "s3://lease/run", workers=1, quiet=True)["balance"]["input"] > 0
+    assert store.read_text(".prep/lease.json") is None  # released at the end
