@@ -19,8 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path and would shadow standard modules
-# (benchmarks/tokenize.py hides ``tokenize``): put the repository root there instead.
+# Run as a script, only this folder is on sys.path: the repository root goes there
+# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import argparse

@@ -124,7 +124,7 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
     from datatrove.pipeline.writers import JsonlWriter
 
-    from benchmarks.tokenize import gpt2_tokenizer_json
+    from benchmarks.tokenization import gpt2_tokenizer_json
 
     # datatrove 0.10.1 hands str to xxhash, which xxhash >= 4 refuses: encode first.
     dt_xxhash.xxhash64 = lambda data: xxhash.xxh64_intdigest(data.encode() if isinstance(data, str) else data)

@@ -15,19 +15,13 @@ as they are (no repetition); both sides' keep counts are printed as a sanity che
 
 from __future__ import annotations
 
+import argparse
+import gzip
+import json
+import os
 import sys
+import time
 from pathlib import Path
-
-# Run as a script, this folder comes first on sys.path, where benchmarks/tokenize.py
-# would shadow the standard library's tokenize module (imported by numpy via inspect).
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import argparse  # noqa: E402
-import gzip  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import time  # noqa: E402
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
@@ -37,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from stages.quality import QualityStage  # noqa: E402
+
 
 def load(data: Path, limit: int | None) -> list[str]:
     """Texts of the shared web corpora (all but the raw-HTML one), in a fixed order."""
@@ -51,7 +46,9 @@ def load(data: Path, limit: int | None) -> list[str]:
 def run_ours(texts: list[str], batch_size: int = 1024) -> tuple[float, int]:
     stage = QualityStage(QualityStage.Options())
     batches = [
-        pa.RecordBatch.from_pydict({"id": [str(i) for i in range(len(chunk))], "text": chunk, "source": ["web"] * len(chunk)})
+        pa.RecordBatch.from_pydict(
+            {"id": [str(i) for i in range(len(chunk))], "text": chunk, "source": ["web"] * len(chunk)}
+        )
         for chunk in (texts[i : i + batch_size] for i in range(0, len(texts), batch_size))
     ]
     kept = 0
@@ -99,11 +96,13 @@ def main() -> None:
     ours_s, ours_kept = run_ours(texts)
     ref_s, ref_kept = run_datatrove(texts)
 
-    print(f"{len(texts)} web documents, {mb:.1f} MB, one core each (numba compile/cache load {compile_s:.1f}s, not timed)")
+    print(f"{len(texts)} web documents, {mb:.1f} MB, one core each "
+          f"(numba compile/cache load {compile_s:.1f}s, not timed)")
     print()
     print("| filters | seconds | docs/s | MB/s | kept |")
     print("|---|---:|---:|---:|---:|")
-    print(f"| prep quality (all signals) | {ours_s:.2f} | {len(texts) / ours_s:,.0f} | {mb / ours_s:.2f} | {ours_kept} |")
+    print(f"| prep quality (all signals) | {ours_s:.2f} | {len(texts) / ours_s:,.0f} | {mb / ours_s:.2f} "
+          f"| {ours_kept} |")
     print(f"| datatrove 4 filters chained | {ref_s:.2f} | {len(texts) / ref_s:,.0f} | {mb / ref_s:.3f} | {ref_kept} |")
     print()
     print(f"speed-up: {ref_s / ours_s:.1f}x (target >= 30x)")

@@ -23,8 +23,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# Run as a script, this folder comes first on sys.path, where a sibling benchmark named
-# like a standard module (tokenize.py) would shadow it: put the repository there instead.
+# Run as a script, only this folder is on sys.path: the repository root goes there
+# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
 sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
 
 import argparse  # noqa: E402

@@ -3,8 +3,7 @@ and pyarrow's own JSON reader, over the same real files, in the same run.
 
     python -m benchmarks.read_throughput [--data ../shared/data] [--workers 1]
 
-(Run benchmarks as modules from the repository root: benchmarks/tokenize.py would
-shadow the standard library module of that name for a script run from its folder.)
+(Run benchmarks as modules from the repository root, as README says.)
 
 prep's number includes everything a run does besides filtering: decompression, parsing,
 the bad-input checks, ids, writing zstd Parquet, checksums, markers and the manifest.

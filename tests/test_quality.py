@@ -10,7 +10,7 @@ import pytest
 
 from stages.quality import QualityStage
 from stages.quality.tables import tables
-from stages.quality.tokenizer import kernel_tables, split_words
+from stages.quality.word_splitter import kernel_tables, split_words
 
 import numpy as np
 

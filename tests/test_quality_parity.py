@@ -22,7 +22,7 @@ Classes of disagreement, and why they are acceptable:
 
 Possible, not seen on these corpora (the thresholds leave room for them):
 
-* Word splitting. Ours replays spaCy's English tokenizer (``tokenizer.py``) and agrees
+* Word splitting. Ours replays spaCy's English tokenizer (``word_splitter.py``) and agrees
   token for token on every page tried here. Known gaps, each needing a contrived token
   and moving a count by one word: ``\\d`` in URL ports and IPv4 hosts read as ASCII
   digits, IPv4 octets with leading zeros, and the three special cases "°C." "°F." "°K."

@@ -7,7 +7,7 @@ second reads the rewritten text for FineWeb's signals (FineWeb's recipe runs aft
 so it judges the text C4 leaves). Code and math documents take one pass each.
 
 Every function here reproduces one datatrove rule exactly on the same words
-(``tokenizer.split_words``) and the same notion of line (``str.splitlines``,
+(``word_splitter.split_words``) and the same notion of line (``str.splitlines``,
 ``str.split("\\n")``, ``re.split("\\n+")`` and ``re.split("\\n{2,}")`` where the
 reference uses each), counting characters as Python does (code points).
 Signals go into a float64 matrix (NaN where a rule cannot be computed); thresholds
@@ -20,9 +20,9 @@ import numba
 import numpy as np
 
 from stages.quality.jit import kernel, leaf
-from stages.quality.hashing import bytes_key, count_duplicates, mix64, slot_of, table_capacity
+from stages.quality.open_addressing import bytes_key, count_duplicates, mix64, slot_of, table_capacity
 from stages.quality.tables import ALNUM, ALPHA, DECIMAL, DT_PUNCT, DT_TERM, LINEBREAK, NO_SPACE_SCRIPT, SENT_PUNCT, SPACE, UNI_P
-from stages.quality.tokenizer import split_words
+from stages.quality.word_splitter import split_words
 from stages.quality.utf8 import decode, n_chars, prev_start
 
 # Signal columns (fixed part); n-gram columns follow from NGRAM_BASE.

@@ -27,8 +27,9 @@ are mostly (``no_space_script_min_frac``, default 0.5) from scripts written with
 spaces is exempt from those word-based rules and C4 leaves its text alone, as well as
 from FineWeb's line punctuation rule (Thai, Lao and Myanmar prose often ends lines
 without any mark). It still gets the rules that read lines and characters: duplicate
-lines and paragraphs, short lines and duplicated characters. The share is kept as the ``no_space_frac`` column. Mixed pages with mostly
-Latin letters are judged as English, like the reference.
+lines and paragraphs, short lines and duplicated characters. The share is kept as the
+``no_space_frac`` column. Mixed pages with mostly Latin letters are judged as English,
+like the reference.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stages.quality import kernels as K
+from stages.quality import kernels
 
 STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
 POLICY_SUBSTRINGS = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
@@ -152,8 +153,8 @@ class QualityOptions:
 class Decider:
     """Walks rules in order and keeps, per document, the first one that fires."""
 
-    def __init__(self, n: int):
-        self.code = np.zeros(n, np.int32)  # 0: keep, else 1 + index into names
+    def __init__(self, n_documents: int):
+        self.code = np.zeros(n_documents, np.int32)  # 0: keep, else 1 + index into names
         self.names: list[str] = []
 
     def rule(self, name: str, fires: np.ndarray) -> None:
@@ -171,83 +172,90 @@ class _Only:
         self.decider.rule(name, self.mask & fires)
 
 
-def decide_web(o: QualityOptions, s: np.ndarray, d: Decider) -> None:
-    words = ~(s[:, K.NO_SPACE_FRAC] >= o.no_space_script_min_frac)  # word rules apply
-    if o.gopher_repetition:
-        d.rule("gopher_repetition:empty", s[:, K.TEXT_CHARS] == 0)
-        for name, col, thr in (
-            ("dup_para_frac", K.GR_DUP_PARA_FRAC, o.gopher_dup_para_frac),
-            ("dup_para_char_frac", K.GR_DUP_PARA_CHAR_FRAC, o.gopher_dup_para_char_frac),
-            ("dup_line_frac", K.GR_DUP_LINE_FRAC, o.gopher_dup_line_frac),
-            ("dup_line_char_frac", K.GR_DUP_LINE_CHAR_FRAC, o.gopher_dup_line_char_frac),
+def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
+    words = ~(signals[:, kernels.NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
+    word_rules = _Only(decider, words)
+    if options.gopher_repetition:
+        decider.rule("gopher_repetition:empty", signals[:, kernels.TEXT_CHARS] == 0)
+        for name, column, threshold in (
+            ("dup_para_frac", kernels.GR_DUP_PARA_FRAC, options.gopher_dup_para_frac),
+            ("dup_para_char_frac", kernels.GR_DUP_PARA_CHAR_FRAC, options.gopher_dup_para_char_frac),
+            ("dup_line_frac", kernels.GR_DUP_LINE_FRAC, options.gopher_dup_line_frac),
+            ("dup_line_char_frac", kernels.GR_DUP_LINE_CHAR_FRAC, options.gopher_dup_line_char_frac),
         ):
-            if thr:
-                d.rule(f"gopher_repetition:{name}", s[:, col] > thr)
-        col = K.NGRAM_BASE
-        for n, thr in o.top_ngrams():
-            d.rule(f"gopher_repetition:top_{n}gram", words & (s[:, col] > thr))
-            col += 1
-        for n, thr in o.dup_ngrams():
-            d.rule(f"gopher_repetition:dup_{n}gram", words & (s[:, col] > thr))
-            col += 1
-    if o.gopher_quality:
-        d = _Only(d, words)
-        count, mean = s[:, K.GQ_WORDS], s[:, K.GQ_MEAN_WORD_LEN]
-        if o.gopher_min_doc_words:
-            d.rule("gopher_quality:word_count", count < o.gopher_min_doc_words)
-        if o.gopher_max_doc_words:
-            d.rule("gopher_quality:word_count", count > o.gopher_max_doc_words)
-        if o.gopher_min_avg_word_length:
-            d.rule("gopher_quality:mean_word_length", mean < o.gopher_min_avg_word_length)
-        if o.gopher_max_avg_word_length:
-            d.rule("gopher_quality:mean_word_length", mean > o.gopher_max_avg_word_length)
-        if o.gopher_max_symbol_word_ratio:
-            d.rule("gopher_quality:hash_ratio", s[:, K.GQ_HASH_RATIO] > o.gopher_max_symbol_word_ratio)
-            d.rule("gopher_quality:ellipsis_ratio", s[:, K.GQ_ELLIPSIS_RATIO] > o.gopher_max_symbol_word_ratio)
-        if o.gopher_max_bullet_lines_ratio:
-            d.rule("gopher_quality:bullet_lines", s[:, K.GQ_BULLET_LINES] > o.gopher_max_bullet_lines_ratio)
-        if o.gopher_max_ellipsis_lines_ratio:
-            d.rule("gopher_quality:ellipsis_lines", s[:, K.GQ_ELLIPSIS_LINES] > o.gopher_max_ellipsis_lines_ratio)
-        if o.gopher_min_alpha_words_ratio:
-            d.rule("gopher_quality:alpha_words", s[:, K.GQ_ALPHA_WORDS] < o.gopher_min_alpha_words_ratio)
-        if o.gopher_min_stop_words:
-            d.rule("gopher_quality:stop_words", s[:, K.GQ_STOP_WORDS] < o.gopher_min_stop_words)
-        d = d.decider
-    if o.c4:
-        d = _Only(d, words)
-        d.rule("c4:lorem_ipsum", s[:, K.C4_EVENT] == K.C4_LOREM)
-        d.rule("c4:curly_bracket", s[:, K.C4_EVENT] == K.C4_CURLY)
-        d.rule("c4:too_few_sentences", s[:, K.C4_SENTENCES] < o.c4_min_num_sentences)
-        d = d.decider
-    if o.fineweb:
-        d.rule("fineweb:empty", s[:, K.FW_LINES] == 0)
-        punct = s[:, K.FW_LINE_PUNCT_RATIO]
-        exempt = (punct == 0) & o.fineweb_line_punct_exclude_zero
-        d.rule("fineweb:line_punct_ratio", words & (punct < o.fineweb_line_punct_thr) & ~exempt)
-        d.rule("fineweb:short_line_ratio", s[:, K.FW_SHORT_LINE_RATIO] > o.fineweb_short_line_thr)
-        d.rule("fineweb:char_dup_ratio", s[:, K.FW_CHAR_DUP_RATIO] > o.fineweb_char_duplicates_ratio)
-        d.rule("fineweb:list_ratio", words & (s[:, K.FW_LIST_RATIO] > o.fineweb_new_line_ratio))
+            if threshold:
+                decider.rule(f"gopher_repetition:{name}", signals[:, column] > threshold)
+        column = kernels.NGRAM_BASE
+        for n, threshold in options.top_ngrams():
+            decider.rule(f"gopher_repetition:top_{n}gram", words & (signals[:, column] > threshold))
+            column += 1
+        for n, threshold in options.dup_ngrams():
+            decider.rule(f"gopher_repetition:dup_{n}gram", words & (signals[:, column] > threshold))
+            column += 1
+    if options.gopher_quality:
+        count, mean = signals[:, kernels.GQ_WORDS], signals[:, kernels.GQ_MEAN_WORD_LEN]
+        if options.gopher_min_doc_words:
+            word_rules.rule("gopher_quality:word_count", count < options.gopher_min_doc_words)
+        if options.gopher_max_doc_words:
+            word_rules.rule("gopher_quality:word_count", count > options.gopher_max_doc_words)
+        if options.gopher_min_avg_word_length:
+            word_rules.rule("gopher_quality:mean_word_length", mean < options.gopher_min_avg_word_length)
+        if options.gopher_max_avg_word_length:
+            word_rules.rule("gopher_quality:mean_word_length", mean > options.gopher_max_avg_word_length)
+        if options.gopher_max_symbol_word_ratio:
+            limit = options.gopher_max_symbol_word_ratio
+            word_rules.rule("gopher_quality:hash_ratio", signals[:, kernels.GQ_HASH_RATIO] > limit)
+            word_rules.rule("gopher_quality:ellipsis_ratio", signals[:, kernels.GQ_ELLIPSIS_RATIO] > limit)
+        if options.gopher_max_bullet_lines_ratio:
+            limit = options.gopher_max_bullet_lines_ratio
+            word_rules.rule("gopher_quality:bullet_lines", signals[:, kernels.GQ_BULLET_LINES] > limit)
+        if options.gopher_max_ellipsis_lines_ratio:
+            limit = options.gopher_max_ellipsis_lines_ratio
+            word_rules.rule("gopher_quality:ellipsis_lines", signals[:, kernels.GQ_ELLIPSIS_LINES] > limit)
+        if options.gopher_min_alpha_words_ratio:
+            limit = options.gopher_min_alpha_words_ratio
+            word_rules.rule("gopher_quality:alpha_words", signals[:, kernels.GQ_ALPHA_WORDS] < limit)
+        if options.gopher_min_stop_words:
+            limit = options.gopher_min_stop_words
+            word_rules.rule("gopher_quality:stop_words", signals[:, kernels.GQ_STOP_WORDS] < limit)
+    if options.c4:
+        event = signals[:, kernels.C4_EVENT]
+        word_rules.rule("c4:lorem_ipsum", event == kernels.C4_LOREM)
+        word_rules.rule("c4:curly_bracket", event == kernels.C4_CURLY)
+        word_rules.rule("c4:too_few_sentences", signals[:, kernels.C4_SENTENCES] < options.c4_min_num_sentences)
+    if options.fineweb:
+        decider.rule("fineweb:empty", signals[:, kernels.FW_LINES] == 0)
+        punct = signals[:, kernels.FW_LINE_PUNCT_RATIO]
+        exempt = (punct == 0) & options.fineweb_line_punct_exclude_zero
+        decider.rule("fineweb:line_punct_ratio", words & (punct < options.fineweb_line_punct_thr) & ~exempt)
+        short_lines = signals[:, kernels.FW_SHORT_LINE_RATIO]
+        decider.rule("fineweb:short_line_ratio", short_lines > options.fineweb_short_line_thr)
+        char_dups = signals[:, kernels.FW_CHAR_DUP_RATIO]
+        decider.rule("fineweb:char_dup_ratio", char_dups > options.fineweb_char_duplicates_ratio)
+        decider.rule("fineweb:list_ratio", words & (signals[:, kernels.FW_LIST_RATIO] > options.fineweb_new_line_ratio))
 
 
-def decide_code(o: QualityOptions, s: np.ndarray, d: Decider) -> None:
-    d.rule("code:empty", s[:, K.NONSPACE_CHARS] == 0)
-    if o.code_max_blob_chars:  # before line length: a blob is usually one long line
-        d.rule("code:encoded_blob", s[:, K.BLOB_LEN] >= o.code_max_blob_chars)
-    if o.code_max_line_length:
-        d.rule("code:max_line_length", s[:, K.CODE_MAX_LINE_LEN] > o.code_max_line_length)
-    if o.code_max_mean_line_length:
-        d.rule("code:mean_line_length", s[:, K.CODE_MEAN_LINE_LEN] > o.code_max_mean_line_length)
-    if o.code_min_alnum_frac:
-        d.rule("code:alnum_frac", s[:, K.CODE_ALNUM_FRAC] < o.code_min_alnum_frac)
-    d.rule("code:auto_generated", s[:, K.CODE_AUTOGEN] > 0)
+def decide_code(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
+    decider.rule("code:empty", signals[:, kernels.NONSPACE_CHARS] == 0)
+    if options.code_max_blob_chars:  # before line length: a blob is usually one long line
+        decider.rule("code:encoded_blob", signals[:, kernels.BLOB_LEN] >= options.code_max_blob_chars)
+    if options.code_max_line_length:
+        decider.rule("code:max_line_length", signals[:, kernels.CODE_MAX_LINE_LEN] > options.code_max_line_length)
+    if options.code_max_mean_line_length:
+        mean = signals[:, kernels.CODE_MEAN_LINE_LEN]
+        decider.rule("code:mean_line_length", mean > options.code_max_mean_line_length)
+    if options.code_min_alnum_frac:
+        decider.rule("code:alnum_frac", signals[:, kernels.CODE_ALNUM_FRAC] < options.code_min_alnum_frac)
+    decider.rule("code:auto_generated", signals[:, kernels.CODE_AUTOGEN] > 0)
 
 
-def decide_math(o: QualityOptions, s: np.ndarray, d: Decider) -> None:
-    d.rule("math:empty", s[:, K.NONSPACE_CHARS] == 0)
-    if o.math_max_blob_chars:
-        d.rule("math:encoded_blob", s[:, K.BLOB_LEN] >= o.math_max_blob_chars)
-    if o.math_max_dup_line_char_frac:
-        d.rule("math:dup_line_char_frac", s[:, K.GR_DUP_LINE_CHAR_FRAC] > o.math_max_dup_line_char_frac)
+def decide_math(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
+    decider.rule("math:empty", signals[:, kernels.NONSPACE_CHARS] == 0)
+    if options.math_max_blob_chars:
+        decider.rule("math:encoded_blob", signals[:, kernels.BLOB_LEN] >= options.math_max_blob_chars)
+    if options.math_max_dup_line_char_frac:
+        dup_line_chars = signals[:, kernels.GR_DUP_LINE_CHAR_FRAC]
+        decider.rule("math:dup_line_char_frac", dup_line_chars > options.math_max_dup_line_char_frac)
 
 
 DECIDE = {"web": decide_web, "code": decide_code, "math": decide_math}

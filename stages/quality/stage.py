@@ -23,46 +23,47 @@ import pyarrow.compute as pc
 
 from pipeline.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from stages.quality import kernels as K
+from stages.quality import kernels
 from stages.quality.buffers import string_array, text_buffers
 from stages.quality.rules import DECIDE, Decider, QualityOptions
 from stages.quality.tables import tables
-from stages.quality.tokenizer import kernel_tables
+from stages.quality.word_splitter import kernel_tables
 
 _INT, _FLOAT = pa.int32(), pa.float32()
 FIXED_COLUMNS = [
-    ("gq_words", K.GQ_WORDS, _INT),
-    ("gq_mean_word_len", K.GQ_MEAN_WORD_LEN, _FLOAT),
-    ("gq_hash_ratio", K.GQ_HASH_RATIO, _FLOAT),
-    ("gq_ellipsis_ratio", K.GQ_ELLIPSIS_RATIO, _FLOAT),
-    ("gq_bullet_lines", K.GQ_BULLET_LINES, _FLOAT),
-    ("gq_ellipsis_lines", K.GQ_ELLIPSIS_LINES, _FLOAT),
-    ("gq_alpha_words", K.GQ_ALPHA_WORDS, _FLOAT),
-    ("gq_stop_words", K.GQ_STOP_WORDS, _INT),
-    ("gr_dup_para_frac", K.GR_DUP_PARA_FRAC, _FLOAT),
-    ("gr_dup_para_char_frac", K.GR_DUP_PARA_CHAR_FRAC, _FLOAT),
-    ("gr_dup_line_frac", K.GR_DUP_LINE_FRAC, _FLOAT),
-    ("gr_dup_line_char_frac", K.GR_DUP_LINE_CHAR_FRAC, _FLOAT),
-    ("c4_sentences", K.C4_SENTENCES, _INT),
-    ("c4_lines_removed", K.C4_LINES_REMOVED, _INT),
-    ("fw_line_punct_ratio", K.FW_LINE_PUNCT_RATIO, _FLOAT),
-    ("fw_short_line_ratio", K.FW_SHORT_LINE_RATIO, _FLOAT),
-    ("fw_char_dup_ratio", K.FW_CHAR_DUP_RATIO, _FLOAT),
-    ("fw_list_ratio", K.FW_LIST_RATIO, _FLOAT),
-    ("code_max_line_len", K.CODE_MAX_LINE_LEN, _INT),
-    ("code_mean_line_len", K.CODE_MEAN_LINE_LEN, _FLOAT),
-    ("code_alnum_frac", K.CODE_ALNUM_FRAC, _FLOAT),
-    ("code_autogen", K.CODE_AUTOGEN, _INT),
-    ("blob_len", K.BLOB_LEN, _INT),
-    ("no_space_frac", K.NO_SPACE_FRAC, _FLOAT),
+    ("gq_words", kernels.GQ_WORDS, _INT),
+    ("gq_mean_word_len", kernels.GQ_MEAN_WORD_LEN, _FLOAT),
+    ("gq_hash_ratio", kernels.GQ_HASH_RATIO, _FLOAT),
+    ("gq_ellipsis_ratio", kernels.GQ_ELLIPSIS_RATIO, _FLOAT),
+    ("gq_bullet_lines", kernels.GQ_BULLET_LINES, _FLOAT),
+    ("gq_ellipsis_lines", kernels.GQ_ELLIPSIS_LINES, _FLOAT),
+    ("gq_alpha_words", kernels.GQ_ALPHA_WORDS, _FLOAT),
+    ("gq_stop_words", kernels.GQ_STOP_WORDS, _INT),
+    ("gr_dup_para_frac", kernels.GR_DUP_PARA_FRAC, _FLOAT),
+    ("gr_dup_para_char_frac", kernels.GR_DUP_PARA_CHAR_FRAC, _FLOAT),
+    ("gr_dup_line_frac", kernels.GR_DUP_LINE_FRAC, _FLOAT),
+    ("gr_dup_line_char_frac", kernels.GR_DUP_LINE_CHAR_FRAC, _FLOAT),
+    ("c4_sentences", kernels.C4_SENTENCES, _INT),
+    ("c4_lines_removed", kernels.C4_LINES_REMOVED, _INT),
+    ("fw_line_punct_ratio", kernels.FW_LINE_PUNCT_RATIO, _FLOAT),
+    ("fw_short_line_ratio", kernels.FW_SHORT_LINE_RATIO, _FLOAT),
+    ("fw_char_dup_ratio", kernels.FW_CHAR_DUP_RATIO, _FLOAT),
+    ("fw_list_ratio", kernels.FW_LIST_RATIO, _FLOAT),
+    ("code_max_line_len", kernels.CODE_MAX_LINE_LEN, _INT),
+    ("code_mean_line_len", kernels.CODE_MEAN_LINE_LEN, _FLOAT),
+    ("code_alnum_frac", kernels.CODE_ALNUM_FRAC, _FLOAT),
+    ("code_autogen", kernels.CODE_AUTOGEN, _INT),
+    ("blob_len", kernels.BLOB_LEN, _INT),
+    ("no_space_frac", kernels.NO_SPACE_FRAC, _FLOAT),
 ]
 
 
 def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    encoded = [(s.lower() if lower else s).encode() for s in strings]
-    off = np.zeros(len(encoded) + 1, np.int64)
-    off[1:] = np.cumsum([len(e) for e in encoded])
-    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy(), off
+    """``strings`` as one UTF-8 byte array and the offsets of each (Arrow's layout)."""
+    encoded = [(string.lower() if lower else string).encode() for string in strings]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    offsets[1:] = np.cumsum([len(item) for item in encoded])
+    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy(), offsets
 
 
 @register
@@ -72,61 +73,63 @@ class QualityStage(Stage):
 
     def __init__(self, options: QualityOptions):
         super().__init__(options)
-        o = options
-        self._T = kernel_tables(tables())
-        self._top = np.array([n for n, _ in o.top_ngrams()], np.int64)
-        self._dup = np.array([n for n, _ in o.dup_ngrams()], np.int64)
-        self._stop = _blob(o.gopher_stop_words)
-        self._policy = _blob(o.c4_policy_substrings, lower=True)
-        self._markers = _blob(o.code_autogen_markers, lower=True)
-        p = np.zeros(K.N_PARAMS, np.int64)
-        p[K.P_C4_REMOVE_CITATIONS] = o.c4_remove_citations
-        p[K.P_C4_NO_TERMINAL_PUNCT] = o.c4_filter_no_terminal_punct
-        p[K.P_C4_MIN_WORDS_PER_LINE] = o.c4_min_words_per_line
-        p[K.P_C4_MAX_WORD_LENGTH] = o.c4_max_word_length
-        p[K.P_C4_LOREM] = o.c4_filter_lorem_ipsum
-        p[K.P_C4_JAVASCRIPT] = o.c4_filter_javascript
-        p[K.P_C4_CURLY] = o.c4_filter_curly_bracket
-        p[K.P_C4_POLICY] = o.c4_filter_policy
-        p[K.P_FW_SHORT_LINE_LENGTH] = o.fineweb_short_line_length
-        p[K.P_RUN_C4] = o.c4
-        p[K.P_AUTOGEN_LINES] = o.code_autogen_lines
-        self._params = p
+        self._tables = kernel_tables(tables())
+        self._top_ngram_sizes = np.array([n for n, _ in options.top_ngrams()], np.int64)
+        self._dup_ngram_sizes = np.array([n for n, _ in options.dup_ngrams()], np.int64)
+        self._stop_words = _blob(options.gopher_stop_words)
+        self._policy_substrings = _blob(options.c4_policy_substrings, lower=True)
+        self._autogen_markers = _blob(options.code_autogen_markers, lower=True)
+        params = np.zeros(kernels.N_PARAMS, np.int64)
+        params[kernels.P_C4_REMOVE_CITATIONS] = options.c4_remove_citations
+        params[kernels.P_C4_NO_TERMINAL_PUNCT] = options.c4_filter_no_terminal_punct
+        params[kernels.P_C4_MIN_WORDS_PER_LINE] = options.c4_min_words_per_line
+        params[kernels.P_C4_MAX_WORD_LENGTH] = options.c4_max_word_length
+        params[kernels.P_C4_LOREM] = options.c4_filter_lorem_ipsum
+        params[kernels.P_C4_JAVASCRIPT] = options.c4_filter_javascript
+        params[kernels.P_C4_CURLY] = options.c4_filter_curly_bracket
+        params[kernels.P_C4_POLICY] = options.c4_filter_policy
+        params[kernels.P_FW_SHORT_LINE_LENGTH] = options.fineweb_short_line_length
+        params[kernels.P_RUN_C4] = options.c4
+        params[kernels.P_AUTOGEN_LINES] = options.code_autogen_lines
+        self._params = params
         self.columns = list(FIXED_COLUMNS)
-        col = K.NGRAM_BASE
-        for n in self._top:
-            self.columns.append((f"gr_top_{n}gram", col, _FLOAT))
-            col += 1
-        for n in self._dup:
-            self.columns.append((f"gr_dup_{n}gram", col, _FLOAT))
-            col += 1
-        self._n_signals = col
+        column = kernels.NGRAM_BASE
+        for n in self._top_ngram_sizes:
+            self.columns.append((f"gr_top_{n}gram", column, _FLOAT))
+            column += 1
+        for n in self._dup_ngram_sizes:
+            self.columns.append((f"gr_dup_{n}gram", column, _FLOAT))
+            column += 1
+        self._n_signals = column
 
     def signals(self, text: pa.Array, rule_set: str) -> tuple[np.ndarray, pa.Array | None]:
         """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten text."""
         data, offsets = text_buffers(text)
-        sig = np.full((len(offsets) - 1, self._n_signals), np.nan)
+        signals = np.full((len(offsets) - 1, self._n_signals), np.nan)
         if rule_set == "code":
-            K.code_batch(self._T, data, offsets, self._params, *self._markers, sig)
-            return sig, None
+            kernels.code_batch(self._tables, data, offsets, self._params, *self._autogen_markers, signals)
+            return signals, None
         if rule_set == "math":
-            K.math_batch(self._T, data, offsets, sig)
-            return sig, None
+            kernels.math_batch(self._tables, data, offsets, signals)
+            return signals, None
         out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
-        out_off = np.zeros(len(offsets), np.int64)
+        out_offsets = np.zeros(len(offsets), np.int64)
         no_space_min = float(self.options.no_space_script_min_frac)
-        K.web_batch(self._T, data, offsets, self._params, no_space_min, *self._stop, *self._policy, self._top, self._dup, sig, out, out_off)
-        rewritten = string_array(out[: out_off[-1]], out_off, text.type) if self.options.c4 else None
-        return sig, rewritten
+        kernels.web_batch(
+            self._tables, data, offsets, self._params, no_space_min, *self._stop_words, *self._policy_substrings,
+            self._top_ngram_sizes, self._dup_ngram_sizes, signals, out, out_offsets,
+        )
+        rewritten = string_array(out[: out_offsets[-1]], out_offsets, text.type) if self.options.c4 else None
+        return signals, rewritten
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         rule_set = self.options.rule_set(source)
         text = batch.column(TEXT)
         if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
             text = text.cast(pa.large_string())  # e.g. the null type of an empty column
-        sig, rewritten = self.signals(text, rule_set)
+        signals, rewritten = self.signals(text, rule_set)
         decider = Decider(batch.num_rows)
-        DECIDE[rule_set](self.options, sig, decider)
+        DECIDE[rule_set](self.options, signals, decider)
         names = pa.array([None] + decider.names, pa.string())
         reasons = names.take(pa.array(decider.code))
         changed = 0
@@ -136,8 +139,8 @@ class QualityStage(Stage):
             differs = pc.and_(keep, pc.not_equal(new_text, text))
             changed = int(pc.sum(differs.cast(pa.int64())).as_py() or 0)
             batch = set_column(batch, TEXT, new_text)
-        for name, col, typ in self.columns:
-            values = sig[:, col]
+        for name, column, typ in self.columns:
+            values = signals[:, column]
             missing = np.isnan(values)
             if typ == _INT:
                 values = np.where(missing, 0, values).astype(np.int32)

@@ -13,31 +13,21 @@ It prints MB/s (UTF-8 input), tokens/s, bytes per token and each row's ratio to 
 the same tokenizer. Each measurement is the best of ``--repeat`` runs, (a) and (b)
 interleaved so that load from other processes hits both alike.
 
-    python -m benchmarks.tokenize --max-mb 8 --threads 2
+    python -m benchmarks.tokenization --max-mb 8 --threads 2
 """
 
+import argparse
+import gzip
+import json
 import os
-import sys
+import shutil
+import tempfile
+import time
+from pathlib import Path
 
-# ``python benchmarks/tokenize.py`` would put this folder first on sys.path, and this file
-# would then shadow the standard library's ``tokenize`` (used by linecache, inspect, ...).
-_HERE = os.path.dirname(os.path.abspath(__file__))
-if sys.path and os.path.abspath(sys.path[0] or os.curdir) == _HERE:
-    sys.path[0] = os.path.dirname(_HERE)
+import pyarrow as pa
 
-import argparse  # noqa: E402
-import gzip  # noqa: E402
-import itertools  # noqa: E402
-import json  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pyarrow as pa  # noqa: E402
-
-REPO = Path(_HERE).parent
+REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 SHARED = SHARED if SHARED.is_dir() else Path("/work/shared/data")
 WEB = ["web/dolma_ccmain_20190717_00140.jsonl.gz", "web/web_gold.jsonl.gz"]

@@ -21,7 +21,8 @@ leading zeros accepted, and the specials "°C." "°F." "°K." left out of step 5
 would grow in place). The character classes and special cases come from spaCy itself
 through ``_gen_tables.py``.
 
-Tokens are returned as byte spans; downstream kernels derive lengths, flags and hashes.
+Words (spaCy's tokens) are returned as byte spans; downstream kernels derive lengths,
+flags and hashes.
 """
 
 from __future__ import annotations
@@ -494,7 +495,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
 
 @leaf
 def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
-    """Tokens of buf[start:end] as spaCy English + strip_strings would give them.
+    """Words of buf[start:end] as spaCy English + strip_strings would give them.
 
     Writes byte spans into out_s/out_e (each at least end - start long) and returns the
     count. stack_s/stack_e are scratch of the same size.

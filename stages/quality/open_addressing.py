@@ -1,4 +1,4 @@
-"""Hashing helpers for the repetition rules: open-addressing tables over 64-bit keys.
+"""Open-addressing hash tables over 64-bit keys, and those keys, for the repetition rules.
 
 Duplicate lines, paragraphs and n-grams are found by hashing, never by building
 strings. Keys are 64-bit (0 means an empty slot); at web-document sizes a collision is
