@@ -23,9 +23,8 @@ import numpy as np
 
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
+from pipeline.mix.format import MIX_JSON
 from pipeline.token_shards import ShardError
-
-MIX_JSON = "mix.json"
 
 
 def is_mixture(path: str | os.PathLike) -> bool:

@@ -4,4 +4,5 @@
 weights and a budget into per-phase token targets and epochs, ``order`` picks documents
 (by a hash of id and seed) and interleaves sources so every window holds the target
 shares, and ``output`` writes ``mix.json`` plus the global order for the loader.
+``format`` names those files; readers (the loader, the report) import the names from it.
 """

@@ -15,13 +15,12 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.atomic import atomic_path, save_npy_atomic
+# The file names live in ``format`` (readers import them without the planner); they are
+# imported here for the writer and for callers that already import them from this module.
+from pipeline.mix.format import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
-
-ORDER_SOURCE = "order_source.npy"
-ORDER_DOCUMENT = "order_document.npy"
-MIX_JSON = "mix.json"
 
 
 def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curriculum: str, runs: list[Path]) -> dict:
