@@ -46,8 +46,9 @@ class Normalize(Stage):
         if self.options.strip_controls:
             cleaned = pc.replace_substring_regex(cleaned, _UNWANTED, "")
         cleaned = pc.utf8_normalize(cleaned, form=self.options.form)
-        changed = int(pc.sum(pc.not_equal(text, cleaned)).as_py() or 0)
         emptied = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(cleaned)), 0)
+        # Only kept documents count as changed (the contract): an emptied one is a rejection.
+        changed = int(pc.sum(pc.and_not(pc.not_equal(text, cleaned), emptied)).as_py() or 0)
         drop = pc.if_else(emptied, pa.scalar("empty-after-normalize"), pa.scalar(None, pa.string()))
         batch = set_column(batch, TEXT, cleaned)
         return StageOutput(batch=batch, drop_reason=drop, changed=changed)
