@@ -136,9 +136,8 @@ def register(cls: type[Stage]) -> type[Stage]:
     return cls
 
 
-def registry() -> dict[str, type[Stage]]:
-    """All known stages by name (importing ``stages`` registers the built-in ones)."""
-    import stages  # noqa: F401  (registers the built-in stages)
-
+def registered() -> dict[str, type[Stage]]:
+    """The stages registered so far, by name. The contract knows no stage itself:
+    ``pipeline.stage_registry`` loads them (built-in and plug-in) and asks here."""
     return dict(_REGISTRY)
 
