@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -63,6 +64,10 @@ class PrepGroup(click.Group):
             if not isinstance(error, USER_ERRORS):
                 message = f"{type(error).__name__}: {message} (PREP_DEBUG=1 prints the traceback)"
             raise click.ClickException(message) from None
+        finally:
+            # The command is over: a Ctrl-C now would only cut the interpreter's teardown
+            # short and end the process by a signal instead of its exit code.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @click.group(cls=PrepGroup, context_settings={"help_option_names": ["-h", "--help"]})
