@@ -19,17 +19,12 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.hashing import hash_strings, splitmix64
+from pipeline.hashing import id_hashes
 
 RANGE_IDS = 8 << 20
 EXAMPLES = 3
-
-
-def id_hashes(ids: pa.Array) -> np.ndarray:
-    return splitmix64(hash_strings(ids))
 
 
 def unit_ids_path(work: Path, source: str, unit: str) -> Path:

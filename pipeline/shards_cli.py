@@ -18,7 +18,7 @@ import click
 import numpy as np
 
 from pipeline.atomic import atomic_path
-from pipeline.hashing import file_sha256
+from pipeline.hashing import file_sha256, id_hashes
 from pipeline.token_shards import (
     IncompatibleShards,
     IndexedShard,
@@ -185,13 +185,6 @@ def merge_command(out_prefix: str, inputs: tuple[str, ...]) -> None:
 # line ends into segments no longer than this (bytes), keeping the newlines so the model
 # learns code and paragraph layout.
 SEGMENT_BYTES = 8192
-
-
-def id_hashes(ids) -> np.ndarray:
-    """Stable 64-bit hashes of document ids (the project's id hash, as ``--sample`` uses)."""
-    from pipeline.hashing import hash_strings, splitmix64
-
-    return splitmix64(hash_strings(ids))
 
 
 def run_doc_files(run_dir: Path, sources: tuple[str, ...] = ()) -> list[Path]:

@@ -21,9 +21,9 @@ import pyarrow.parquet as pq
 
 from pipeline.atomic import save_npy, write_json, write_json_atomic
 from pipeline.config import Config, StageConfig
-from pipeline.duplicate_ids import id_hashes, unit_ids_path
+from pipeline.duplicate_ids import unit_ids_path
 from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
-from pipeline.hashing import in_sample
+from pipeline.hashing import id_hashes, in_sample
 from pipeline.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
 from pipeline.sinks import ParquetSink

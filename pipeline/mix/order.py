@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.hashing import splitmix64
+from pipeline.kernels.mixing import splitmix64
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.plan import Plan
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 
 from pipeline.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
 from pipeline.hashing import file_sha256
+from pipeline.kernels.buffers import is_string
 
 READER_STAGE = "read"
 
@@ -112,7 +113,7 @@ def _reasons(table: pa.Table, text_field: str, may_have_nul: bool, max_doc_bytes
     text = table.column(text_field)
     if pa.types.is_null(text.type):
         return pa.repeat(pa.scalar("missing-text"), n)
-    if not _is_string(text.type):
+    if not is_string(text.type):
         return pc.if_else(pc.is_null(text), pa.scalar("missing-text"), pa.scalar("non-string-text"))
     none = pa.scalar(None, pa.string())
     reason = pc.if_else(pc.is_null(text), pa.scalar("missing-text"), none)
@@ -206,7 +207,7 @@ def text_bytes(table: pa.Table, text_field: str) -> list[bytes | None]:
 
     A cast to binary only relabels the buffers: no decode and re-encode, which would
     fail on text that is not valid UTF-8."""
-    if text_field not in table.column_names or not _is_string(table.schema.field(text_field).type):
+    if text_field not in table.column_names or not is_string(table.schema.field(text_field).type):
         return [None] * table.num_rows
     return pc.cast(table.column(text_field), pa.large_binary()).to_pylist()
 
@@ -217,7 +218,7 @@ def _plain_text(table: pa.Table, text_field: str) -> pa.Table:
     if text_field not in table.column_names:
         return table
     type_ = table.schema.field(text_field).type
-    if pa.types.is_dictionary(type_) and _is_string(type_.value_type):
+    if pa.types.is_dictionary(type_) and is_string(type_.value_type):
         target = type_.value_type
     elif getattr(pa.types, "is_string_view", lambda _: False)(type_):  # pyarrow >= 16
         target = pa.string()
@@ -225,10 +226,6 @@ def _plain_text(table: pa.Table, text_field: str) -> pa.Table:
         return table
     i = table.column_names.index(text_field)
     return table.set_column(i, text_field, pc.cast(table.column(i), target))
-
-
-def _is_string(type_: pa.DataType) -> bool:
-    return pa.types.is_string(type_) or pa.types.is_large_string(type_)
 
 
 def _flat(column) -> pa.Array:

@@ -25,8 +25,8 @@ from pathlib import Path
 import numba as nb
 import numpy as np
 
+from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
 from stages.dedup import partfile
-from stages.dedup.minhash import mix64
 
 EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])
 MAX_STEPS = 400
@@ -112,7 +112,7 @@ def read_adjacency(files: list[Path], q: int) -> np.ndarray:
 def _fingerprint(u, v):
     h = np.uint64(0)
     for k in range(u.shape[0]):
-        h += mix64(np.uint64(u[k]) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(v[k]))
+        h += mix64(np.uint64(u[k]) * GOLDEN_GAMMA ^ np.uint64(v[k]))
     return h
 
 

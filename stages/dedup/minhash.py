@@ -38,22 +38,14 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-_FNV_PRIME = np.uint64(0x100000001B3)
-_POLY = np.uint64(0x9E3779B97F4A7C15)
-_M1 = np.uint64(0xBF58476D1CE4E5B9)
-_M2 = np.uint64(0x94D049BB133111EB)
+from pipeline.kernels.buffers import is_string, string_buffers
+from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, fnv1a, mix64
+from pipeline.kernels.utf8 import decode_lenient
+
+_POLY = GOLDEN_GAMMA  # odd: the multiplier of the shingle and band polynomials
 _MASK32 = np.uint64(0xFFFFFFFF)
 _SEP = -1  # normalised code point that separates words
 _SPACE = -2  # whitespace: a separator that the exact hash collapses
-
-
-@nb.njit(cache=True, inline="always")
-def mix64(x):
-    """splitmix64's finaliser: a bijective avalanche of 64 bits."""
-    x = (x ^ (x >> np.uint64(30))) * _M1
-    x = (x ^ (x >> np.uint64(27))) * _M2
-    return x ^ (x >> np.uint64(31))
 
 
 @nb.njit(cache=True)
@@ -146,7 +138,7 @@ def _normalise(data, start, end, cps, word_hash):
     n_words = 0
     n_spaced = 0
     after_space = True
-    exact = _FNV_OFFSET
+    exact = FNV_OFFSET
     in_word = False
     pending_space = False
     emitted = False
@@ -160,42 +152,28 @@ def _normalise(data, start, end, cps, word_hash):
             cp = 32
             i += 1
         else:
-            c = np.int64(data[i])
-            if c < 0x80:
-                cp = c
-                i += 1
-            elif c >= 0xF0 and i + 3 < end:
-                cp = ((c & 0x07) << 18) | ((np.int64(data[i + 1]) & 0x3F) << 12) | ((np.int64(data[i + 2]) & 0x3F) << 6) | (np.int64(data[i + 3]) & 0x3F)
-                i += 4
-            elif c >= 0xE0 and i + 2 < end:
-                cp = ((c & 0x0F) << 12) | ((np.int64(data[i + 1]) & 0x3F) << 6) | (np.int64(data[i + 2]) & 0x3F)
-                i += 3
-            elif c >= 0xC0 and i + 1 < end:
-                cp = ((c & 0x1F) << 6) | (np.int64(data[i + 1]) & 0x3F)
-                i += 2
-            else:  # stray continuation byte or truncated sequence: keep it as a symbol
-                cp = c
-                i += 1
+            cp, size = decode_lenient(data, i, end)  # a stray or cut-off byte is a symbol
+            i += size
             f = _fold(cp)
         if f < 0:  # a separator ends the current word
             if in_word:
                 h = _word_end(wh, acc, nacc)
                 word_hash[n_words - 1] = h
-                exact = (exact ^ h) * _FNV_PRIME
+                exact = (exact ^ h) * FNV_PRIME
                 in_word = False
             if f == _SPACE:
                 pending_space = True
                 after_space = True
                 continue
             if pending_space and emitted:
-                exact = (exact ^ np.uint64(32)) * _FNV_PRIME
+                exact = (exact ^ np.uint64(32)) * FNV_PRIME
             pending_space = False
             emitted = True
-            exact = (exact ^ np.uint64(cp)) * _FNV_PRIME
+            exact = (exact ^ np.uint64(cp)) * FNV_PRIME
             continue
         if not in_word:
             if pending_space and emitted:
-                exact = (exact ^ np.uint64(32)) * _FNV_PRIME
+                exact = (exact ^ np.uint64(32)) * FNV_PRIME
             pending_space = False
             emitted = True
             if after_space:
@@ -237,16 +215,10 @@ def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, w
         return 0
     if n_cps > char_word_len * n_spaced:  # no spaces to speak of: character n-grams
         if n_cps <= char_ngram:
-            h = _FNV_OFFSET
-            for j in range(n_cps):
-                h = (h ^ np.uint64(cps[j])) * _FNV_PRIME
-            out[0] = mix64(h)
+            out[0] = mix64(fnv1a(cps, 0, n_cps))
             return 1
         for s in range(n_cps - char_ngram + 1):
-            h = _FNV_OFFSET
-            for j in range(s, s + char_ngram):
-                h = (h ^ np.uint64(cps[j])) * _FNV_PRIME
-            out[s] = mix64(h)
+            out[s] = mix64(fnv1a(cps, s, s + char_ngram))
         return n_cps - char_ngram + 1
     width = min(ngram, n_words)
     count = n_words - width + 1
@@ -331,26 +303,6 @@ def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return a.astype(np.uint32), b.astype(np.uint32)
 
 
-def string_buffers(text: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(starts, ends, bytes) of a string array's rows, without copying text.
-
-    A null row reads as empty text (its end is its start)."""
-    if isinstance(text, pa.ChunkedArray):
-        text = text.combine_chunks()
-    if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
-        raise TypeError(f"text must be a string column, not {text.type}")
-    off_type = np.int64 if pa.types.is_large_string(text.type) else np.int32
-    bufs = text.buffers()
-    n = len(text)
-    offsets = np.frombuffer(bufs[1], dtype=off_type, count=n + 1, offset=text.offset * np.dtype(off_type).itemsize)
-    offsets = offsets.astype(np.int64)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    starts, ends = offsets[:-1], offsets[1:]
-    if text.null_count:
-        ends = np.where(text.is_valid().to_numpy(zero_copy_only=False), ends, starts)
-    return starts, ends, data
-
-
 class Signer:
     """Computes signatures, band keys and exact hashes for batches of text.
 
@@ -365,7 +317,10 @@ class Signer:
     def sign(self, text: pa.Array, keep_shingles: bool = False) -> dict[str, np.ndarray]:
         """Minima (uint32, [n, bands*rows]), exact hash, shingle counts,
         and, with ``keep_shingles``, each document's sorted unique shingle hashes."""
-        starts, ends, data = string_buffers(text)
+        if not is_string(text.type):
+            raise TypeError(f"text must be a string column, not {text.type}")
+        data, offsets = string_buffers(text)  # a null row reads as empty text
+        starts, ends = offsets[:-1], offsets[1:]
         n = starts.shape[0]
         sigs = np.empty((n, self.num_hashes), np.uint32)
         exact = np.empty(n, np.uint64)

@@ -20,10 +20,11 @@ import numba
 import numpy as np
 
 from stages.quality.jit import kernel, leaf
-from stages.quality.open_addressing import bytes_key, count_duplicates, mix64, slot_of, table_capacity
+from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64_nonzero
+from pipeline.kernels.utf8 import decode, n_chars, prev_start
+from stages.quality.open_addressing import bytes_key, count_duplicates, slot_of, table_capacity
 from stages.quality.tables import ALNUM, ALPHA, DECIMAL, DT_PUNCT, DT_TERM, LINEBREAK, NO_SPACE_SCRIPT, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.word_splitter import split_words
-from stages.quality.utf8 import decode, n_chars, prev_start
 
 # Signal columns (fixed part); n-gram columns follow from NGRAM_BASE.
 GQ_WORDS = 0
@@ -345,7 +346,7 @@ def gopher_repetition(T, buf, ntok, chars, poly, powlen, text_chars, top_ns, dup
         cum[t + 1] = cum[t] + chars[t]
     wkey = np.empty(ntok, np.uint64)
     for t in range(ntok):
-        wkey[t] = mix64(poly[t] ^ np.uint64(chars[t]))
+        wkey[t] = mix64_nonzero(poly[t] ^ np.uint64(chars[t]))
     keys = np.zeros(table_capacity(ntok), np.uint64)
     counts = np.zeros(keys.shape[0], np.int64)
     first = np.zeros(keys.shape[0], np.int64)
@@ -360,8 +361,8 @@ def gopher_repetition(T, buf, ntok, chars, poly, powlen, text_chars, top_ns, dup
             for i in range(ntok - n + 1):
                 h = np.uint64(0)
                 for j in range(n):
-                    h = h * np.uint64(0x9E3779B97F4A7C15) + wkey[i + j]
-                h = mix64(h)
+                    h = h * GOLDEN_GAMMA + wkey[i + j]
+                h = mix64_nonzero(h)
                 s = slot_of(keys, h)
                 if keys[s] != h:
                     keys[s] = h
@@ -387,7 +388,7 @@ def gopher_repetition(T, buf, ntok, chars, poly, powlen, text_chars, top_ns, dup
             h = np.uint64(0)
             for j in range(n):
                 h = h * powlen[idx + j] + poly[idx + j]
-            h = mix64(h ^ np.uint64(cum[idx + n] - cum[idx]))
+            h = mix64_nonzero(h ^ np.uint64(cum[idx + n] - cum[idx]))
             s = slot_of(keys, h)
             if keys[s] == h:
                 repeated += cum[idx + n] - cum[idx]

@@ -7,30 +7,19 @@ about as likely as a cosmic-ray bit flip, and the tables stay linear in the inpu
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from pipeline.kernels.mixing import mix64_nonzero
 from stages.quality.jit import kernel, leaf
-
-
-@numba.njit(cache=True, _nrt=False, inline="always")
-def mix64(x):
-    """splitmix64 finaliser: spreads a polynomial hash over all bits; never returns 0."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    x = x ^ (x >> np.uint64(31))
-    if x == 0:
-        x = np.uint64(1)
-    return x
 
 
 @leaf
 def bytes_key(buf, start, end):
-    """Key of the string buf[start:end] (length-aware polynomial hash, finalised)."""
+    """Key of the string buf[start:end] (length-aware polynomial hash, finalised; never 0)."""
     h = np.uint64(end - start)
     for i in range(start, end):
         h = h * np.uint64(0x100000001B3) + np.uint64(buf[i]) + np.uint64(1)
-    return mix64(h)
+    return mix64_nonzero(h)
 
 
 @leaf

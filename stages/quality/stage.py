@@ -22,9 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.documents import TEXT, set_column
+from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register
 from stages.quality import kernels
-from stages.quality.buffers import string_array, text_buffers
 from stages.quality.rules import DECIDE, Decider, QualityOptions
 from stages.quality.tables import tables
 from stages.quality.word_splitter import kernel_tables
@@ -104,7 +104,7 @@ class QualityStage(Stage):
 
     def signals(self, text: pa.Array, rule_set: str) -> tuple[np.ndarray, pa.Array | None]:
         """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten text."""
-        data, offsets = text_buffers(text)
+        data, offsets = string_buffers(text)
         signals = np.full((len(offsets) - 1, self._n_signals), np.nan)
         if rule_set == "code":
             kernels.code_batch(self._tables, data, offsets, self._params, *self._autogen_markers, signals)
@@ -125,7 +125,7 @@ class QualityStage(Stage):
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         rule_set = self.options.rule_set(source)
         text = batch.column(TEXT)
-        if not (pa.types.is_string(text.type) or pa.types.is_large_string(text.type)):
+        if not is_string(text.type):
             text = text.cast(pa.large_string())  # e.g. the null type of an empty column
         signals, rewritten = self.signals(text, rule_set)
         decider = Decider(batch.num_rows)

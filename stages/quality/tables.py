@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from pipeline.kernels.mixing import fnv1a_nonzero
 from stages.quality import tables_data
 
 _F = tables_data.FLAGS
@@ -53,22 +54,6 @@ NO_SPACE_RANGES = [
     (0x20000, 0x3134F),  # CJK extensions B-G
 ]
 
-FNV_OFFSET = np.uint64(0xCBF29CE484222325)
-FNV_PRIME = np.uint64(0x100000001B3)
-
-
-@numba.njit(cache=True, _nrt=False, inline="always")
-def fnv1a(buf, start, end):
-    """FNV-1a over buf[start:end]; never 0, so 0 can mark an empty slot."""
-    h = np.uint64(0xCBF29CE484222325)
-    for i in range(start, end):
-        h ^= np.uint64(buf[i])
-        h *= np.uint64(0x100000001B3)
-    if h == 0:
-        h = np.uint64(1)
-    return h
-
-
 def char_flags() -> np.ndarray:
     runs = np.array(tables_data.CHAR_RUNS, dtype=np.int64)
     starts = runs[:, 0]
@@ -101,7 +86,7 @@ def byte_set(strings: list[bytes]) -> ByteSet:
     item_off = np.zeros(len(strings) + 1, np.int64)
     item_off[1:] = np.cumsum([len(s) for s in strings])
     for i, s in enumerate(strings):
-        h = fnv1a(np.frombuffer(s, np.uint8), 0, len(s))
+        h = fnv1a_nonzero(np.frombuffer(s, np.uint8), 0, len(s))
         slot = int(h) & (size - 1)
         while slot_item[slot] != -1:
             slot = (slot + 1) & (size - 1)
@@ -113,7 +98,7 @@ def byte_set(strings: list[bytes]) -> ByteSet:
 @numba.njit(cache=True, _nrt=False)
 def byte_set_find(keys, slot_item, item_off, blob, buf, start, end):
     """Index of buf[start:end] in the set, or -1."""
-    h = fnv1a(buf, start, end)
+    h = fnv1a_nonzero(buf, start, end)
     mask = keys.shape[0] - 1
     slot = np.int64(h & np.uint64(mask))
     n = end - start

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numba
 
+from pipeline.kernels.utf8 import decode, prev_start
 from stages.quality.tables import (
     SP_ALPHA,
     SP_DOT_AFTER,
@@ -44,7 +45,6 @@ from stages.quality.tables import (
     byte_set_find,
 )
 from stages.quality.jit import leaf
-from stages.quality.utf8 import decode, prev_start
 
 
 def kernel_tables(t: Tables) -> tuple:

@@ -2,7 +2,9 @@
 
 No copy of the text on the way in: the numpy views alias Arrow's buffers, and a sliced
 array is handled by taking its window of the offsets (they still point into the shared
-data buffer, which the kernels index directly).
+data buffer, which the kernels index directly). Row ``i`` is
+``data[offsets[i]:offsets[i + 1]]`` whether the array is ``string`` (int32 offsets) or
+``large_string`` (int64), so a kernel is compiled once for both.
 """
 
 from __future__ import annotations
@@ -12,11 +14,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(data, offsets) of a string-like array; nulls read as empty strings."""
+def is_string(typ: pa.DataType) -> bool:
+    """Whether ``typ`` is Arrow's ``string`` or ``large_string``."""
+    return pa.types.is_string(typ) or pa.types.is_large_string(typ)
+
+
+def string_buffers(arr: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(data, offsets) of a string-like array; nulls read as empty strings.
+
+    Another type is cast to ``large_string`` first (so it reads as its text form). A null
+    costs one copy of the text (``fill_null``): a null slot may span bytes."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+    if not is_string(arr.type):
         arr = arr.cast(pa.large_string())
     if arr.null_count:
         arr = pc.fill_null(arr, "")
