@@ -6,6 +6,7 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,6 +55,16 @@ partitions = 4
 name = "tokenize"
 tokenizer = "gpt2"
 """
+
+
+# A stage's input by hand: the text column as either string type readers produce.
+TEXT_TYPES = [pa.string(), pa.large_string()]
+
+
+def make_batch(texts: list[str], text_type: pa.DataType = pa.string()) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"id": [f"doc-{i}" for i in range(len(texts))], "text": pa.array(texts, text_type), "source": ["web"] * len(texts)}
+    )
 
 
 def write_config(path: Path, text: str) -> Path:

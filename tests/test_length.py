@@ -14,25 +14,14 @@ import json
 
 import pyarrow as pa
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, TEXT_TYPES, make_batch
 
 from stages.length import Length
 
-TEXT_TYPES = [pa.string(), pa.large_string()]  # readers produce either
 
 E_ACUTE = "\u00e9"  # 1 character, 2 bytes of UTF-8
 CJK = "\u4eba"  # 1 character, 3 bytes
 EMOJI = "\U0001f600"  # 1 character, 4 bytes
-
-
-def make_batch(texts: list[str], text_type: pa.DataType = pa.string()) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "id": [f"doc-{i}" for i in range(len(texts))],
-            "text": pa.array(texts, text_type),
-            "source": ["web"] * len(texts),
-        }
-    )
 
 
 def length(texts: list[str], text_type: pa.DataType = pa.string(), **options):

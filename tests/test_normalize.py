@@ -17,21 +17,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, TEXT_TYPES, make_batch
 
 from stages.normalize import Normalize
 
-TEXT_TYPES = [pa.string(), pa.large_string()]  # readers produce either
-
-
-def make_batch(texts: list[str], text_type: pa.DataType = pa.string()) -> pa.RecordBatch:
-    return pa.RecordBatch.from_pydict(
-        {
-            "id": [f"doc-{i}" for i in range(len(texts))],
-            "text": pa.array(texts, text_type),
-            "source": ["web"] * len(texts),
-        }
-    )
 
 
 def normalize(texts: list[str], text_type: pa.DataType = pa.string(), **options):
