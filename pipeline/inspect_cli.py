@@ -13,6 +13,7 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.mix.format import MIX_JSON
 from pipeline.mix.inventory import MixError
 from pipeline.printable import printable
 from pipeline.mix.plan import parse_tokens
@@ -168,9 +169,9 @@ def estimate_hours(tokens: int, params: float, gpus: int, mfu: float, peak: floa
 @click.option("--peak-flops", type=float, help="Peak FLOP/s per GPU (overrides --gpu).")
 def estimate(mix_dir: Path, params: str, gpus: int, mfu: float, gpu: str, peak_flops: float | None) -> None:
     """Project training GPU-hours on a mixture: 6 x params x tokens / (MFU x peak FLOP/s)."""
-    mix_json = mix_dir / "mix.json"
+    mix_json = mix_dir / MIX_JSON
     if not mix_json.exists():
-        raise click.ClickException(f"{mix_dir} has no mix.json (make one with prep mix)")
+        raise click.ClickException(f"{mix_dir} has no {MIX_JSON} (make one with prep mix)")
     tokens = json.loads(mix_json.read_text())["tokens"]
     try:
         n_params = float(params) if "e" in params.lower() else parse_tokens(params)
