@@ -16,6 +16,7 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     from pipeline.executor import WorkerDied
     from pipeline.inspect_cli import estimate, show
     from pipeline.mix_cli import mix
+    from pipeline.printable import error_line, printable, printable_path
     from pipeline.report.cli import report
     from pipeline.runlock import OutputBusy
     from pipeline.shards_cli import shards_group, tokenizer_group
@@ -29,13 +30,10 @@ except KeyboardInterrupt:
 def one_line(error: BaseException) -> str:
     """An error as the one line a user reads; the traceback is for PREP_DEBUG=1."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
-        where = f" writing {error.filename}" if error.filename else ""
+        where = f" writing {printable_path(error.filename)}" if error.filename else ""
         return f"no space left on the device{where}: free some, then run the same command again to resume"
-    if isinstance(error, OSError) and error.strerror:
-        where = f": {error.filename}" if error.filename else ""
-        return f"{error.strerror}{where}"
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    where = f": {printable_path(error.filename)}" if isinstance(error, OSError) and error.filename else ""
+    return printable(error_line(error)) + where
 
 
 class PrepGroup(click.Group):

@@ -3,7 +3,6 @@ GPU-hours for a mixture)."""
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ import pyarrow.parquet as pq
 
 from pipeline.mix.format import MIX_JSON
 from pipeline.mix.inventory import MixError
-from pipeline.printable import printable
+from pipeline.printable import error_line, printable
 from pipeline.mix.plan import parse_tokens
 
 
@@ -76,17 +75,7 @@ def read_rows(path: Path, doc_id: str) -> list[dict]:
     try:
         return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
     except (OSError, pa.ArrowException) as error:
-        raise click.ClickException(f"cannot read {printable(path)}: {printable(_reason(error))}") from None
-
-
-def _reason(error: Exception) -> str:
-    """Why a read failed, on one line: the OS's words, else the first line of Arrow's."""
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    if isinstance(error, FileNotFoundError):  # pyarrow raises it with only the path as message
-        return os.strerror(errno.ENOENT)
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+        raise click.ClickException(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
 
 
 def _value(value, limit: int = 300) -> str:
@@ -116,7 +105,7 @@ def show(run: Path, doc_id: str, chars: int) -> None:
         matches = find_documents(run, doc_id)
     except OSError as error:  # a folder of the run that cannot be listed
         where = error.filename or run
-        raise click.ClickException(f"cannot read {printable(where)}: {printable(_reason(error))}") from None
+        raise click.ClickException(f"cannot read {printable(where)}: {printable(error_line(error))}") from None
     if not matches:
         raise click.ClickException(f"no document '{printable(doc_id)}' in {printable(run)}/docs or {printable(run)}/rejects")
     if len(matches) > 1:

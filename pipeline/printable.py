@@ -7,6 +7,8 @@ be written into an Arrow string column. ``printable`` turns both into visible es
 
 from __future__ import annotations
 
+import errno
+import os
 import re
 
 # Characters a terminal acts on instead of printing: C0 controls (ESC starts colour, title
@@ -37,3 +39,14 @@ def printable_path(path: object) -> str:
     Python keeps as lone surrogates) become ``\\xNN``, control characters escapes."""
     raw = str(path).encode("utf-8", "surrogateescape")
     return printable(raw.decode("utf-8", "backslashreplace"))
+
+
+def error_line(error: BaseException) -> str:
+    """Why something failed, on one line: the OS's words for an OS error, else the first
+    line of the message (pyarrow appends source locations below it)."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    if isinstance(error, FileNotFoundError):  # pyarrow raises it with only the path as message
+        return os.strerror(errno.ENOENT)
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from pipeline.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
 from pipeline.hashing import file_sha256
 from pipeline.kernels.buffers import is_string
+from pipeline.printable import error_line
 
 READER_STAGE = "read"
 
@@ -87,13 +88,7 @@ def bad_rows(spec: InputSpec, entries: list[BadInput], ids: list[str | None] | N
 def unreadable(spec: InputSpec, location: int, error: BaseException) -> pa.RecordBatch:
     """The one ledger row for a file that cannot be read from ``location`` on (0 when it
     could not be opened at all); its detail is the error's message, on one line."""
-    return bad_rows(spec, [BadInput(location, "unreadable-file", one_line(error), None)])
-
-
-def one_line(error: BaseException) -> str:
-    """The first line of an error's message (pyarrow appends source locations below it)."""
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    return bad_rows(spec, [BadInput(location, "unreadable-file", error_line(error), None)])
 
 
 def file_facts(path: str | os.PathLike) -> dict:
