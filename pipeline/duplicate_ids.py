@@ -19,6 +19,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.hashing import id_hashes
@@ -65,12 +66,14 @@ def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> li
         wanted = {int(h) for h, p in zip(hashes, positions) if p < len(array) and array[p] == h}
         if not wanted:
             continue
+        wanted_hashes = np.array(sorted(wanted), dtype=np.uint64)
         for path in output_files(unit):
             ids = pq.read_table(path, columns=["id"]).column("id").combine_chunks()
-            for h, doc_id in zip(id_hashes(ids), ids.to_pylist()):
-                if int(h) in wanted:
-                    entry = found.setdefault(int(h), {"id": doc_id, "copies": 0, "files": []})
-                    entry["copies"] += 1
-                    if unit.file_key not in entry["files"]:
-                        entry["files"].append(unit.file_key)
+            file_hashes = id_hashes(ids)
+            match = np.isin(file_hashes, wanted_hashes)  # Python objects only for the few matches
+            for h, doc_id in zip(file_hashes[match], ids.filter(pa.array(match)).to_pylist()):
+                entry = found.setdefault(int(h), {"id": doc_id, "copies": 0, "files": []})
+                entry["copies"] += 1
+                if unit.file_key not in entry["files"]:
+                    entry["files"].append(unit.file_key)
     return [found[int(h)] for h in hashes if int(h) in found]
