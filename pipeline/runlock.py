@@ -42,7 +42,14 @@ class OutputBusy(Exception):
 
 
 def lease_seconds() -> float:
-    return float(os.environ.get("PREP_LEASE_SECONDS", "60"))
+    raw = os.environ.get("PREP_LEASE_SECONDS", "60")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise ValueError(f"PREP_LEASE_SECONDS must be a number of seconds above 0, not {raw!r}")
+    return seconds
 
 
 def _holder() -> dict:

@@ -230,3 +230,12 @@ def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp
     store.write_text(".prep/lease.json", json.dumps({**lease, "renewed": time.time() - 6}))  # its run stopped renewing
     assert run_pipeline(config, "s3://lease/run", workers=1, quiet=True)["balance"]["input"] > 0
     assert store.read_text(".prep/lease.json") is None  # released at the end
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-5", "nan"])
+def test_a_bad_lease_time_is_refused_by_name(monkeypatch, value):
+    from pipeline.runlock import lease_seconds
+
+    monkeypatch.setenv("PREP_LEASE_SECONDS", value)
+    with pytest.raises(ValueError, match="PREP_LEASE_SECONDS must be a number of seconds above 0"):
+        lease_seconds()
