@@ -98,7 +98,7 @@ tokenizer = "gpt2"
 
 
 def run_prep(corpus: Path, work: Path, workers: int) -> dict:
-    from pipeline.run import run_pipeline
+    from pipeline.engine.run import run_pipeline
 
     config = work / "e2e.toml"
     config.write_text(PREP_CONFIG.format(corpus=corpus))

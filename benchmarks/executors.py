@@ -186,21 +186,21 @@ def _instrument(executor_cls, phases: list[dict]) -> None:
 def child(side: str, config: Path, out: Path, workers: int, result: Path) -> None:
     # The task wrapper must pickle by reference under a real module name, not __main__.
     from benchmarks.executors import _instrument as instrument
-    from pipeline.run import run_pipeline
+    from pipeline.engine.run import run_pipeline
 
     phases: list[dict] = []
     info: dict = {"side": side, "init": 0.0, "shutdown": 0.0}
     if side == "ray":
         import ray
 
-        from pipeline.ray_executor import RayExecutor
+        from pipeline.engine.ray_executor import RayExecutor
 
         instrument(RayExecutor, phases)
         start = time.perf_counter()
         ray.init(num_cpus=workers, log_to_driver=False, include_dashboard=False)  # RayExecutor's options
         info["init"] = time.perf_counter() - start
     else:
-        from pipeline.executor import LocalExecutor
+        from pipeline.engine.executor import LocalExecutor
 
         instrument(LocalExecutor, phases)
     start = time.perf_counter()

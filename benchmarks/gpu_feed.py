@@ -38,7 +38,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import nn  # noqa: E402
 
 from pipeline.loader import TokenDataset, build_dataloader  # noqa: E402
-from pipeline.token_shards import ShardWriter  # noqa: E402
+from pipeline.formats.token_shards import ShardWriter  # noqa: E402
 
 VOCAB = 50257
 PADDED_VOCAB = 50304  # a multiple of 64, as nanoGPT does, for faster matmuls

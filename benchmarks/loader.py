@@ -42,8 +42,8 @@ from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from pipeline.loader import TokenDataset, build_dataloader  # noqa: E402
 from pipeline.loader.cache import CACHE_DIRNAME  # noqa: E402
-from pipeline.token_shards import ShardWriter, write_index  # noqa: E402
-from pipeline.tokenizers import load_tokenizer  # noqa: E402
+from pipeline.formats.token_shards import ShardWriter, write_index  # noqa: E402
+from pipeline.formats.tokenizers import load_tokenizer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TEXT_FILES = [

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow.json as pajson
 
-from pipeline.run import run_pipeline
+from pipeline.engine.run import run_pipeline
 
 FILES = [
     "web/web_gold.jsonl.gz",

@@ -141,7 +141,7 @@ def main() -> None:
     parser.add_argument("--encodings", default="cl100k_base,gpt2", help="tiktoken encodings to measure")
     args = parser.parse_args()
 
-    from pipeline.tokenizers import default_threads, load_tokenizer
+    from pipeline.formats.tokenizers import default_threads, load_tokenizer
 
     threads = args.threads or default_threads()
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # HF tokenizers' pool, before it starts

@@ -21,7 +21,7 @@ from typing import Any, ClassVar, Iterable
 
 import pyarrow as pa
 
-from pipeline.atomic import temp_path
+from pipeline.util.atomic import temp_path
 
 
 @dataclass
@@ -138,6 +138,6 @@ def register(cls: type[Stage]) -> type[Stage]:
 
 def registered() -> dict[str, type[Stage]]:
     """The stages registered so far, by name. The contract knows no stage itself:
-    ``pipeline.stage_registry`` loads them (built-in and plug-in) and asks here."""
+    ``pipeline.engine.stage_registry`` loads them (built-in and plug-in) and asks here."""
     return dict(_REGISTRY)
 

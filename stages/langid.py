@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.documents import TEXT, set_column
+from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
 
 LANG, LANG_SCORE = "lang", "lang_score"

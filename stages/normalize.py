@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.documents import TEXT, set_column
+from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
 
 # C0 controls except tab and newline, DEL, C1 controls; the non-characters U+FDD0..U+FDEF

@@ -23,9 +23,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.documents import TEXT, set_column
+from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from pipeline.suggest import nearest_hint
+from pipeline.util.suggest import nearest_hint
 from stages.pii_patterns import BY_NAME, TYPES, Candidate, PiiType
 
 

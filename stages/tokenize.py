@@ -23,9 +23,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.documents import ID, SOURCE, TEXT, set_column
+from pipeline.formats.documents import ID, SOURCE, TEXT, set_column
 from pipeline.stage import Stage, StageOutput, UnitContext, register
-from pipeline.token_shards import (
+from pipeline.formats.token_shards import (
     ShardWriter,
     check_folder_compatible,
     docs_path,
@@ -35,7 +35,7 @@ from pipeline.token_shards import (
     sidecar_path,
     write_sidecar,
 )
-from pipeline.tokenizers import Tokenizer, load_tokenizer
+from pipeline.formats.tokenizers import Tokenizer, load_tokenizer
 
 N_TOKENS = "n_tokens"
 EMPTY = "empty-tokens"

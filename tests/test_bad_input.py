@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import write_config
-from pipeline.cli import main
+from pipeline.commands.main import main
 
 GOOD = [{"id": f"g{i}", "text": f"A perfectly ordinary document number {i}."} for i in range(5)]
 
@@ -170,7 +170,7 @@ def test_strict_error_from_a_worker_process(tmp_path):
     (folder / "bad.jsonl").write_bytes(lines(GOOD) + b'{"text": 1}\n')
     config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(tmp_path / "out"), "--strict", "-w", "2", "-q"],
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(tmp_path / "out"), "--strict", "-w", "2", "-q"],
         capture_output=True,
         text=True,
     )

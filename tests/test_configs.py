@@ -8,8 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO
-from pipeline.config import load_config
-from pipeline.run import run_pipeline
+from pipeline.engine.config import load_config
+from pipeline.engine.run import run_pipeline
 
 INPUTS = {
     "c4.toml": {"web": ["web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz"]},

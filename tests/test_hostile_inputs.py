@@ -58,7 +58,7 @@ def hostile_run(tmp_path_factory):
     sources = "".join(f'[sources.{name}]\npaths = ["in/{pattern}"]\n' for name, pattern in FORMATS.items())
     config = write_config(folder / "run.toml", sources + CHAIN)
     out = folder / "out"
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(out), "-w", "2"],
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2"],
                             capture_output=True, text=True, timeout=600)
     return folder, config, out, result, cases
 
@@ -104,7 +104,7 @@ def test_the_token_shards_open_through_the_loaders_checks(hostile_run):
 
 def test_strict_stops_at_the_first_bad_input_in_one_line(hostile_run):
     folder, config, _, _, _ = hostile_run
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(folder / "strict"),
+    result = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(folder / "strict"),
                              "--strict", "-w", "1"], capture_output=True, text=True, timeout=600)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and "Traceback" not in result.stderr

@@ -19,12 +19,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import REPO, write_config, write_jsonl
-from pipeline.atomic import is_temporary, temp_path
-from pipeline.config import ConfigError, load_config
-from pipeline.progress import ProgressBar
-from pipeline.run import run_pipeline
-from pipeline.runlock import locked_output
-from pipeline.storage import RunStore
+from pipeline.util.atomic import is_temporary, temp_path
+from pipeline.engine.config import ConfigError, load_config
+from pipeline.engine.progress import ProgressBar
+from pipeline.engine.run import run_pipeline
+from pipeline.engine.runlock import locked_output
+from pipeline.engine.storage import RunStore
 from test_run import tree_digest
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
@@ -32,7 +32,7 @@ LENGTH = '[[stages]]\nname = "length"\nmin_chars = 5\n'
 
 
 def prep(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, **kwargs)
 
 
 def assert_one_line_refusal(result: subprocess.CompletedProcess, *words: str) -> None:
@@ -133,7 +133,7 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pipeline.runlock import locked_output; from pipeline.storage import RunStore\n"
+        "import sys, time; from pipeline.engine.runlock import locked_output; from pipeline.engine.storage import RunStore\n"
         f"with locked_output(RunStore({str(out)!r})):\n    print('held', flush=True); time.sleep(600)"
     )], stdout=subprocess.PIPE, text=True, cwd=REPO)
     assert holder.stdout.readline().strip() == "held"
@@ -147,7 +147,7 @@ def test_two_runs_started_together_never_clash(tmp_path):
     clean = tmp_path / "clean"
     assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline.cli", "run", str(SAMPLE_CONFIG), "--out", str(out), "-q"]
+    command = [sys.executable, "-m", "pipeline", "run", str(SAMPLE_CONFIG), "--out", str(out), "-q"]
     runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [(run.wait(), run.stderr.read()) for run in runs]
     assert any(code == 0 for code, _ in results)
@@ -215,7 +215,7 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
     # of prep runs: a Ctrl-C there is Python's to report.)
     for delay in (1.0, 2.0, 3.5, 5.0, 6.5):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
+            [sys.executable, "-m", "pipeline", "run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
             stderr=subprocess.PIPE, text=True, start_new_session=True,
         )
         time.sleep(delay)
@@ -341,7 +341,7 @@ def test_a_worker_killed_mid_run_is_one_line_naming_its_task(tmp_path):
         write_jsonl(tmp_path / "in" / f"{name}.jsonl", records)
     config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(out), "-w", "2", "-q"],
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2", "-q"],
                             stderr=subprocess.PIPE, text=True)
     busy = None
     deadline = time.monotonic() + 60
@@ -363,7 +363,7 @@ def _square(x: int, progress=None) -> int:
 
 
 def test_a_worker_that_died_idle_is_replaced_before_the_next_phase():
-    from pipeline.executor import LocalExecutor
+    from pipeline.engine.executor import LocalExecutor
 
     executor = LocalExecutor(2)
     bar = ProgressBar("t", 0, 4, mode="none")

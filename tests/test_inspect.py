@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import pipeline.inspect_cli as inspect_cli
-from pipeline.cli import main
-from pipeline.documents import LEDGER_SCHEMA
-from pipeline.inspect_cli import estimate_hours
-from pipeline.printable import printable
-from pipeline.run import run_pipeline
+import pipeline.commands.show as inspect_cli
+from pipeline.commands.main import main
+from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.commands.show import estimate_hours
+from pipeline.util.printable import printable
+from pipeline.engine.run import run_pipeline
 from test_run import SAMPLE_CONFIG
 
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
 from pipeline.loader.cache import CACHE_DIRNAME
-from pipeline.token_shards import ShardWriter, write_index
+from pipeline.formats.token_shards import ShardWriter, write_index
 
 REPO = Path(__file__).resolve().parents[1]
 

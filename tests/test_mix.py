@@ -11,13 +11,13 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.cli import main
+from pipeline.commands.main import main
 from pipeline.mix.build import plan_mixture
-from pipeline.hashing import hash_strings
+from pipeline.kernels.hashing import hash_strings
 from pipeline.mix.inventory import MixError
 from pipeline.mix.order import window_shares
 from pipeline.mix.plan import parse_tokens
-from pipeline.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
+from pipeline.formats.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
 
 SIDECAR = {
     "format": SIDECAR_FORMAT,

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.ray
 
 def prep_run(config, out, *extra) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(out), "-q", *extra],
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-q", *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

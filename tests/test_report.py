@@ -19,16 +19,16 @@ from click.testing import CliRunner
 from test_mix import make_run
 from test_run import SAMPLE_CONFIG
 
-from pipeline.documents import LEDGER_SCHEMA
+from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
 from pipeline.report import ReportError, render_report, write_report
-from pipeline.plan import Layout
+from pipeline.engine.plan import Layout
 from pipeline.report import collect, ledger, lengths, svg
-from pipeline.report.cli import report
+from pipeline.commands.report import report
 import pipeline.report.html as report_html
 from pipeline.report.mixture import read_mixture
-from pipeline.run import run_pipeline
+from pipeline.engine.run import run_pipeline
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 NASTY = 'a <b>&"quoted"</b> \'label\''

@@ -17,10 +17,10 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
-from pipeline.cli import main
-from pipeline.config import ConfigError, load_config
-from pipeline.documents import LEDGER_SCHEMA
-from pipeline.run import run_pipeline
+from pipeline.commands.main import main
+from pipeline.engine.config import ConfigError, load_config
+from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.engine.run import run_pipeline
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 
@@ -37,7 +37,7 @@ def tree_digest(folder: Path) -> dict[str, str]:
 
 
 def prep(*args: str, **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pipeline.cli", *args], capture_output=True, text=True, **kwargs)
+    return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, **kwargs)
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +106,7 @@ def test_sigkill_then_rerun_is_byte_identical(shared_data, tmp_path):
     killed = tmp_path / "killed"
     for kill_after_units in (1, 5, 12):  # kill early, then in later phases of the resumed runs
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", str(killed), "-w", "2", "-q"],
+            [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(killed), "-w", "2", "-q"],
             start_new_session=True,
         )
         deadline = time.monotonic() + 60

@@ -16,9 +16,9 @@ import pyarrow.fs as pafs
 import pytest
 
 from conftest import EVERY_PHASE_STAGES, REPO, write_config
-from pipeline.config import ConfigError, load_config
-from pipeline.run import run_pipeline
-from pipeline.storage import RunStore, glob_remote
+from pipeline.engine.config import ConfigError, load_config
+from pipeline.engine.run import run_pipeline
+from pipeline.engine.storage import RunStore, glob_remote
 from test_run import tree_digest
 
 moto_server = pytest.importorskip("moto.server")
@@ -130,7 +130,7 @@ def test_remote_inputs_and_output_give_the_local_bytes(s3, local_run, tmp_path, 
 def test_remote_run_resumes_after_sigkill(s3, local_run, tmp_path):
     upload_sample(s3, "killed")
     config = dedup_config(tmp_path / "remote.toml", "s3://killed/in")
-    command = [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", "s3://killed/run", "-w", "2", "-q"]
+    command = [sys.executable, "-m", "pipeline", "run", str(config), "--out", "s3://killed/run", "-w", "2", "-q"]
     # Kill during the first segment, then during dedup's phases, of the resumed runs.
     for kill_after_markers in (2, 12):
         proc = subprocess.Popen(command, start_new_session=True)
@@ -189,7 +189,7 @@ def test_ray_executor_with_remote_storage(s3, local_run, tmp_path):
     upload_sample(s3, "ray")
     config = dedup_config(tmp_path / "remote.toml", "s3://ray/in")
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", str(config), "--out", "s3://ray/run", "--executor", "ray",
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", "s3://ray/run", "--executor", "ray",
          "-w", "2", "-q"],
         capture_output=True, text=True, timeout=600,
     )
@@ -215,7 +215,7 @@ def test_a_missing_bucket_for_out_is_a_clear_error(s3):
 
 
 def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp_path, monkeypatch):
-    from pipeline.runlock import OutputBusy
+    from pipeline.engine.runlock import OutputBusy
 
     upload_sample(s3, "lease")
     config = write_config(tmp_path / "run.toml", '[sources.math]\npaths = ["s3://lease/in/math/gsm8k.jsonl.gz"]\n'
@@ -234,7 +234,7 @@ def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp
 
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "nan"])
 def test_a_bad_lease_time_is_refused_by_name(monkeypatch, value):
-    from pipeline.runlock import lease_seconds
+    from pipeline.engine.runlock import lease_seconds
 
     monkeypatch.setenv("PREP_LEASE_SECONDS", value)
     with pytest.raises(ValueError, match="PREP_LEASE_SECONDS must be a number of seconds above 0"):

@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pipeline.loader import TokenDataset
-from pipeline.shards_cli import shards_group
-from pipeline.token_shards import (
+from pipeline.commands.shards import shards_group
+from pipeline.formats.token_shards import (
     HEADER_BYTES,
     IndexedShard,
     ShardError,
@@ -248,7 +248,7 @@ import json, shutil, sys
 from pathlib import Path
 import numpy as np
 from pipeline.loader import TokenDataset
-from pipeline.token_shards import ShardError
+from pipeline.formats.token_shards import ShardError
 
 pristine, work, cases = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 rng = np.random.default_rng(0)

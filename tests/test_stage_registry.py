@@ -14,8 +14,8 @@ import pyarrow.compute as pc
 import pytest
 
 from conftest import REPO, write_config, write_jsonl
-from pipeline import stage_registry
-from pipeline.run import run_pipeline
+from pipeline.engine import stage_registry
+from pipeline.engine.run import run_pipeline
 from pipeline.stage import Stage, StageOutput
 
 

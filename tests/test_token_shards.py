@@ -16,9 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.shards_cli import hash_threshold, run_doc_files, sample_segments, shards_group, tokenizer_group
+from pipeline.commands.shards import hash_threshold, run_doc_files, sample_segments, shards_group, tokenizer_group
 from pipeline.stage import UnitContext
-from pipeline.token_shards import (
+from pipeline.formats.token_shards import (
     IncompatibleShards,
     IndexedShard,
     ShardWriter,
@@ -26,7 +26,7 @@ from pipeline.token_shards import (
     read_sidecar,
     write_index,
 )
-from pipeline.tokenizers import load_tokenizer
+from pipeline.formats.tokenizers import load_tokenizer
 from stages.tokenize import Tokenize
 from conftest import SHARED_DATA
 
@@ -166,7 +166,7 @@ def test_megatron_core_builder_writes_the_same_bytes(tmp_path):
 
 
 def test_merge_streams_shards_into_one(tmp_path, monkeypatch):
-    import pipeline.token_shards as ts
+    import pipeline.formats.token_shards as ts
 
     monkeypatch.setattr(ts, "COPY_BUFFER_BYTES", 1000)  # many blocks per input
     a = tokenize_unit(tmp_path, sample_texts(12), "a")

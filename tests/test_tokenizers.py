@@ -17,8 +17,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline import tokenizers as T
-from pipeline.tokenizers import NAMED_ENCODINGS, TokenizerError, load_tokenizer, split_long_text
+from pipeline.formats import tokenizers as T
+from pipeline.formats.tokenizers import NAMED_ENCODINGS, TokenizerError, load_tokenizer, split_long_text
 from conftest import SHARED_DATA
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip

@@ -5,7 +5,7 @@ through those bytes by code point inside numba; ``mixing``: the 64-bit hash
 primitives (SplitMix64 finaliser, FNV-1a). Before, each stage kept its own copy, and
 copies drift; a change to one of these changes every hash or signal built on it.
 
-Nothing here imports the engine (``pipeline.run``, ``unit``, ``config``...), so a stage
+Nothing here imports the engine (``pipeline.engine.run``, ``unit``, ``config``...), so a stage
 can import it without pulling the engine in; only numpy, numba and pyarrow.
 
 numba's on-disk cache checks only the caller's own source file, and these helpers are

@@ -15,7 +15,7 @@ Only ``dataset`` and ``dataloader`` import torch.
 from pipeline.loader.corpus import ShardCorpus, Source
 from pipeline.loader.mixture import MixtureOrder
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
-from pipeline.token_shards import ShardError
+from pipeline.formats.token_shards import ShardError
 
 # The torch side is imported on first use, so that numpy-only users of this package
 # (``prep mix`` building a DocumentOrder, say) never import torch.

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.atomic import save_npy_atomic
+from pipeline.util.atomic import save_npy_atomic
 
 CACHE_DIRNAME = ".loader_cache"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
-from pipeline.token_shards import IndexedShard, list_shards, map_tokens, shard_paths
+from pipeline.formats.token_shards import IndexedShard, list_shards, map_tokens, shard_paths
 
 CORPUS_FORMAT = 1
 

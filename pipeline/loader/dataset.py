@@ -93,7 +93,7 @@ class TokenDataset(Dataset):
     ``cache_dir`` (default: ``.loader_cache`` beside the shards).
 
     Every shard is checked once, here, before any window is read (see
-    ``pipeline.token_shards.IndexedShard``): the ``.idx`` is well formed (header, sizes
+    ``pipeline.formats.token_shards.IndexedShard``): the ``.idx`` is well formed (header, sizes
     that fit the file, non-negative lengths, pointers that are the running offsets,
     document index 0..n), the ``.bin`` holds exactly the tokens the index lists (its size,
     by stat) and the sidecar agrees on dtype and counts; a shard listed by an ``.idx``, a
@@ -101,7 +101,7 @@ class TokenDataset(Dataset):
     costs a pass over the small ``.idx`` arrays, no read of the ``.bin``. ``verify=True``
     also hashes every ``.bin`` and compares it with its sidecar's sha256, which catches
     bytes changed in place (it reads all the data: minutes on a large corpus). Any
-    failure raises ``pipeline.token_shards.ShardError`` (a ``ValueError``) whose message
+    failure raises ``pipeline.formats.token_shards.ShardError`` (a ``ValueError``) whose message
     starts with the file at fault.
     """
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
-from pipeline.mix.format import MIX_JSON
-from pipeline.token_shards import ShardError
+from pipeline.formats.mix import MIX_JSON
+from pipeline.formats.token_shards import ShardError
 
 
 def is_mixture(path: str | os.PathLike) -> bool:

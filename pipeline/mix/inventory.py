@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.hashing import hash_strings
-from pipeline.suggest import nearest_hint
-from pipeline.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
+from pipeline.kernels.hashing import hash_strings
+from pipeline.util.suggest import nearest_hint
+from pipeline.formats.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
 
 
 class MixError(ValueError):

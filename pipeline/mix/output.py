@@ -14,10 +14,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.atomic import atomic_path, save_npy_atomic
+from pipeline.util.atomic import atomic_path, save_npy_atomic
 # The file names live in ``format`` (readers import them without the planner); they are
 # imported here for the writer and for callers that already import them from this module.
-from pipeline.mix.format import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
+from pipeline.formats.mix import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
@@ -57,7 +57,7 @@ def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curri
 
 
 def _documents_per_shard(shards: list[str]) -> list[int]:
-    from pipeline.token_shards import IndexedShard
+    from pipeline.formats.token_shards import IndexedShard
 
     return [len(IndexedShard(prefix)) for prefix in shards]
 

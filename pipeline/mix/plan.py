@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 
 from pipeline.mix.inventory import Inventory, MixError
-from pipeline.suggest import nearest_hint
+from pipeline.util.suggest import nearest_hint
 
 WEIGHT_TOLERANCE = 1e-9
 SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}

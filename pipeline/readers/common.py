@@ -11,10 +11,10 @@ from typing import NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
-from pipeline.hashing import file_sha256
+from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
+from pipeline.kernels.hashing import file_sha256
 from pipeline.kernels.buffers import is_string
-from pipeline.printable import error_line
+from pipeline.util.printable import error_line
 
 READER_STAGE = "read"
 

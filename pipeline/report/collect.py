@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.plan import Layout
-from pipeline.token_shards import IndexedShard, list_shards, read_sidecar
+from pipeline.engine.plan import Layout
+from pipeline.formats.token_shards import IndexedShard, list_shards, read_sidecar
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
 READ_STAGE = "read"

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory
 from pipeline.mix.output import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
-from pipeline.token_shards import IndexedShard, docs_path
+from pipeline.formats.token_shards import IndexedShard, docs_path
 
 BINS = 200
 CHUNK = 1 << 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.plan import Layout
+from pipeline.engine.plan import Layout
 from pipeline.report import collect, ledger, lengths, svg
 from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.atomic import temp_path
+from pipeline.util.atomic import temp_path
 
 _MAGIC = b"PREPPART"
 _VERSION = 1

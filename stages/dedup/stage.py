@@ -36,7 +36,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.documents import ID, TEXT
+from pipeline.formats.documents import ID, TEXT
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from stages.dedup import clusters, partfile
 from stages.dedup.minhash import Signer

@@ -13,7 +13,7 @@ from collections import Counter, defaultdict
 from importlib import metadata
 
 from pipeline import __version__
-from pipeline.config import Config
+from pipeline.engine.config import Config
 
 VERSIONED_PACKAGES = ("pyarrow", "numpy", "numba", "orjson", "tiktoken", "sentencepiece", "datasketch")
 

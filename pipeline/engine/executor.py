@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Callable, Sequence
 
-from pipeline.progress import ProgressBar
+from pipeline.engine.progress import ProgressBar
 
 Task = tuple[Callable[..., Any], tuple]
 

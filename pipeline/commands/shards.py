@@ -17,9 +17,9 @@ from typing import Any, Iterator
 import click
 import numpy as np
 
-from pipeline.atomic import atomic_path
-from pipeline.hashing import file_sha256, id_hashes
-from pipeline.token_shards import (
+from pipeline.util.atomic import atomic_path
+from pipeline.kernels.hashing import file_sha256, id_hashes
+from pipeline.formats.token_shards import (
     IncompatibleShards,
     IndexedShard,
     ShardError,
@@ -90,7 +90,7 @@ def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
 
 def decode_document(prefix: str, k: int) -> str:
     """Document ``k`` of a shard as text, with the tokenizer its sidecar names."""
-    from pipeline.tokenizers import TokenizerError, load_tokenizer
+    from pipeline.formats.tokenizers import TokenizerError, load_tokenizer
 
     shard = IndexedShard(prefix)
     n = shard.num_documents
@@ -267,7 +267,7 @@ def train_sentencepiece(
     """
     import sentencepiece as spm
 
-    from pipeline.tokenizers import default_threads
+    from pipeline.formats.tokenizers import default_threads
 
     files = run_doc_files(run_dir, sources)
     threshold = hash_threshold(files, fraction, max_chars)

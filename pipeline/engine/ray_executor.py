@@ -6,15 +6,15 @@ runner builds, so stages never know which executor runs them; each unit's output
 committed by rename with a marker, so a task retried after its worker died (Ray retries
 tasks on system failures) rewrites the same bytes. Input and output paths must be
 visible to every node: a shared file system, or an object store (``s3://``, see
-``pipeline.storage``).
+``pipeline.engine.storage``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from pipeline.executor import Task
-from pipeline.progress import ProgressBar
+from pipeline.engine.executor import Task
+from pipeline.engine.progress import ProgressBar
 
 RETRIES = 3
 

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from pipeline.config import Config, StageConfig
-from pipeline.printable import printable_path
+from pipeline.engine.config import Config, StageConfig
+from pipeline.util.printable import printable_path
 
 
 @dataclass(frozen=True)

@@ -12,14 +12,14 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
 
     from pipeline import __version__
-    from pipeline.config import ConfigError
-    from pipeline.executor import WorkerDied
-    from pipeline.inspect_cli import estimate, show
-    from pipeline.mix_cli import mix
-    from pipeline.printable import error_line, printable, printable_path
-    from pipeline.report.cli import report
-    from pipeline.runlock import OutputBusy
-    from pipeline.shards_cli import shards_group, tokenizer_group
+    from pipeline.engine.config import ConfigError
+    from pipeline.engine.executor import WorkerDied
+    from pipeline.commands.show import estimate, show
+    from pipeline.commands.mix import mix
+    from pipeline.util.printable import error_line, printable, printable_path
+    from pipeline.commands.report import report
+    from pipeline.engine.runlock import OutputBusy
+    from pipeline.commands.shards import shards_group, tokenizer_group
 except KeyboardInterrupt:
     if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
         raise
@@ -104,7 +104,7 @@ def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, 
     the rejects ledger (rejects/); manifest.json has the balance.
     """
     from pipeline.readers.common import StrictModeError
-    from pipeline.run import print_summary, run_pipeline
+    from pipeline.engine.run import print_summary, run_pipeline
 
     try:
         manifest = run_pipeline(

@@ -3,7 +3,7 @@
 A spec is one of:
 
 * a tiktoken encoding name (``gpt2``, ``r50k_base``, ``p50k_base``, ``cl100k_base``,
-  ``o200k_base``): built here from the rank files shipped in ``pipeline/vocab``, checked
+  ``o200k_base``): built here from the rank files shipped in ``pipeline/formats/vocab``, checked
   against OpenAI's sha256. ``tiktoken.get_encoding`` is never called: it downloads its
   files at first use, which fails (or hangs) on a closed machine;
 * a path to a ``.tiktoken`` rank file (optionally ``.gz``): if its sha256 is one of the

@@ -12,9 +12,9 @@ import click
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.mix.format import MIX_JSON
+from pipeline.formats.mix import MIX_JSON
 from pipeline.mix.inventory import MixError
-from pipeline.printable import error_line, printable
+from pipeline.util.printable import error_line, printable
 from pipeline.mix.plan import parse_tokens
 
 

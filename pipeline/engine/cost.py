@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pipeline.atomic import write_json_atomic
-from pipeline.plan import Layout
+from pipeline.util.atomic import write_json_atomic
+from pipeline.engine.plan import Layout
 
 # Not scaled in a projection: reading (a sampled run still reads and parses every input
 # document before it picks the sample), and a global stage's reduce and finalize, whose

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipeline.atomic import temp_path
+from pipeline.util.atomic import temp_path
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -249,7 +249,7 @@ def verify_bin(prefix: str | os.PathLike, meta: dict[str, Any] | None) -> None:
     Catches what the size checks cannot: bytes changed in place. A shard without a
     sidecar checksum cannot be verified, and saying so beats passing it silently.
     """
-    from pipeline.hashing import file_sha256
+    from pipeline.kernels.hashing import file_sha256
 
     bin_path = shard_paths(prefix)[0]
     expected = (meta or {}).get("bin_sha256")
@@ -400,7 +400,7 @@ def sidecar(
     *, tokenizer: Any, dtype: np.dtype, eod_id: int | None, bos_id: int | None, documents: int, tokens: int,
     bin_sha256: str
 ) -> dict[str, Any]:
-    """The sidecar's content for a shard written with ``tokenizer`` (a ``pipeline.tokenizers.Tokenizer``)."""
+    """The sidecar's content for a shard written with ``tokenizer`` (a ``pipeline.formats.tokenizers.Tokenizer``)."""
     return {
         "format": SIDECAR_FORMAT,
         "version": SIDECAR_VERSION,

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from pipeline.storage import RunStore
+from pipeline.engine.storage import RunStore
 
 LOCK_FILE = ".prep/lock"
 LEASE_FILE = ".prep/lease.json"

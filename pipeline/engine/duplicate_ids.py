@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from pipeline.hashing import id_hashes
+from pipeline.kernels.hashing import id_hashes
 
 RANGE_IDS = 8 << 20
 EXAMPLES = 3

@@ -21,19 +21,19 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
-from pipeline.config import Config, ConfigError, load_config
-from pipeline.cost import OUTPUT_FOLDERS, summarize_cost, write_cost
-from pipeline.duplicate_ids import find_duplicates
-from pipeline.executor import LocalExecutor
-from pipeline.manifest import build_manifest
-from pipeline.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
-from pipeline.progress import ProgressBar
+from pipeline.engine.config import Config, ConfigError, load_config
+from pipeline.engine.cost import OUTPUT_FOLDERS, summarize_cost, write_cost
+from pipeline.engine.duplicate_ids import find_duplicates
+from pipeline.engine.executor import LocalExecutor
+from pipeline.engine.manifest import build_manifest
+from pipeline.engine.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
+from pipeline.engine.progress import ProgressBar
 from pipeline.stage import UnitContext
-from pipeline.atomic import is_temporary, write_json_atomic
-from pipeline.printable import printable, printable_path
-from pipeline.runlock import locked_output
-from pipeline.storage import RunStore, input_sha256, input_stat
-from pipeline.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
+from pipeline.util.atomic import is_temporary, write_json_atomic
+from pipeline.util.printable import printable, printable_path
+from pipeline.engine.runlock import locked_output
+from pipeline.engine.storage import RunStore, input_sha256, input_stat
+from pipeline.engine.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
 
 
 def run_pipeline(
@@ -136,7 +136,7 @@ def _executor(name: str, address: str | None, workers: int | None):
     if name == "local":
         return LocalExecutor(workers or os.cpu_count() or 1)
     if name == "ray":
-        from pipeline.ray_executor import RayExecutor  # ray is an optional extra
+        from pipeline.engine.ray_executor import RayExecutor  # ray is an optional extra
 
         return RayExecutor(address, workers)
     raise ConfigError(f"unknown executor {name!r} (local or ray)")

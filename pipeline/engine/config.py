@@ -35,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.globbing import GlobError, glob_local
+from pipeline.util.globbing import GlobError, glob_local
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage
-from pipeline.stage_registry import registry
-from pipeline.storage import glob_remote, is_remote
-from pipeline.suggest import nearest_hint
+from pipeline.engine.stage_registry import registry
+from pipeline.engine.storage import glob_remote, is_remote
+from pipeline.util.suggest import nearest_hint
 
 
 class ConfigError(ValueError):

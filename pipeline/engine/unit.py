@@ -19,16 +19,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.atomic import save_npy, write_json, write_json_atomic
-from pipeline.config import Config, StageConfig
-from pipeline.duplicate_ids import unit_ids_path
-from pipeline.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
-from pipeline.hashing import id_hashes, in_sample
-from pipeline.plan import Layout, Segment, Unit
+from pipeline.util.atomic import save_npy, write_json, write_json_atomic
+from pipeline.engine.config import Config, StageConfig
+from pipeline.engine.duplicate_ids import unit_ids_path
+from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
+from pipeline.kernels.hashing import id_hashes, in_sample
+from pipeline.engine.plan import Layout, Segment, Unit
 from pipeline.readers import InputSpec, read_input
-from pipeline.sinks import ParquetSink
+from pipeline.engine.sinks import ParquetSink
 from pipeline.stage import Stage, UnitContext
-from pipeline.storage import RunStore, local_input
+from pipeline.engine.storage import RunStore, local_input
 
 UNREADABLE_FILE = "bad-input:unreadable-file"
 

@@ -37,9 +37,9 @@ from typing import Callable, Iterable, Iterator
 
 import pyarrow.fs as pafs
 
-from pipeline.atomic import atomic_path
-from pipeline.globbing import glob_regex, has_magic
-from pipeline.hashing import file_sha256
+from pipeline.util.atomic import atomic_path
+from pipeline.util.globbing import glob_regex, has_magic
+from pipeline.kernels.hashing import file_sha256
 
 COPY_BLOCK = 8 << 20
 TRANSFER_THREADS = 8

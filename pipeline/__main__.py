@@ -1,0 +1,5 @@
+"""``python -m pipeline`` is ``prep``."""
+
+from pipeline.commands.main import main
+
+main()
