@@ -9,8 +9,8 @@ import pyarrow as pa
 import pytest
 
 from stages.quality import QualityStage
-from stages.quality.tables import tables
-from stages.quality.word_splitter import kernel_tables, split_words
+from stages.quality.tables import kernel_tables, tables
+from stages.quality.word_splitter import split_words
 
 import numpy as np
 

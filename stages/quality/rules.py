@@ -38,7 +38,38 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from stages.quality import kernels
+from stages.quality.signals import (
+    BLOB_LEN,
+    C4_CURLY,
+    C4_EVENT,
+    C4_LOREM,
+    C4_SENTENCES,
+    CODE_ALNUM_FRAC,
+    CODE_AUTOGEN,
+    CODE_MAX_LINE_LEN,
+    CODE_MEAN_LINE_LEN,
+    FW_CHAR_DUP_RATIO,
+    FW_LINE_PUNCT_RATIO,
+    FW_LINES,
+    FW_LIST_RATIO,
+    FW_SHORT_LINE_RATIO,
+    GQ_ALPHA_WORDS,
+    GQ_BULLET_LINES,
+    GQ_ELLIPSIS_LINES,
+    GQ_ELLIPSIS_RATIO,
+    GQ_HASH_RATIO,
+    GQ_MEAN_WORD_LEN,
+    GQ_STOP_WORDS,
+    GQ_WORDS,
+    GR_DUP_LINE_CHAR_FRAC,
+    GR_DUP_LINE_FRAC,
+    GR_DUP_PARA_CHAR_FRAC,
+    GR_DUP_PARA_FRAC,
+    NGRAM_BASE,
+    NO_SPACE_FRAC,
+    NONSPACE_CHARS,
+    TEXT_CHARS,
+)
 
 STOP_WORDS = ["the", "be", "to", "of", "and", "that", "have", "with"]
 POLICY_SUBSTRINGS = ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
@@ -133,7 +164,7 @@ class QualityOptions:
         if len(self.gopher_stop_words) > 64:
             raise ValueError("gopher_stop_words: at most 64 words")
         for name in ("gopher_stop_words", "c4_policy_substrings", "code_autogen_markers"):
-            if any(not s for s in getattr(self, name)):
+            if any(not string for string in getattr(self, name)):
                 raise ValueError(f"{name} holds an empty string")
 
     def rule_set(self, source: str) -> str:
@@ -144,10 +175,10 @@ class QualityOptions:
         return "web"
 
     def top_ngrams(self) -> list[tuple[int, float]]:
-        return [(int(k), float(v)) for k, v in self.gopher_top_n_grams.items()]
+        return [(int(size), float(fraction)) for size, fraction in self.gopher_top_n_grams.items()]
 
     def dup_ngrams(self) -> list[tuple[int, float]]:
-        return [(int(k), float(v)) for k, v in self.gopher_dup_n_grams.items()]
+        return [(int(size), float(fraction)) for size, fraction in self.gopher_dup_n_grams.items()]
 
 
 class Decider:
@@ -173,27 +204,27 @@ class _Only:
 
 
 def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    words = ~(signals[:, kernels.NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
+    words = ~(signals[:, NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
     word_rules = _Only(decider, words)
     if options.gopher_repetition:
-        decider.rule("gopher_repetition:empty", signals[:, kernels.TEXT_CHARS] == 0)
+        decider.rule("gopher_repetition:empty", signals[:, TEXT_CHARS] == 0)
         for name, column, threshold in (
-            ("dup_para_frac", kernels.GR_DUP_PARA_FRAC, options.gopher_dup_para_frac),
-            ("dup_para_char_frac", kernels.GR_DUP_PARA_CHAR_FRAC, options.gopher_dup_para_char_frac),
-            ("dup_line_frac", kernels.GR_DUP_LINE_FRAC, options.gopher_dup_line_frac),
-            ("dup_line_char_frac", kernels.GR_DUP_LINE_CHAR_FRAC, options.gopher_dup_line_char_frac),
+            ("dup_para_frac", GR_DUP_PARA_FRAC, options.gopher_dup_para_frac),
+            ("dup_para_char_frac", GR_DUP_PARA_CHAR_FRAC, options.gopher_dup_para_char_frac),
+            ("dup_line_frac", GR_DUP_LINE_FRAC, options.gopher_dup_line_frac),
+            ("dup_line_char_frac", GR_DUP_LINE_CHAR_FRAC, options.gopher_dup_line_char_frac),
         ):
             if threshold:
                 decider.rule(f"gopher_repetition:{name}", signals[:, column] > threshold)
-        column = kernels.NGRAM_BASE
-        for n, threshold in options.top_ngrams():
-            decider.rule(f"gopher_repetition:top_{n}gram", words & (signals[:, column] > threshold))
+        column = NGRAM_BASE
+        for size, threshold in options.top_ngrams():
+            decider.rule(f"gopher_repetition:top_{size}gram", words & (signals[:, column] > threshold))
             column += 1
-        for n, threshold in options.dup_ngrams():
-            decider.rule(f"gopher_repetition:dup_{n}gram", words & (signals[:, column] > threshold))
+        for size, threshold in options.dup_ngrams():
+            decider.rule(f"gopher_repetition:dup_{size}gram", words & (signals[:, column] > threshold))
             column += 1
     if options.gopher_quality:
-        count, mean = signals[:, kernels.GQ_WORDS], signals[:, kernels.GQ_MEAN_WORD_LEN]
+        count, mean = signals[:, GQ_WORDS], signals[:, GQ_MEAN_WORD_LEN]
         if options.gopher_min_doc_words:
             word_rules.rule("gopher_quality:word_count", count < options.gopher_min_doc_words)
         if options.gopher_max_doc_words:
@@ -204,57 +235,57 @@ def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -
             word_rules.rule("gopher_quality:mean_word_length", mean > options.gopher_max_avg_word_length)
         if options.gopher_max_symbol_word_ratio:
             limit = options.gopher_max_symbol_word_ratio
-            word_rules.rule("gopher_quality:hash_ratio", signals[:, kernels.GQ_HASH_RATIO] > limit)
-            word_rules.rule("gopher_quality:ellipsis_ratio", signals[:, kernels.GQ_ELLIPSIS_RATIO] > limit)
+            word_rules.rule("gopher_quality:hash_ratio", signals[:, GQ_HASH_RATIO] > limit)
+            word_rules.rule("gopher_quality:ellipsis_ratio", signals[:, GQ_ELLIPSIS_RATIO] > limit)
         if options.gopher_max_bullet_lines_ratio:
             limit = options.gopher_max_bullet_lines_ratio
-            word_rules.rule("gopher_quality:bullet_lines", signals[:, kernels.GQ_BULLET_LINES] > limit)
+            word_rules.rule("gopher_quality:bullet_lines", signals[:, GQ_BULLET_LINES] > limit)
         if options.gopher_max_ellipsis_lines_ratio:
             limit = options.gopher_max_ellipsis_lines_ratio
-            word_rules.rule("gopher_quality:ellipsis_lines", signals[:, kernels.GQ_ELLIPSIS_LINES] > limit)
+            word_rules.rule("gopher_quality:ellipsis_lines", signals[:, GQ_ELLIPSIS_LINES] > limit)
         if options.gopher_min_alpha_words_ratio:
             limit = options.gopher_min_alpha_words_ratio
-            word_rules.rule("gopher_quality:alpha_words", signals[:, kernels.GQ_ALPHA_WORDS] < limit)
+            word_rules.rule("gopher_quality:alpha_words", signals[:, GQ_ALPHA_WORDS] < limit)
         if options.gopher_min_stop_words:
             limit = options.gopher_min_stop_words
-            word_rules.rule("gopher_quality:stop_words", signals[:, kernels.GQ_STOP_WORDS] < limit)
+            word_rules.rule("gopher_quality:stop_words", signals[:, GQ_STOP_WORDS] < limit)
     if options.c4:
-        event = signals[:, kernels.C4_EVENT]
-        word_rules.rule("c4:lorem_ipsum", event == kernels.C4_LOREM)
-        word_rules.rule("c4:curly_bracket", event == kernels.C4_CURLY)
-        word_rules.rule("c4:too_few_sentences", signals[:, kernels.C4_SENTENCES] < options.c4_min_num_sentences)
+        event = signals[:, C4_EVENT]
+        word_rules.rule("c4:lorem_ipsum", event == C4_LOREM)
+        word_rules.rule("c4:curly_bracket", event == C4_CURLY)
+        word_rules.rule("c4:too_few_sentences", signals[:, C4_SENTENCES] < options.c4_min_num_sentences)
     if options.fineweb:
-        decider.rule("fineweb:empty", signals[:, kernels.FW_LINES] == 0)
-        punct = signals[:, kernels.FW_LINE_PUNCT_RATIO]
+        decider.rule("fineweb:empty", signals[:, FW_LINES] == 0)
+        punct = signals[:, FW_LINE_PUNCT_RATIO]
         exempt = (punct == 0) & options.fineweb_line_punct_exclude_zero
         decider.rule("fineweb:line_punct_ratio", words & (punct < options.fineweb_line_punct_thr) & ~exempt)
-        short_lines = signals[:, kernels.FW_SHORT_LINE_RATIO]
+        short_lines = signals[:, FW_SHORT_LINE_RATIO]
         decider.rule("fineweb:short_line_ratio", short_lines > options.fineweb_short_line_thr)
-        char_dups = signals[:, kernels.FW_CHAR_DUP_RATIO]
+        char_dups = signals[:, FW_CHAR_DUP_RATIO]
         decider.rule("fineweb:char_dup_ratio", char_dups > options.fineweb_char_duplicates_ratio)
-        decider.rule("fineweb:list_ratio", words & (signals[:, kernels.FW_LIST_RATIO] > options.fineweb_new_line_ratio))
+        decider.rule("fineweb:list_ratio", words & (signals[:, FW_LIST_RATIO] > options.fineweb_new_line_ratio))
 
 
 def decide_code(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    decider.rule("code:empty", signals[:, kernels.NONSPACE_CHARS] == 0)
+    decider.rule("code:empty", signals[:, NONSPACE_CHARS] == 0)
     if options.code_max_blob_chars:  # before line length: a blob is usually one long line
-        decider.rule("code:encoded_blob", signals[:, kernels.BLOB_LEN] >= options.code_max_blob_chars)
+        decider.rule("code:encoded_blob", signals[:, BLOB_LEN] >= options.code_max_blob_chars)
     if options.code_max_line_length:
-        decider.rule("code:max_line_length", signals[:, kernels.CODE_MAX_LINE_LEN] > options.code_max_line_length)
+        decider.rule("code:max_line_length", signals[:, CODE_MAX_LINE_LEN] > options.code_max_line_length)
     if options.code_max_mean_line_length:
-        mean = signals[:, kernels.CODE_MEAN_LINE_LEN]
+        mean = signals[:, CODE_MEAN_LINE_LEN]
         decider.rule("code:mean_line_length", mean > options.code_max_mean_line_length)
     if options.code_min_alnum_frac:
-        decider.rule("code:alnum_frac", signals[:, kernels.CODE_ALNUM_FRAC] < options.code_min_alnum_frac)
-    decider.rule("code:auto_generated", signals[:, kernels.CODE_AUTOGEN] > 0)
+        decider.rule("code:alnum_frac", signals[:, CODE_ALNUM_FRAC] < options.code_min_alnum_frac)
+    decider.rule("code:auto_generated", signals[:, CODE_AUTOGEN] > 0)
 
 
 def decide_math(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    decider.rule("math:empty", signals[:, kernels.NONSPACE_CHARS] == 0)
+    decider.rule("math:empty", signals[:, NONSPACE_CHARS] == 0)
     if options.math_max_blob_chars:
-        decider.rule("math:encoded_blob", signals[:, kernels.BLOB_LEN] >= options.math_max_blob_chars)
+        decider.rule("math:encoded_blob", signals[:, BLOB_LEN] >= options.math_max_blob_chars)
     if options.math_max_dup_line_char_frac:
-        dup_line_chars = signals[:, kernels.GR_DUP_LINE_CHAR_FRAC]
+        dup_line_chars = signals[:, GR_DUP_LINE_CHAR_FRAC]
         decider.rule("math:dup_line_char_frac", dup_line_chars > options.math_max_dup_line_char_frac)
 
 

@@ -26,36 +26,8 @@ from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register
 from stages.quality import kernels
 from stages.quality.rules import DECIDE, Decider, QualityOptions
-from stages.quality.tables import tables
-from stages.quality.word_splitter import kernel_tables
-
-_INT, _FLOAT = pa.int32(), pa.float32()
-FIXED_COLUMNS = [
-    ("gq_words", kernels.GQ_WORDS, _INT),
-    ("gq_mean_word_len", kernels.GQ_MEAN_WORD_LEN, _FLOAT),
-    ("gq_hash_ratio", kernels.GQ_HASH_RATIO, _FLOAT),
-    ("gq_ellipsis_ratio", kernels.GQ_ELLIPSIS_RATIO, _FLOAT),
-    ("gq_bullet_lines", kernels.GQ_BULLET_LINES, _FLOAT),
-    ("gq_ellipsis_lines", kernels.GQ_ELLIPSIS_LINES, _FLOAT),
-    ("gq_alpha_words", kernels.GQ_ALPHA_WORDS, _FLOAT),
-    ("gq_stop_words", kernels.GQ_STOP_WORDS, _INT),
-    ("gr_dup_para_frac", kernels.GR_DUP_PARA_FRAC, _FLOAT),
-    ("gr_dup_para_char_frac", kernels.GR_DUP_PARA_CHAR_FRAC, _FLOAT),
-    ("gr_dup_line_frac", kernels.GR_DUP_LINE_FRAC, _FLOAT),
-    ("gr_dup_line_char_frac", kernels.GR_DUP_LINE_CHAR_FRAC, _FLOAT),
-    ("c4_sentences", kernels.C4_SENTENCES, _INT),
-    ("c4_lines_removed", kernels.C4_LINES_REMOVED, _INT),
-    ("fw_line_punct_ratio", kernels.FW_LINE_PUNCT_RATIO, _FLOAT),
-    ("fw_short_line_ratio", kernels.FW_SHORT_LINE_RATIO, _FLOAT),
-    ("fw_char_dup_ratio", kernels.FW_CHAR_DUP_RATIO, _FLOAT),
-    ("fw_list_ratio", kernels.FW_LIST_RATIO, _FLOAT),
-    ("code_max_line_len", kernels.CODE_MAX_LINE_LEN, _INT),
-    ("code_mean_line_len", kernels.CODE_MEAN_LINE_LEN, _FLOAT),
-    ("code_alnum_frac", kernels.CODE_ALNUM_FRAC, _FLOAT),
-    ("code_autogen", kernels.CODE_AUTOGEN, _INT),
-    ("blob_len", kernels.BLOB_LEN, _INT),
-    ("no_space_frac", kernels.NO_SPACE_FRAC, _FLOAT),
-]
+from stages.quality.signals import INT, NGRAM_BASE, columns, pack_params
+from stages.quality.tables import kernel_tables, tables
 
 
 def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -74,33 +46,14 @@ class QualityStage(Stage):
     def __init__(self, options: QualityOptions):
         super().__init__(options)
         self._tables = kernel_tables(tables())
-        self._top_ngram_sizes = np.array([n for n, _ in options.top_ngrams()], np.int64)
-        self._dup_ngram_sizes = np.array([n for n, _ in options.dup_ngrams()], np.int64)
+        self._top_ngram_sizes = np.array([size for size, _ in options.top_ngrams()], np.int64)
+        self._dup_ngram_sizes = np.array([size for size, _ in options.dup_ngrams()], np.int64)
         self._stop_words = _blob(options.gopher_stop_words)
         self._policy_substrings = _blob(options.c4_policy_substrings, lower=True)
         self._autogen_markers = _blob(options.code_autogen_markers, lower=True)
-        params = np.zeros(kernels.N_PARAMS, np.int64)
-        params[kernels.P_C4_REMOVE_CITATIONS] = options.c4_remove_citations
-        params[kernels.P_C4_NO_TERMINAL_PUNCT] = options.c4_filter_no_terminal_punct
-        params[kernels.P_C4_MIN_WORDS_PER_LINE] = options.c4_min_words_per_line
-        params[kernels.P_C4_MAX_WORD_LENGTH] = options.c4_max_word_length
-        params[kernels.P_C4_LOREM] = options.c4_filter_lorem_ipsum
-        params[kernels.P_C4_JAVASCRIPT] = options.c4_filter_javascript
-        params[kernels.P_C4_CURLY] = options.c4_filter_curly_bracket
-        params[kernels.P_C4_POLICY] = options.c4_filter_policy
-        params[kernels.P_FW_SHORT_LINE_LENGTH] = options.fineweb_short_line_length
-        params[kernels.P_RUN_C4] = options.c4
-        params[kernels.P_AUTOGEN_LINES] = options.code_autogen_lines
-        self._params = params
-        self.columns = list(FIXED_COLUMNS)
-        column = kernels.NGRAM_BASE
-        for n in self._top_ngram_sizes:
-            self.columns.append((f"gr_top_{n}gram", column, _FLOAT))
-            column += 1
-        for n in self._dup_ngram_sizes:
-            self.columns.append((f"gr_dup_{n}gram", column, _FLOAT))
-            column += 1
-        self._n_signals = column
+        self._params = pack_params(options)
+        self.columns = columns(self._top_ngram_sizes, self._dup_ngram_sizes)
+        self._n_signals = NGRAM_BASE + len(self._top_ngram_sizes) + len(self._dup_ngram_sizes)
 
     def signals(self, text: pa.Array, rule_set: str) -> tuple[np.ndarray, pa.Array | None]:
         """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten text."""
@@ -139,22 +92,22 @@ class QualityStage(Stage):
             differs = pc.and_(keep, pc.not_equal(new_text, text))
             changed = int(pc.sum(differs.cast(pa.int64())).as_py() or 0)
             batch = set_column(batch, TEXT, new_text)
-        for name, column, typ in self.columns:
+        for name, column, column_type in self.columns:
             values = signals[:, column]
             missing = np.isnan(values)
-            if typ == _INT:
+            if column_type == INT:
                 values = np.where(missing, 0, values).astype(np.int32)
             else:
                 values = values.astype(np.float32)
-            batch = set_column(batch, name, pa.array(values, typ, mask=missing))
-        counters = {f"quality.{rule_set}.{name}": int(n) for name, n in _reason_counts(decider).items()}
+            batch = set_column(batch, name, pa.array(values, column_type, mask=missing))
+        counters = {f"quality.{rule_set}.{name}": count for name, count in _reason_counts(decider).items()}
         return StageOutput(batch=batch, drop_reason=reasons, changed=changed, counters=counters)
 
 
 def _reason_counts(decider: Decider) -> dict[str, int]:
     counts = np.bincount(decider.code, minlength=len(decider.names) + 1)
     out: dict[str, int] = {}
-    for i, name in enumerate(decider.names, start=1):
-        if counts[i]:
-            out[name] = out.get(name, 0) + int(counts[i])
+    for code, name in enumerate(decider.names, start=1):
+        if counts[code]:
+            out[name] = out.get(name, 0) + int(counts[code])
     return out

@@ -10,6 +10,7 @@ with their bytes kept for verification so a hash collision can never change a re
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -171,3 +172,49 @@ def tables() -> Tables:
             after_digit=byte_set(after_digit),
         )
     return _TABLES
+
+
+class KernelTables(NamedTuple):
+    """The tables as the kernels take them (one argument, named ``T`` there): a named
+    tuple of arrays and ints, which numba passes without reference counting in leaves.
+    The byte sets are spread into their arrays for ``byte_set_find``."""
+
+    flags: np.ndarray
+    special_keys: np.ndarray
+    special_slot_item: np.ndarray
+    special_item_off: np.ndarray
+    special_blob: np.ndarray
+    special_max_len: int
+    special_piece_off: np.ndarray
+    special_piece_len: np.ndarray
+    special_pattern_off: np.ndarray
+    special_pattern_len: np.ndarray
+    merge_first_byte: np.ndarray
+    merge_max_tokens: int
+    after_digit_keys: np.ndarray
+    after_digit_slot_item: np.ndarray
+    after_digit_item_off: np.ndarray
+    after_digit_blob: np.ndarray
+    after_digit_max_len: int
+
+
+def kernel_tables(built: Tables) -> KernelTables:
+    return KernelTables(
+        built.flags,
+        built.specials.keys,
+        built.specials.slot_item,
+        built.specials.item_off,
+        built.specials.blob,
+        built.specials.max_len,
+        built.special_piece_off,
+        built.special_piece_len,
+        built.special_pattern_off,
+        built.special_pattern_len,
+        built.merge_first_byte,
+        built.merge_max_tokens,
+        built.after_digit.keys,
+        built.after_digit.slot_item,
+        built.after_digit.item_off,
+        built.after_digit.blob,
+        built.after_digit.max_len,
+    )
