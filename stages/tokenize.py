@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.documents import ID, SOURCE, TEXT, set_column
+from pipeline.formats.layout import Layout
 from pipeline.stage import Stage, StageOutput, UnitContext, register
 from pipeline.formats.token_shards import (
     ShardWriter,
@@ -160,8 +161,8 @@ class Tokenize(Stage):
     def open_unit(self, unit: UnitContext) -> None:
         if self._open is not None:
             raise RuntimeError(f"tokenize: shard {self._open.prefix} is still open")
-        folder = Path(unit.out_dir) / "tokens" / unit.source
-        prefix = folder / unit.unit
+        layout = Layout(unit.out_dir)
+        folder, prefix = layout.tokens(unit.source), layout.shard_prefix(unit.source, unit.unit)
         check_folder_compatible(folder, self._sidecar(0, 0, ""), exclude=prefix)
         bin_path, idx_path = shard_paths(prefix)
         writer = ShardWriter(unit.atomic(bin_path), unit.atomic(idx_path), self.dtype)

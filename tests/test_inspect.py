@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-import pipeline.commands.show as inspect_cli
+import pipeline.formats.document_lookup as lookup
 from pipeline.commands.main import main
 from pipeline.formats.documents import LEDGER_SCHEMA
-from pipeline.commands.show import estimate_hours
+from pipeline.mix.estimate import estimate_hours
 from pipeline.util.printable import printable
 from pipeline.engine.run import run_pipeline
 from test_run import SAMPLE_CONFIG
@@ -135,8 +135,8 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     write_ledger(tmp_path / "rejects" / "code" / "r.parquet",
                  [rejected("twin", "length", "too-short", "data/code/y.jsonl", 4)])
     reads = []
-    real_read = inspect_cli.pq.read_table
-    monkeypatch.setattr(inspect_cli.pq, "read_table", lambda path, **kw: reads.append(kw) or real_read(path, **kw))
+    real_read = lookup.pq.read_table
+    monkeypatch.setattr(lookup.pq, "read_table", lambda path, **kw: reads.append(kw) or real_read(path, **kw))
 
     result = invoke_show(tmp_path, "twin")
     assert result.exit_code == 0, result.output
@@ -170,14 +170,14 @@ def test_show_names_a_file_it_cannot_read(tmp_path, monkeypatch):
     bad.unlink()
 
     # Root reads through chmod 000, so a permission failure is simulated where the OS would raise it.
-    real_read = inspect_cli.pq.read_table
+    real_read = lookup.pq.read_table
 
     def denied(path, **kw):
         if Path(path).name == "a.parquet":
             raise PermissionError(13, "Permission denied", str(path))
         return real_read(path, **kw)
 
-    monkeypatch.setattr(inspect_cli.pq, "read_table", denied)
+    monkeypatch.setattr(lookup.pq, "read_table", denied)
     assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs/web/a.parquet: Permission denied")
 
 
@@ -186,13 +186,13 @@ def test_show_names_a_folder_it_cannot_list(tmp_path, monkeypatch):
     assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs: Not a directory")
     (tmp_path / "docs").unlink()
     write_docs(tmp_path / "docs" / "web" / "a.parquet", [kept("doc")])
-    real_walk = inspect_cli.os.walk
+    real_walk = lookup.os.walk
 
     def denied(top, onerror=None, **kw):  # what os.walk does with a folder it may not list
         onerror(PermissionError(13, "Permission denied", str(top)))
         return real_walk(top, onerror=onerror, **kw)
 
-    monkeypatch.setattr(inspect_cli.os, "walk", denied)
+    monkeypatch.setattr(lookup.os, "walk", denied)
     assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs: Permission denied")
 
 

@@ -26,13 +26,13 @@ from hypothesis import strategies as st
 
 from pipeline.loader import TokenDataset
 from pipeline.commands.shards import shards_group
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import (
     HEADER_BYTES,
-    IndexedShard,
     ShardError,
     ShardWriter,
     list_shards,
-    merge_shards,
     sidecar,
     sidecar_path,
     write_sidecar,

@@ -16,16 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from pipeline.commands.shards import hash_threshold, run_doc_files, sample_segments, shards_group, tokenizer_group
+from pipeline.commands.shards import shards_group
+from pipeline.commands.tokenizer import tokenizer_group
 from pipeline.stage import UnitContext
-from pipeline.formats.token_shards import (
-    IncompatibleShards,
-    IndexedShard,
-    ShardWriter,
-    merge_shards,
-    read_sidecar,
-    write_index,
-)
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.shard_merge import merge_shards
+from pipeline.formats.token_shards import IncompatibleShards, ShardWriter, read_sidecar, write_index
+from pipeline.formats.tokenizer_training import hash_threshold, run_doc_files, sample_segments
 from pipeline.formats.tokenizers import load_tokenizer
 from stages.tokenize import Tokenize
 from conftest import SHARED_DATA
@@ -166,9 +163,9 @@ def test_megatron_core_builder_writes_the_same_bytes(tmp_path):
 
 
 def test_merge_streams_shards_into_one(tmp_path, monkeypatch):
-    import pipeline.formats.token_shards as ts
+    import pipeline.formats.shard_merge as sm
 
-    monkeypatch.setattr(ts, "COPY_BUFFER_BYTES", 1000)  # many blocks per input
+    monkeypatch.setattr(sm, "COPY_BUFFER_BYTES", 1000)  # many blocks per input
     a = tokenize_unit(tmp_path, sample_texts(12), "a")
     b = tokenize_unit(tmp_path, sample_texts(9, offset=12), "b")
     meta = merge_shards(tmp_path / "out" / "merged", [a, b])

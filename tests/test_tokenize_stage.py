@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from pipeline.stage import UnitContext
-from pipeline.formats.token_shards import IncompatibleShards, IndexedShard, list_shards, read_sidecar
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.token_shards import IncompatibleShards, list_shards, read_sidecar
 from pipeline.formats.tokenizers import TokenizerError
 from stages.tokenize import Tokenize, frame_documents
 from conftest import SHARED_DATA

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.formats import tokenizers as T
-from pipeline.formats.tokenizers import NAMED_ENCODINGS, TokenizerError, load_tokenizer, split_long_text
+from pipeline.formats.tiktoken_encodings import NAMED_ENCODINGS, VOCAB_DIR
+from pipeline.formats.tokenizers import TokenizerError, load_tokenizer, split_long_text
 from conftest import SHARED_DATA
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
@@ -214,7 +215,7 @@ def test_missing_file_is_an_error(tmp_path):
 
 def test_sha256_mismatch_is_refused(tmp_path):
     for f in NAMED_ENCODINGS["r50k_base"].files:
-        shutil.copy(T.VOCAB_DIR / f, tmp_path / f)
+        shutil.copy(VOCAB_DIR / f, tmp_path / f)
     data = gzip.decompress((tmp_path / "r50k_base.tiktoken.gz").read_bytes())
     assert hashlib.sha256(data).hexdigest() == NAMED_ENCODINGS["r50k_base"].sha256
     (tmp_path / "r50k_base.tiktoken.gz").write_bytes(gzip.compress(data.replace(b" 50255\n", b" 50254\n")))
@@ -238,7 +239,7 @@ def test_custom_rank_file(tmp_path):
 
 def test_named_rank_file_by_path_gets_the_named_pattern(tmp_path):
     path = tmp_path / "copy.tiktoken.gz"
-    shutil.copy(T.VOCAB_DIR / "cl100k_base.tiktoken.gz", path)
+    shutil.copy(VOCAB_DIR / "cl100k_base.tiktoken.gz", path)
     tok = load_tokenizer(str(path))
     assert tok.encode_batch(["hello world"])[0].tolist() == [15339, 1917]
     assert tok.eos_id == 100257

@@ -14,12 +14,14 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     from pipeline import __version__
     from pipeline.engine.config import ConfigError
     from pipeline.engine.executor import WorkerDied
-    from pipeline.commands.show import estimate, show
+    from pipeline.commands.estimate import estimate
+    from pipeline.commands.show import show
     from pipeline.commands.mix import mix
     from pipeline.util.printable import error_line, printable, printable_path
     from pipeline.commands.report import report
     from pipeline.engine.runlock import OutputBusy
-    from pipeline.commands.shards import shards_group, tokenizer_group
+    from pipeline.commands.shards import shards_group
+    from pipeline.commands.tokenizer import tokenizer_group
 except KeyboardInterrupt:
     if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
         raise

@@ -63,7 +63,8 @@ def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase
     """
     from pipeline.mix import inventory as inv
     from pipeline.mix.build import plan_mixture
-    from pipeline.mix.output import MIX_JSON, plan_table, write_mix
+    from pipeline.formats.mix import MixLayout
+    from pipeline.mix.output import plan_table, write_mix
 
     try:
         runs, weights = _runs_and_weights(list(arguments) + ctx.args)
@@ -85,9 +86,9 @@ def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase
         return
     if out is None:
         raise click.UsageError("--out MIX_DIR is required (or --dry-run)")
-    if (out / MIX_JSON).exists():
+    if MixLayout(out).manifest.exists():
         if not force:
             raise click.ClickException(f"{out} already holds a mixture; use --force to replace it")
         shutil.rmtree(out)
     write_mix(out, description, order)
-    click.echo(f"wrote {out / MIX_JSON}")
+    click.echo(f"wrote {MixLayout(out).manifest}")

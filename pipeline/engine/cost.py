@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline.util.atomic import write_json_atomic
-from pipeline.engine.plan import Layout
+from pipeline.formats.layout import Layout
 
 # Not scaled in a projection: reading (a sampled run still reads and parses every input
 # document before it picks the sample), and a global stage's reduce and finalize, whose
@@ -28,13 +28,9 @@ def write_cost(path: Path, label: str, started: float) -> None:
     write_json_atomic(path, {"cpu_seconds": {label: time.process_time() - started}})
 
 
-# The folders whose size is the run's output on disk.
-OUTPUT_FOLDERS = ("docs", "rejects", "tokens")
-
-
 def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers: int, output_bytes: int) -> dict:
     cpu: Counter[str] = Counter()
-    folder = layout.out / "stats" / "cost"
+    folder = layout.cost_folder
     for path in sorted(folder.rglob("*.json")) if folder.exists() else []:
         cpu.update(json.loads(path.read_text())["cpu_seconds"])
     total = sum(cpu.values())

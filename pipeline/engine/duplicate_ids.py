@@ -16,29 +16,25 @@ the examples; at over a billion ids, the count may include a rare 64-bit collisi
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.formats.layout import Layout
 from pipeline.kernels.hashing import id_hashes
 
 RANGE_IDS = 8 << 20
 EXAMPLES = 3
 
 
-def unit_ids_path(work: Path, source: str, unit: str) -> Path:
-    return work / source / f"{unit}.npy"
-
-
-def find_duplicates(work: Path, units: list, output_files) -> dict | None:
+def find_duplicates(layout: Layout, units: list, output_files) -> dict | None:
     """``{"ids", "extra_copies", "examples"}`` for ids seen more than once, else None.
 
     ``units`` have ``source`` and ``name``; ``output_files(unit)`` lists the Parquet
     files (kept and rejected) that hold a unit's ids, read only for the examples."""
-    present = [u for u in units if unit_ids_path(work, u.source, u.name).exists()]
-    arrays = [np.load(unit_ids_path(work, u.source, u.name), mmap_mode="r") for u in present]
+    present = [u for u in units if layout.unit_ids(u.source, u.name).exists()]
+    arrays = [np.load(layout.unit_ids(u.source, u.name), mmap_mode="r") for u in present]
     total = sum(len(a) for a in arrays)
     if total == 0:
         return None

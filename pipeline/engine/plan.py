@@ -1,4 +1,5 @@
-"""The plan of a run: its units of work, its segments, and the folders everything goes in.
+"""The plan of a run: its units of work and its segments (the folders everything goes in
+are ``pipeline.formats.layout``).
 
 A unit is one input file of one source. The stage chain is cut at each global stage
 (dedup) into segments; segment ``k`` runs per unit and, unless it is the last, leaves the
@@ -85,52 +86,3 @@ def stage_labels(config: Config) -> list[str]:
     names = [s.name for s in config.stages]
     return [n if names.count(n) == 1 else f"{n}#{names[:i].count(n) + 1}" for i, n in enumerate(names)]
 
-
-class Layout:
-    """Every path of an output folder, in one place."""
-
-    def __init__(self, out: Path):
-        self.out = Path(out)
-
-    @property
-    def manifest(self) -> Path:
-        return self.out / "manifest.json"
-
-    @property
-    def state(self) -> Path:
-        return self.out / ".prep" / "run.json"
-
-    def docs(self, source: str) -> Path:
-        return self.out / "docs" / source
-
-    def rejects(self, source: str) -> Path:
-        return self.out / "rejects" / source
-
-    def segment_docs(self, segment: int, source: str) -> Path:
-        return self.out / "work" / "segments" / str(segment) / source
-
-    def global_work(self, segment: int) -> Path:
-        return self.out / "work" / "global" / str(segment)
-
-    @property
-    def id_work(self) -> Path:
-        """Each unit's sorted id hashes, for the run's duplicate-id check."""
-        return self.out / "work" / "ids"
-
-    def marker(self, phase: str, source: str, unit: str) -> Path:
-        return self.out / "stats" / phase / source / f"{unit}.json"
-
-    def cost(self, phase: str, source: str, unit: str) -> Path:
-        """CPU seconds of one unit: kept apart from the markers, since timings differ
-        from run to run while every other file is byte-identical."""
-        return self.out / "stats" / "cost" / phase / source / f"{unit}.json"
-
-    @property
-    def cost_summary(self) -> Path:
-        return self.out / "cost.json"
-
-    def global_marker(self, segment: int, step: str) -> Path:
-        return self.out / "stats" / f"global-{segment}" / f"{step}.json"
-
-    # Folders a run creates (and --force removes).
-    OWNED = ("docs", "rejects", "stats", "work", "tokens", ".prep", "manifest.json", "cost.json")

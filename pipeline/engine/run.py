@@ -16,24 +16,24 @@ import json
 import os
 import sys
 import time
-from glob import escape as glob_escape
 from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import OUTPUT_FOLDERS, summarize_cost, write_cost
+from pipeline.engine.cost import summarize_cost, write_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.manifest import build_manifest
-from pipeline.engine.plan import Layout, Segment, Unit, plan_segments, plan_units, stage_labels
+from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
+from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_files, unit_files
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable, printable_path
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore, input_sha256, input_stat
-from pipeline.engine.unit import built_stage, commit, is_unit_part, run_unit, segment_parts
+from pipeline.engine.unit import built_stage, commit, run_unit
 
 
 def run_pipeline(
@@ -101,8 +101,8 @@ def _run_claimed(config: Config, store: RunStore, units: list[Unit], input_stats
     manifest = build_manifest(config, labels, unit_stats, global_stats)
     manifest["sample"] = sample
     _note_duplicate_ids(manifest, store, layout, units)
-    store.sync("stats/cost")
-    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(OUTPUT_FOLDERS))
+    store.sync(layout.key(layout.cost_folder))
+    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
     write_json_atomic(layout.manifest, manifest)
     write_json_atomic(layout.cost_summary, cost)
     store.push([layout.cost_summary], marker=layout.manifest)
@@ -112,16 +112,16 @@ def _run_claimed(config: Config, store: RunStore, units: list[Unit], input_stats
 
 def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: list[Unit]) -> None:
     """Count ids that occur more than once in the run; warn with a few examples."""
-    store.pull(_relative(layout, layout.id_work))
+    store.pull(layout.key(layout.id_work))
 
     def output_files(unit: Unit) -> list[Path]:
         files = []
         for folder in (layout.docs(unit.source), layout.rejects(unit.source)):
-            store.pull(_relative(layout, folder), keep=lambda rel: PurePosixPath(rel).name.startswith(unit.name + "."))
-            files += sorted(folder.glob(f"{glob_escape(unit.name)}.*parquet")) if folder.exists() else []
+            store.pull(layout.key(folder), keep=lambda rel: is_unit_file(PurePosixPath(rel).name, unit.name))
+            files += unit_files(folder, unit.name)
         return files
 
-    found = find_duplicates(layout.id_work, units, output_files)
+    found = find_duplicates(layout, units, output_files)
     if found is None:
         return
     manifest["duplicate_ids"] = found
@@ -157,7 +157,7 @@ def _claim_output(store: RunStore, units: list[Unit], fingerprint: dict, input_s
     """Refuse to mix two different runs in one folder unless --force (which starts over)."""
     layout = Layout(store.root)
     out = store.uri
-    state_file = layout.state.relative_to(layout.out).as_posix()
+    state_file = layout.key(layout.state)
     state = store.read_text(state_file)
     previous = json.loads(state) if state is not None else None
     versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
@@ -166,7 +166,8 @@ def _claim_output(store: RunStore, units: list[Unit], fingerprint: dict, input_s
             _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
             store.write_text(state_file, json.dumps({**fingerprint, "inputs": versions}, indent=2, sort_keys=True))
         return  # resume
-    names = [n for n in store.names() if n != ".prep"]  # .prep holds the lock this run took
+    control = layout.key(layout.control)
+    names = [n for n in store.names() if n != control]  # .prep holds the lock this run took
     if not force:
         if previous is not None:
             raise ConfigError(
@@ -194,7 +195,7 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
         key = f"{unit.source}/{unit.file_key}"
         if recorded.get(key) == versions[key]:
             continue
-        marker = layout.marker("segment-0", unit.source, unit.name).relative_to(layout.out).as_posix()
+        marker = layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))
         text = store.read_text(marker)
         if text is None:
             continue
@@ -216,9 +217,9 @@ def _remove_temporaries(out: Path) -> None:
 
 def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample,
                  input_bytes: int) -> list[dict]:
-    phase = f"segment-{segment.index}"
+    phase = Layout.segment_phase(segment.index)
     layout = Layout(store.root)
-    store.sync(f"stats/{phase}")
+    store.sync(layout.key(layout.markers(phase)))
     todo, done = [], []
     for unit in units:
         marker = layout.marker(phase, unit.source, unit.name)
@@ -250,13 +251,13 @@ def segment_task(config: Config, store: RunStore, segment_index: int, unit: Unit
 
 def _pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Unit) -> None:
     """The documents a unit kept in segment ``segment_index``, which the next phase reads."""
-    folder = _relative(layout, layout.segment_docs(segment_index, unit.source))
-    store.pull(folder, keep=lambda rel: is_unit_part(PurePosixPath(rel).name, unit.name))
+    folder = layout.key(layout.segment_docs(segment_index, unit.source))
+    store.pull(folder, keep=lambda rel: is_part_file(PurePosixPath(rel).name, unit.name))
 
 
 def _pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
     """The files of a global stage's work folder that a step reads (see GlobalStage.reads)."""
-    folder = _relative(layout, layout.global_work(segment_index))
+    folder = layout.key(layout.global_work(segment_index))
     if patterns is None:
         store.pull(folder)
         return
@@ -264,18 +265,14 @@ def _pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tu
     store.pull(folder, keep=lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns))
 
 
-def _relative(layout: Layout, path: Path) -> str:
-    return path.relative_to(layout.out).as_posix()
-
-
 def _run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
     """Map over the previous segment's output, reduce each partition, finalize."""
     layout = Layout(store.root)
     stage_config = segment.entry
     index = config.stages.index(stage_config)
-    phase = f"global-{segment.index}-map"
-    store.sync(f"stats/{phase}")
-    store.sync(f"stats/global-{segment.index}")
+    phase = Layout.map_phase(segment.index)
+    store.sync(layout.key(layout.markers(phase)))
+    store.sync(layout.key(layout.global_markers(segment.index)))
     todo = [
         u for u in units
         if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
@@ -293,9 +290,9 @@ def _run_global(config: Config, store: RunStore, segment: Segment, units, execut
         _pull_work(store, layout, segment.index, stage.reads("finalize"))
         started = time.process_time()
         counters = stage.finalize(layout.global_work(segment.index))
-        cost = layout.cost(f"global-{segment.index}", "", "finalize")
+        cost = layout.cost(Layout.global_phase(segment.index), "", "finalize")
         write_cost(cost, f"{stage_config.name}:finalize", started)
-        store.push_tree(_relative(layout, layout.global_work(segment.index)))
+        store.push_tree(layout.key(layout.global_work(segment.index)))
         write_json_atomic(marker, {"counters": counters})
         store.push([cost], marker=marker)
     return json.loads(marker.read_text())["counters"]
@@ -307,7 +304,7 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
     _pull_unit_documents(store, layout, segment_index - 1, unit)
-    parts = segment_parts(layout.segment_docs(segment_index - 1, unit.source), unit.name)
+    parts = part_files(layout.segment_docs(segment_index - 1, unit.source), unit.name)
 
     def batches():
         for path in parts:
@@ -320,8 +317,9 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     work.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
     counters = stage.map_unit(batches(), ctx, work)
-    write_cost(ctx.atomic(layout.cost(f"global-{segment_index}-map", unit.source, unit.name)), f"{segment.entry.name}:map", started)
-    commit(ctx, layout.marker(f"global-{segment_index}-map", unit.source, unit.name), {"counters": counters}, store)
+    phase = Layout.map_phase(segment_index)
+    write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
+    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
     return counters
 
 
@@ -332,9 +330,9 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
     _pull_work(store, layout, segment_index, stage.reads("reduce"))
     started = time.process_time()
     counters = stage.reduce_partition(partition, layout.global_work(segment_index))
-    cost = layout.cost(f"global-{segment_index}-reduce", "", str(partition))
+    cost = layout.cost(Layout.reduce_phase(segment_index), "", str(partition))
     write_cost(cost, f"{segment.entry.name}:reduce", started)
-    store.push_tree(_relative(layout, layout.global_work(segment_index)))
+    store.push_tree(layout.key(layout.global_work(segment_index)))
     marker = layout.global_marker(segment_index, f"reduce-{partition}")
     write_json_atomic(marker, {"counters": counters})
     store.push([cost], marker=marker)

@@ -32,9 +32,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipeline.engine.storage import RunStore
-
-LOCK_FILE = ".prep/lock"
-LEASE_FILE = ".prep/lease.json"
+from pipeline.formats.layout import Layout
 
 
 class OutputBusy(Exception):
@@ -78,7 +76,7 @@ def locked_output(store: RunStore) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _flock(out: Path) -> Iterator[None]:
-    path = out / LOCK_FILE
+    path = Layout(out).lock
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -111,7 +109,7 @@ def _lease(store: RunStore) -> Iterator[None]:
     ttl = lease_seconds()
 
     def write() -> None:
-        store.write_text(LEASE_FILE, json.dumps({**holder, "token": token, "renewed": time.time()}))
+        store.write_text(_lease_key(store), json.dumps({**holder, "token": token, "renewed": time.time()}))
 
     current = _read_lease(store)
     if current and time.time() - current.get("renewed", 0) < ttl and not _holder_gone(current):
@@ -137,7 +135,7 @@ def _lease(store: RunStore) -> Iterator[None]:
         thread.join()
         with contextlib.suppress(OSError):
             if _read_lease(store).get("token") == token:
-                store.remove(LEASE_FILE)
+                store.remove(_lease_key(store))
 
 
 def _holder_gone(lease: dict) -> bool:
@@ -154,8 +152,13 @@ def _holder_gone(lease: dict) -> bool:
     return False
 
 
+def _lease_key(store: RunStore) -> str:
+    layout = Layout(store.root)
+    return layout.key(layout.lease)
+
+
 def _read_lease(store: RunStore) -> dict:
-    text = store.read_text(LEASE_FILE)
+    text = store.read_text(_lease_key(store))
     try:
         return json.loads(text) if text else {}
     except ValueError:

@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.formats.layout import part_name
 from pipeline.stage import UnitContext
 
 COMPRESSION = "zstd"
@@ -69,8 +70,7 @@ class ParquetSink:
             else:
                 batch = conformed
         if self.writer is None:
-            name = f"{self.stem}.parquet" if self.parts == 0 else f"{self.stem}.{self.parts}.parquet"
-            path = self.unit.atomic(self.folder / name)
+            path = self.unit.atomic(self.folder / part_name(self.stem, self.parts))
             schema = self.fixed_schema or batch.schema
             # Dictionaries and min/max statistics only pay off on short columns; on long
             # text they cost time and get discarded.

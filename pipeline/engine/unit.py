@@ -8,7 +8,6 @@ has no marker and simply runs again, producing the same bytes.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -21,10 +20,10 @@ import pyarrow.parquet as pq
 
 from pipeline.util.atomic import save_npy, write_json, write_json_atomic
 from pipeline.engine.config import Config, StageConfig
-from pipeline.engine.duplicate_ids import unit_ids_path
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.kernels.hashing import id_hashes, in_sample
-from pipeline.engine.plan import Layout, Segment, Unit
+from pipeline.engine.plan import Segment, Unit
+from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.readers import InputSpec, read_input
 from pipeline.engine.sinks import ParquetSink
 from pipeline.stage import Stage, UnitContext
@@ -91,7 +90,7 @@ def run_unit(
     tallies = {label: StageTally() for label, _ in steps}
     kept_folder = layout.docs(unit.source) if segment.last else layout.segment_docs(segment.index, unit.source)
     kept_sink = ParquetSink(ctx, kept_folder, unit.name)
-    ledger_sink = ParquetSink(ctx, layout.rejects(unit.source), f"{unit.name}.s{segment.index}", LEDGER_SCHEMA)
+    ledger_sink = ParquetSink(ctx, layout.rejects(unit.source), ledger_stem(unit.name, segment.index), LEDGER_SCHEMA)
     counts = {"input": 0, "output": 0, "rejected": 0}
     file_info: dict = {}
     bad_input: Counter[str] = Counter()
@@ -139,9 +138,9 @@ def run_unit(
     }
     if segment.index == 0:
         hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
-        save_npy(ctx.atomic(unit_ids_path(layout.id_work, unit.source, unit.name)), hashes)
+        save_npy(ctx.atomic(layout.unit_ids(unit.source, unit.name)), hashes)
         stats["input_file"] = {"path": unit.file_key, "bytes": file_info.get("bytes"), "sha256": file_info.get("sha256")}
-    phase = f"segment-{segment.index}"
+    phase = Layout.segment_phase(segment.index)
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
     write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
     commit(ctx, layout.marker(phase, unit.source, unit.name), stats, store)
@@ -236,26 +235,10 @@ def _batches(config: Config, layout: Layout, segment: Segment, unit: Unit, stric
             for chunk in read_input(path, spec, unit.format):
                 yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
         return
-    for path in segment_parts(layout.segment_docs(segment.index - 1, unit.source), unit.name):
+    for path in part_files(layout.segment_docs(segment.index - 1, unit.source), unit.name):
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=8192):
             yield batch, None, 0, {}
-
-
-def segment_parts(folder: Path, unit_name: str) -> list[Path]:
-    """A unit's kept-document files in part order (``u.parquet``, ``u.1.parquet``, ...)."""
-    first = folder / f"{unit_name}.parquet"
-    if not first.exists():
-        return []
-    parts = [first]
-    while (folder / f"{unit_name}.{len(parts)}.parquet").exists():
-        parts.append(folder / f"{unit_name}.{len(parts)}.parquet")
-    return parts
-
-
-def is_unit_part(file_name: str, unit_name: str) -> bool:
-    """Whether ``file_name`` is one of the parts ``segment_parts`` lists for the unit."""
-    return re.fullmatch(rf"{re.escape(unit_name)}(\.\d+)?\.parquet", file_name) is not None
 
 
 def commit(ctx: UnitContext, marker: Path, stats: dict, store: RunStore | None = None) -> None:

@@ -1,9 +1,14 @@
-"""The file names of a mixture folder, shared by the writer and every reader.
+"""The mixture folder: its file names and paths, shared by the writer and every reader.
 
 ``prep mix`` writes them (``pipeline.mix.output``); the loader (``pipeline.loader.mixture``),
-the report and the CLIs read them. This module imports nothing, so a reader can take the
-names without importing the planner (numpy, pyarrow, the shard inventory).
+the report and the CLIs read them. This module imports nothing of prep, so a reader can
+take the names without importing the planner (numpy, pyarrow, the shard inventory).
 """
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
 
 # The manifest: sources, shards, weights, phases and the names of the two order arrays.
 # Written last, so a folder holding it is a complete mixture.
@@ -12,3 +17,28 @@ MIX_JSON = "mix.json"
 # index within that source (int64).
 ORDER_SOURCE = "order_source.npy"
 ORDER_DOCUMENT = "order_document.npy"
+
+
+class MixLayout:
+    """Every path of a mixture folder, in one place."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+
+    @property
+    def manifest(self) -> Path:
+        """``mix.json``."""
+        return self.folder / MIX_JSON
+
+    @property
+    def order_source(self) -> Path:
+        return self.folder / ORDER_SOURCE
+
+    @property
+    def order_document(self) -> Path:
+        return self.folder / ORDER_DOCUMENT
+
+    def order(self, description: dict, which: str) -> Path:
+        """An order array (``which``: "source" or "document") by the name the mixture's
+        ``mix.json`` (``description``) gives it under ``"order"``."""
+        return self.folder / description["order"][which]

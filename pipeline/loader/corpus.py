@@ -25,8 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.formats.layout import Layout
 from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
-from pipeline.formats.token_shards import IndexedShard, list_shards, map_tokens, shard_paths
+from pipeline.formats.indexed_shard import IndexedShard, map_tokens
+from pipeline.formats.token_shards import list_shards, shard_paths
 
 CORPUS_FORMAT = 1
 
@@ -58,8 +60,9 @@ def discover_shards(root: Path) -> list[tuple[str, str]]:
 def resolve_root(path: str | os.PathLike) -> Path:
     """The folder holding the shards: ``path/tokens`` for a run folder, else ``path``."""
     path = Path(path)
-    if (path / "tokens").is_dir():
-        return path / "tokens"
+    tokens = Layout(path).tokens_folder
+    if tokens.is_dir():
+        return tokens
     return path
 
 

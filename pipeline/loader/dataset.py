@@ -93,7 +93,7 @@ class TokenDataset(Dataset):
     ``cache_dir`` (default: ``.loader_cache`` beside the shards).
 
     Every shard is checked once, here, before any window is read (see
-    ``pipeline.formats.token_shards.IndexedShard``): the ``.idx`` is well formed (header, sizes
+    ``pipeline.formats.indexed_shard.IndexedShard``): the ``.idx`` is well formed (header, sizes
     that fit the file, non-negative lengths, pointers that are the running offsets,
     document index 0..n), the ``.bin`` holds exactly the tokens the index lists (its size,
     by stat) and the sidecar agrees on dtype and counts; a shard listed by an ``.idx``, a

@@ -23,18 +23,19 @@ import numpy as np
 
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
-from pipeline.formats.mix import MIX_JSON
+from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.formats.token_shards import ShardError
 
 
 def is_mixture(path: str | os.PathLike) -> bool:
-    return (Path(path) / MIX_JSON).is_file()
+    return MixLayout(path).manifest.is_file()
 
 
 def _description(mix_dir: Path) -> dict:
-    description = json.loads((mix_dir / MIX_JSON).read_text())
+    manifest = MixLayout(mix_dir).manifest
+    description = json.loads(manifest.read_text())
     if description.get("format") != "prep-mix":
-        raise ValueError(f"{mix_dir / MIX_JSON} is not a prep mixture (format {description.get('format')!r})")
+        raise ValueError(f"{manifest} is not a prep mixture (format {description.get('format')!r})")
     return description
 
 
@@ -52,8 +53,8 @@ def mixture_corpus(
     try:
         corpus = ShardCorpus(mix_dir, cache_dir, shards=shards, verify=verify)
     except ShardError as e:
-        raise ShardError(f"{e} (a shard listed in {mix_dir / MIX_JSON})") from e
-    _check_shard_documents(corpus, description, mix_dir / MIX_JSON)
+        raise ShardError(f"{e} (a shard listed in {MixLayout(mix_dir).manifest})") from e
+    _check_shard_documents(corpus, description, MixLayout(mix_dir).manifest)
     return corpus
 
 
@@ -80,18 +81,19 @@ class MixtureOrder:
 
     def __init__(self, mix_dir: str | os.PathLike):
         self.mix_dir = Path(mix_dir)
+        self.folder = MixLayout(self.mix_dir)
         self.description = _description(self.mix_dir)
 
     def key(self) -> str:
-        files = [self.mix_dir / MIX_JSON] + [self.mix_dir / name for name in self.description["order"].values()]
+        files = [self.folder.manifest] + [self.folder.order(self.description, which) for which in self.description["order"]]
         return "mixture-" + fingerprint([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
 
     def build(self, corpus: ShardCorpus) -> np.ndarray:
         names = list(self.description["sources"])
         first = {source.name: source.first_document for source in corpus.sources}
         offsets = np.array([first[name] for name in names], dtype=np.int64)
-        source = np.load(self.mix_dir / self.description["order"]["source"])
-        document = np.load(self.mix_dir / self.description["order"]["document"])
+        source = np.load(self.folder.order(self.description, "source"))
+        document = np.load(self.folder.order(self.description, "document"))
         if len(source) != len(document):
             raise ValueError(f"{self.mix_dir}: order arrays differ in length")
         source, document = source.astype(np.int64), document.astype(np.int64)
@@ -107,13 +109,13 @@ class MixtureOrder:
         names = list(self.description["sources"])
         counts = {s.name: s.documents for s in corpus.sources}
         sizes = np.array([counts.get(name, 0) for name in names], dtype=np.int64)
-        where = self.mix_dir / self.description["order"]["source"]
+        where = self.folder.order(self.description, "source")
         if len(source) and (source.min() < 0 or source.max() >= len(names)):
             raise ValueError(f"{where}: source numbers outside 0..{len(names) - 1} (the sources of {MIX_JSON})")
         bad = (document < 0) | (document >= sizes[source])
         if bad.any():
             i = int(np.argmax(bad))
             raise ValueError(
-                f"{self.mix_dir / self.description['order']['document']}: position {i} names document "
+                f"{self.folder.order(self.description, 'document')}: position {i} names document "
                 f"{document[i]} of source {names[source[i]]!r}, which holds {sizes[source[i]]}"
             )

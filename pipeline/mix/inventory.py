@@ -10,9 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.formats.layout import Layout
 from pipeline.kernels.hashing import hash_strings
 from pipeline.util.suggest import nearest_hint
-from pipeline.formats.token_shards import IndexedShard, check_compatible, docs_path, list_shards, read_sidecar
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar
 
 
 class MixError(ValueError):
@@ -60,7 +62,7 @@ def _unknown_column(name: str, source: str, columns: list[str]) -> str:
 def take_inventory(runs: list[Path]) -> Inventory:
     shards_by_source: dict[str, list[str]] = {}
     for run in runs:
-        tokens = Path(run) / "tokens"
+        tokens = Layout(run).tokens_folder
         if not tokens.is_dir():
             raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
         for folder in sorted(p for p in tokens.iterdir() if p.is_dir()):

@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.util.atomic import atomic_path, save_npy_atomic
-# The file names live in ``format`` (readers import them without the planner); they are
-# imported here for the writer and for callers that already import them from this module.
-from pipeline.formats.mix import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
+# The file names and paths live in ``pipeline.formats.mix`` (readers import them without the
+# planner); the names are imported here too for callers that already import them from this module.
+from pipeline.formats.mix import ORDER_DOCUMENT, ORDER_SOURCE, MixLayout
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
@@ -57,15 +57,16 @@ def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curri
 
 
 def _documents_per_shard(shards: list[str]) -> list[int]:
-    from pipeline.formats.token_shards import IndexedShard
+    from pipeline.formats.indexed_shard import IndexedShard
 
     return [len(IndexedShard(prefix)) for prefix in shards]
 
 
 def write_mix(out: Path, description: dict, order: MixOrder) -> None:
-    save_npy_atomic(out / ORDER_SOURCE, order.source.astype(np.uint16))
-    save_npy_atomic(out / ORDER_DOCUMENT, order.document.astype(np.int64))
-    with atomic_path(out / MIX_JSON) as tmp:  # last: a folder with mix.json is complete
+    folder = MixLayout(out)
+    save_npy_atomic(folder.order_source, order.source.astype(np.uint16))
+    save_npy_atomic(folder.order_document, order.document.astype(np.int64))
+    with atomic_path(folder.manifest) as tmp:  # last: a folder with mix.json is complete
         tmp.write_text(json.dumps(description, indent=2) + "\n")
 
 

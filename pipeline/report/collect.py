@@ -12,8 +12,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.engine.plan import Layout
-from pipeline.formats.token_shards import IndexedShard, list_shards, read_sidecar
+from pipeline.formats.layout import Layout
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.token_shards import list_shards, read_sidecar
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
 READ_STAGE = "read"
@@ -99,7 +100,7 @@ def cpu_seconds(cost: dict | None) -> Bars | None:
 
 def token_folders(layout: Layout) -> dict[str, list[str]]:
     """Shard prefixes per source under ``tokens/``, sources in name order."""
-    root = layout.out / "tokens"
+    root = layout.tokens_folder
     if not root.is_dir():
         return {}
     folders = {p.name: list_shards(p) for p in sorted(root.iterdir()) if p.is_dir()}

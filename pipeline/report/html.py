@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline import __version__
 from pipeline.util.atomic import atomic_path
-from pipeline.engine.plan import Layout
+from pipeline.formats.layout import Layout
 from pipeline.report.collect import load_json
 from pipeline.report.sections import Context, Section, build_sections
 from pipeline.report.svg import esc

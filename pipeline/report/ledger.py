@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.kernels.hashing import hash_strings
-from pipeline.engine.plan import Layout
+from pipeline.formats.layout import Layout
 
 EXAMPLES_PER_RULE = 3
 EXAMPLE_CHARS = 300
@@ -36,7 +36,7 @@ class Example:
 
 
 def ledger_files(layout: Layout, sources: list[str]) -> list[Path]:
-    return [p for source in sources for p in sorted(layout.rejects(source).glob("*.parquet"))]
+    return [p for source in sources for p in layout.reject_files(source)]
 
 
 def rule_name(stage: str, reason: str) -> str:

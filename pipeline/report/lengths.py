@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.formats.token_shards import IndexedShard
+from pipeline.formats.indexed_shard import IndexedShard
 
 SAMPLE_ROWS = 200_000
 BINS_PER_DECADE = 10

@@ -18,8 +18,9 @@ import pyarrow.parquet as pq
 
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory
-from pipeline.mix.output import MIX_JSON, ORDER_DOCUMENT, ORDER_SOURCE
-from pipeline.formats.token_shards import IndexedShard, docs_path
+from pipeline.formats.mix import MIX_JSON, MixLayout
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.token_shards import docs_path
 
 BINS = 200
 CHUNK = 1 << 20
@@ -41,7 +42,8 @@ class Composition:
 
 
 def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
-    mix_path = Path(mix_dir) / MIX_JSON
+    folder = MixLayout(mix_dir)
+    mix_path = folder.manifest
     if not mix_path.exists():
         raise MixtureError(f"{mix_dir}: not a mixture folder (no {MIX_JSON}; make one with prep mix RUN --out DIR)")
     mix = json.loads(mix_path.read_text())
@@ -49,8 +51,8 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     lengths = [_source_lengths(name, mix["sources"][name]) for name in names]
     curriculum = mix.get("curriculum", "none")
     keys, key_label = _keys(names, mix, lengths, curriculum)
-    order_source = np.load(Path(mix_dir) / ORDER_SOURCE, mmap_mode="r")
-    order_document = np.load(Path(mix_dir) / ORDER_DOCUMENT, mmap_mode="r")
+    order_source = np.load(folder.order_source, mmap_mode="r")
+    order_document = np.load(folder.order_document, mmap_mode="r")
     total = max(int(mix["tokens"]), 1)
     edges = np.linspace(0.0, total, bins + 1)
     cumulative = _Cumulative(edges, len(names))
@@ -140,7 +142,7 @@ def _keys(names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: st
     if curriculum == "none":
         return None, ""
     if curriculum == "length":
-        return [l.astype(np.float64) for l in lengths], "tokens per document"
+        return [tokens.astype(np.float64) for tokens in lengths], "tokens per document"
     keys, column = [], curriculum
     for name, length in zip(names, lengths):
         shards = mix["sources"][name]["shards"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.engine.plan import Layout
+from pipeline.formats.layout import Layout
 from pipeline.report import collect, ledger, lengths, svg
 from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture
@@ -76,7 +76,7 @@ def drops_per_rule(ctx: Context) -> Section | None:
 
 
 def length_distributions(ctx: Context) -> Section:
-    docs = [p for s in ctx.sources for p in sorted(ctx.layout.docs(s).glob("*.parquet"))]
+    docs = [p for s in ctx.sources for p in ctx.layout.doc_files(s)]
     rejects = ledger.ledger_files(ctx.layout, ctx.sources)
     fraction = lengths.sample_fraction(lengths.rows_in(docs) + lengths.rows_in(rejects))
     after = lengths.char_lengths(docs, fraction)
@@ -97,7 +97,7 @@ def length_distributions(ctx: Context) -> Section:
 
 
 def languages(ctx: Context) -> Section | None:
-    kept = lengths.languages([p for s in ctx.sources for p in sorted(ctx.layout.docs(s).glob("*.parquet"))])
+    kept = lengths.languages([p for s in ctx.sources for p in ctx.layout.doc_files(s)])
     dropped = collect.dropped_languages(ctx.manifest)
     if not kept and not dropped:
         ctx.missing.append("languages (no lang column: add the langid stage)")

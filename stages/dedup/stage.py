@@ -232,7 +232,9 @@ class Dedup(GlobalStage):
     # -- filter -------------------------------------------------------------------------
 
     def open_unit(self, unit: UnitContext) -> None:
-        work_dir = self.work_dir or Path(unit.out_dir) / "work" / self.name
+        work_dir = self.work_dir
+        if work_dir is None:
+            raise RuntimeError("dedup: bind(work_dir) must come before open_unit (see GlobalStage)")
         if not (work_dir / DONE_FILE).exists():
             raise RuntimeError(f"dedup: finalize has not completed in {work_dir}")
         if self._table is None or self._table_from != work_dir:

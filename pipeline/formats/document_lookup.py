@@ -1,0 +1,78 @@
+"""Finding a document by id in a run folder, kept (``docs/``) or rejected (``rejects/``),
+for ``prep show``.
+
+Apart from the command so that the search (every match, read with a Parquet filter, and
+a folder that cannot be listed never mistaken for an empty one) is library code that
+raises an ordinary exception, ``UnreadableRun``, whose message is the line to print.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.formats.layout import Layout
+from pipeline.util.printable import error_line, printable
+
+
+class UnreadableRun(OSError):
+    """A file or folder of the run that cannot be read; the message names it and says why."""
+
+
+@dataclass
+class Match:
+    """One document found under the id: kept (``docs/``) or rejected (``rejects/``), the
+    Parquet file it is in, and its row."""
+
+    kind: str
+    path: Path
+    row: dict
+
+
+def find_documents(run: Path, doc_id: str) -> list[Match]:
+    """Every document with ``doc_id``, kept ones first: an id can repeat (two inputs with the
+    same ids, or a document kept once and dropped as a duplicate elsewhere), and showing only
+    the first would hide the others. Each file is read with a filter on ``id``, so Parquet
+    skips the row groups whose statistics rule the id out and reads little of most files."""
+    found = []
+    layout = Layout(run)
+    for kind, folder in (("kept", layout.docs_folder), ("rejected", layout.rejects_folder)):
+        try:
+            files = parquet_files(folder)
+        except OSError as error:  # a folder of the run that cannot be listed
+            where = error.filename or run
+            raise UnreadableRun(f"cannot read {printable(where)}: {printable(error_line(error))}") from None
+        for path in files:
+            found += [Match(kind, path, row) for row in read_rows(path, doc_id)]
+    return found
+
+
+def parquet_files(folder: Path) -> list[Path]:
+    """The Parquet files under ``folder``, sorted; none if it does not exist. A folder that
+    cannot be listed raises (``Path.rglob`` would skip it, and ``show`` would then wrongly
+    report that the document is not there)."""
+    try:
+        os.stat(folder)
+    except FileNotFoundError:
+        return []
+    files = []
+    for root, _dirs, names in os.walk(folder, onerror=_raise):
+        files += [Path(root) / name for name in names if name.endswith(".parquet")]
+    return sorted(files)
+
+
+def _raise(error: OSError) -> None:
+    raise error
+
+
+def read_rows(path: Path, doc_id: str) -> list[dict]:
+    """The rows of ``path`` whose id is ``doc_id``. A file that cannot be read (permissions,
+    a dangling link, a truncated or foreign file) is an ``UnreadableRun`` naming it."""
+    try:
+        return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
+    except (OSError, pa.ArrowException) as error:
+        raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
