@@ -1,0 +1,118 @@
+"""The map in ARCHITECTURE.md, checked against the code's own imports: no circle, each
+room imports only the rooms below it, click only in the commands, and no module grown
+past what a reader takes in at once."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from conftest import REPO
+
+# Which rooms each room may import (besides itself and the root ``pipeline`` package, which
+# holds only the version). Bottom to top; ARCHITECTURE.md draws the same picture.
+MAY_IMPORT = {
+    "util": set(),
+    "kernels": {"util"},
+    "formats": {"kernels", "util"},
+    "contract": {"formats", "util"},  # pipeline/stage.py: what every stage is written against
+    "readers": {"formats", "kernels", "util"},
+    "stages": {"contract", "formats", "kernels", "util"},
+    "loader": {"formats", "kernels", "util"},
+    "mix": {"loader", "formats", "kernels", "util"},
+    "report": {"mix", "formats", "kernels", "util"},
+    "engine": {"contract", "readers", "formats", "kernels", "util"},
+    "commands": {"engine", "report", "mix", "loader", "readers", "contract", "formats", "kernels", "util"},
+    "entry": {"commands"},  # pipeline/__main__.py
+}
+
+# Generated tables are data, not code to read.
+LONG_ALLOWED = {"stages/quality/tables_data.py"}
+MAX_LINES = 400
+
+
+def _modules(root: Path) -> dict[str, Path]:
+    files = {}
+    for path in [*root.glob("pipeline/**/*.py"), *root.glob("stages/**/*.py")]:
+        files[".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")] = path
+    return files
+
+
+def _module_imports(root: Path) -> dict[str, set[str]]:
+    """Each module of pipeline/ and stages/ and the modules of those packages it imports
+    (imports inside functions included: a lazy import is still a dependency)."""
+    files = _modules(root)
+    graph = {}
+    for name, path in files.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                subs = [f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in files]
+                targets = subs if len(subs) == len(node.names) else [node.module, *subs]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            deps.update(t for t in targets if t in files and t != name)
+        graph[name] = deps
+    return graph
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "stages":
+        return "stages"
+    if module == "pipeline.stage":
+        return "contract"
+    if module == "pipeline.__main__":
+        return "entry"
+    return parts[1] if len(parts) > 1 else "root"
+
+
+def test_the_imports_have_no_circle():
+    graph = _module_imports(REPO)
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for dep in sorted(graph[module]):
+            if state.get(dep) == 1:
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(dep):] + [module, dep]))
+            if dep not in state:
+                visit(dep, path + [module])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [])
+
+
+def test_every_module_is_in_a_room_of_the_map():
+    rooms = {_room(m) for m in _modules(REPO)}
+    assert rooms <= set(MAY_IMPORT) | {"root"}, rooms - set(MAY_IMPORT)
+
+
+def test_each_room_imports_only_the_rooms_below_it():
+    wrong = []
+    for module, deps in sorted(_module_imports(REPO).items()):
+        room = _room(module)
+        for dep in sorted(deps):
+            if _room(dep) not in MAY_IMPORT[room] | {room, "root"}:
+                wrong.append(f"{module} ({room}) imports {dep} ({_room(dep)})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_only_the_commands_speak_click():
+    speakers = []
+    for module, path in _modules(REPO).items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            if any(n == "click" or n.startswith("click.") for n in names) and _room(module) != "commands":
+                speakers.append(module)
+    assert not speakers
+
+
+def test_no_module_is_longer_than_a_reader_takes_in():
+    long = [f"{p.relative_to(REPO)}: {n} lines" for p in _modules(REPO).values()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(REPO)) not in LONG_ALLOWED]
+    assert not long, long
