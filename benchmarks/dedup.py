@@ -15,41 +15,39 @@ Documents: real web text from ../shared/data (web_gold, CommonCrawl samples), wi
 duplicates planted (word edits, truncation) so clustering has work; the counts each side
 removes are printed next to the timings. Ratios above 1 mean prep is faster.
 
-    python benchmarks/dedup.py [--docs 1000]
+    python -m benchmarks.dedup [--docs 1000]
 """
 
 from __future__ import annotations
 
+import argparse
+import gzip
+import json
+import logging
+import os
+import random
+import re
+import shutil
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# Run as a script, only this folder is on sys.path: the repository root goes there
-# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
 
-import argparse  # noqa: E402
-import gzip  # noqa: E402
-import json  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import random  # noqa: E402
-import re  # noqa: E402
-import shutil  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import pyarrow as pa  # noqa: E402
-import pyarrow.compute as pc  # noqa: E402
-import pyarrow.json as pj  # noqa: E402
-
-from pipeline.stage import UnitContext  # noqa: E402
-from stages.dedup import Dedup  # noqa: E402
-from stages.dedup.minhash import Signer  # noqa: E402
+from pipeline.stage import UnitContext
+from stages.dedup import Dedup
+from stages.dedup.minhash import Signer
 
 HERE = Path(__file__).resolve()
 DATA = next((p for p in (HERE.parents[2] / "shared" / "data", Path("/work/shared/data")) if p.is_dir()), None)
-FILES = ["web/web_gold.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz",
-         "web/datajuicer_redpajama_pile_samples.jsonl.gz"]
+FILES = [
+    "web/web_gold.jsonl.gz",
+    "web/dolma_ccmain_20190717_00140.jsonl.gz",
+    "web/datajuicer_redpajama_pile_samples.jsonl.gz",
+]
 
 
 def load_documents(n: int, seed: int = 0) -> list[dict]:
@@ -131,13 +129,17 @@ def run_prep(jsonl: Path, work: Path) -> tuple[float, int]:
 
 
 def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
-    from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
-                                                  MinhashDedupFilter, MinhashDedupSignature)
-    from datatrove.pipeline.readers import JsonlReader
-
     import datatrove.utils.hashes.xxhash as dt_xxhash
     import xxhash
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashConfig,
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.readers import JsonlReader
 
     # datatrove 0.10.1 hands str to xxhash, which xxhash >= 4 refuses: encode first (its
     # default hash, kept rather than switching it to the slower sha1).
@@ -146,12 +148,25 @@ def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
     reader = JsonlReader(str(jsonl.parent), glob_pattern=jsonl.name, text_key="text", id_key="id")
     steps = [
         ([reader, MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], 1),
-        ([MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
-         config.num_buckets),
-        ([MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove_ids"),
-                              config=config)], 1),
-        ([reader, MinhashDedupFilter(input_folder=str(work / "remove_ids"),
-                                     exclusion_writer=_Counter(work / "excluded"))], 1),
+        (
+            [MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
+            config.num_buckets,
+        ),
+        (
+            [
+                MinhashDedupCluster(
+                    input_folder=str(work / "buckets"), output_folder=str(work / "remove_ids"), config=config
+                )
+            ],
+            1,
+        ),
+        (
+            [
+                reader,
+                MinhashDedupFilter(input_folder=str(work / "remove_ids"), exclusion_writer=_Counter(work / "excluded")),
+            ],
+            1,
+        ),
     ]
     t = time.perf_counter()
     for k, (pipeline, tasks) in enumerate(steps):

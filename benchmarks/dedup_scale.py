@@ -10,18 +10,11 @@ unit, reduce per partition, finalize, then filter per unit (regenerating the sam
 documents). Reported: time per phase, documents per second, and peak RSS
 (``resource.getrusage``, which includes memory-mapped pages the process touched).
 
-    python benchmarks/dedup_scale.py                  # 1M documents
-    python benchmarks/dedup_scale.py --docs 10000000  # 10M
+    python -m benchmarks.dedup_scale                  # 1M documents
+    python -m benchmarks.dedup_scale --docs 10000000  # 10M
 """
 
 from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-# Run as a script, only this folder is on sys.path: the repository root goes there
-# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
-sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 import argparse
 import os
@@ -29,14 +22,14 @@ import resource
 import shutil
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-
-from pipeline.stage import UnitContext  # noqa: E402
-from stages.dedup import Dedup  # noqa: E402
+from pipeline.stage import UnitContext
+from stages.dedup import Dedup
 
 WORDS_PER_DOC = 40
 WORD_LEN = 6  # letters; each word is followed by a space
@@ -124,8 +117,11 @@ def main() -> None:
     for phase, secs in times.items():
         print(f"{phase:<16} {secs:8.1f} s")
     print(f"total            {total:8.1f} s   ({docs / total:,.0f} docs/s end to end)")
-    print(f"removed          {removed:,}  (exact {summary['dedup.exact_removed']:,}, near {summary['dedup.near_removed']:,}, "
-          f"{summary['dedup.cc_steps']} CC steps)")
+    print(
+        f"removed          {removed:,}  (exact {summary['dedup.exact_removed']:,}, "
+        f"near {summary['dedup.near_removed']:,}, "
+        f"{summary['dedup.cc_steps']} CC steps)"
+    )
     print(f"work folder      {disk / 1e9:.2f} GB")
     print(f"peak RSS         {peak_rss_mb():,.0f} MB")
 

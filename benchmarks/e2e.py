@@ -39,9 +39,18 @@ from benchmarks.proctree import wait_sampling
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = {
-    "web": ["web/web_gold.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz", "web/nltk_webtext.jsonl.gz",
-            "web/datajuicer_redpajama_pile_samples.jsonl.gz", "web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz"],
-    "code": ["code/python_stdlib.jsonl.gz", "code/js_usr_lib_node_modules.jsonl.gz", "code/perl_usr_share_perl.jsonl.gz"],
+    "web": [
+        "web/web_gold.jsonl.gz",
+        "web/dolma_ccmain_20190717_00140.jsonl.gz",
+        "web/nltk_webtext.jsonl.gz",
+        "web/datajuicer_redpajama_pile_samples.jsonl.gz",
+        "web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz",
+    ],
+    "code": [
+        "code/python_stdlib.jsonl.gz",
+        "code/js_usr_lib_node_modules.jsonl.gz",
+        "code/perl_usr_share_perl.jsonl.gz",
+    ],
     "math": ["math/gsm8k.jsonl.gz", "math/stacks_project_sections.jsonl.gz", "math/datajuicer_arxiv_sample.jsonl.gz"],
 }
 SHARDS_PER_SOURCE = 4
@@ -60,8 +69,10 @@ def build_corpus(data: Path, out: Path, scale: int) -> tuple[int, int]:
                         records.append({"id": str(record.get("id") or f"{name}:{line_no}"), "text": record["text"]})
         folder = out / source
         folder.mkdir(parents=True)
-        shards = [gzip.open(folder / f"part-{k:03d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1)
-                  for k in range(SHARDS_PER_SOURCE)]
+        shards = [
+            gzip.open(folder / f"part-{k:03d}.jsonl.gz", "wt", encoding="utf-8", compresslevel=1)
+            for k in range(SHARDS_PER_SOURCE)
+        ]
         for copy in range(scale):
             for i, record in enumerate(records):
                 line = json.dumps({"id": f"{record['id']}#{copy}", "text": record["text"]}) + "\n"
@@ -115,10 +126,19 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     import datatrove.utils.hashes.xxhash as dt_xxhash
     import xxhash
     from datatrove.executor import LocalPipelineExecutor
-    from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupBuckets, MinhashDedupCluster,
-                                                  MinhashDedupFilter, MinhashDedupSignature)
-    from datatrove.pipeline.filters import (C4QualityFilter, FineWebQualityFilter, GopherQualityFilter,
-                                            GopherRepetitionFilter)
+    from datatrove.pipeline.dedup.minhash import (
+        MinhashConfig,
+        MinhashDedupBuckets,
+        MinhashDedupCluster,
+        MinhashDedupFilter,
+        MinhashDedupSignature,
+    )
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
     from datatrove.pipeline.formatters import PIIFormatter
     from datatrove.pipeline.readers import JsonlReader
     from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
@@ -133,16 +153,45 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     tasks = SHARDS_PER_SOURCE * len(CORPUS)
     filtered = work / "filtered"
     steps = [
-        ([JsonlReader(str(corpus), glob_pattern="*/*.jsonl.gz"), GopherRepetitionFilter(), GopherQualityFilter(),
-          C4QualityFilter(), FineWebQualityFilter(), PIIFormatter(), JsonlWriter(str(filtered))], tasks),
+        (
+            [
+                JsonlReader(str(corpus), glob_pattern="*/*.jsonl.gz"),
+                GopherRepetitionFilter(),
+                GopherQualityFilter(),
+                C4QualityFilter(),
+                FineWebQualityFilter(),
+                PIIFormatter(),
+                JsonlWriter(str(filtered)),
+            ],
+            tasks,
+        ),
         ([JsonlReader(str(filtered)), MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], tasks),
-        ([MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
-         config.num_buckets),
-        ([MinhashDedupCluster(input_folder=str(work / "buckets"), output_folder=str(work / "remove"), config=config)], 1),
-        ([JsonlReader(str(filtered)), MinhashDedupFilter(input_folder=str(work / "remove")),
-          JsonlWriter(str(work / "kept")),  # writers pass documents on; the tokenizer ends a pipeline
-          DocumentTokenizer(output_folder=str(work / "tokens"), tokenizer_name_or_path=str(tokenizer),
-                            eos_token="<|endoftext|>", shuffle_documents=False)], tasks),
+        (
+            [MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
+            config.num_buckets,
+        ),
+        (
+            [
+                MinhashDedupCluster(
+                    input_folder=str(work / "buckets"), output_folder=str(work / "remove"), config=config
+                )
+            ],
+            1,
+        ),
+        (
+            [
+                JsonlReader(str(filtered)),
+                MinhashDedupFilter(input_folder=str(work / "remove")),
+                JsonlWriter(str(work / "kept")),  # writers pass documents on; the tokenizer ends a pipeline
+                DocumentTokenizer(
+                    output_folder=str(work / "tokens"),
+                    tokenizer_name_or_path=str(tokenizer),
+                    eos_token="<|endoftext|>",
+                    shuffle_documents=False,
+                ),
+            ],
+            tasks,
+        ),
     ]
     for k, (pipeline, n) in enumerate(steps):
         LocalPipelineExecutor(pipeline=pipeline, tasks=n, workers=workers, logging_dir=str(work / f"logs{k}")).run()
@@ -180,8 +229,21 @@ def measure(side: str, corpus: Path, workers: int) -> dict:
         result_file = Path(work) / "result.json"
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.e2e", "--side", side, "--corpus", str(corpus), "--work", work,
-             "--workers", str(workers), "--result", str(result_file)],
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.e2e",
+                "--side",
+                side,
+                "--corpus",
+                str(corpus),
+                "--work",
+                work,
+                "--workers",
+                str(workers),
+                "--result",
+                str(result_file),
+            ],
             cwd=Path(__file__).resolve().parents[1],
         )
         peak = 0
@@ -201,20 +263,32 @@ def measure(side: str, corpus: Path, workers: int) -> dict:
 
 
 def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> None:
-    print(f"\nscale {scale}x: {documents:,} documents, {size / 1e6:,.1f} MB of JSON lines"
-          + (f" (the corpus repeated {scale} times with unique ids)" if scale > 1 else ""))
-    print(f"{'':<12} {'wall s':>8} {'CPU s':>8} {'docs/s':>9} {'MB/s':>7} {'kept':>8} {'tokens':>12} {'peak RSS':>9} {'CPU-h/B tok':>12}")
+    print(
+        f"\nscale {scale}x: {documents:,} documents, {size / 1e6:,.1f} MB of JSON lines"
+        + (f" (the corpus repeated {scale} times with unique ids)" if scale > 1 else "")
+    )
+    print(
+        f"{'':<12} {'wall s':>8} {'CPU s':>8} {'docs/s':>9} {'MB/s':>7} {'kept':>8} {'tokens':>12} "
+        f"{'peak RSS':>9} {'CPU-h/B tok':>12}"
+    )
     for name, r in results.items():
         per_billion = r["cpu"] / 3600 / (r["tokens"] / 1e9) if r["tokens"] else float("nan")
-        print(f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
-              f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_rss'] / 2**20:8,.0f}M {per_billion:12.1f}")
+        print(
+            f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
+            f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_rss'] / 2**20:8,.0f}M {per_billion:12.1f}"
+        )
     if len(results) < 2:
         return
     prep, datatrove = results["prep"], results["datatrove"]
-    print(f"prep vs datatrove: {datatrove['wall'] / prep['wall']:.1f}x faster (wall), "
-          f"{datatrove['cpu'] / prep['cpu']:.1f}x less CPU")
+    print(
+        f"prep vs datatrove: {datatrove['wall'] / prep['wall']:.1f}x faster (wall), "
+        f"{datatrove['cpu'] / prep['cpu']:.1f}x less CPU"
+    )
     ours, theirs = set(prep["kept"]), set(datatrove["kept"])
-    print(f"kept by both {len(ours & theirs):,}; only by prep {len(ours - theirs):,}; only by datatrove {len(theirs - ours):,}")
+    print(
+        f"kept by both {len(ours & theirs):,}; only by prep {len(ours - theirs):,}; "
+        f"only by datatrove {len(theirs - ours):,}"
+    )
 
 
 def main() -> None:

@@ -69,10 +69,19 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data"
 
 CORPUS = {
-    "web": ["web/dolma_ccmain_20190717_00140.jsonl.gz", "web/nltk_webtext.jsonl.gz", "web/dolma_cc_en_head_and_provided.jsonl.gz",
-            "web/datajuicer_redpajama_pile_samples.jsonl.gz", "web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz",
-            "web/web_gold.jsonl.gz"],
-    "code": ["code/python_stdlib.jsonl.gz", "code/js_usr_lib_node_modules.jsonl.gz", "code/perl_usr_share_perl.jsonl.gz"],
+    "web": [
+        "web/dolma_ccmain_20190717_00140.jsonl.gz",
+        "web/nltk_webtext.jsonl.gz",
+        "web/dolma_cc_en_head_and_provided.jsonl.gz",
+        "web/datajuicer_redpajama_pile_samples.jsonl.gz",
+        "web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz",
+        "web/web_gold.jsonl.gz",
+    ],
+    "code": [
+        "code/python_stdlib.jsonl.gz",
+        "code/js_usr_lib_node_modules.jsonl.gz",
+        "code/perl_usr_share_perl.jsonl.gz",
+    ],
     "math": ["math/stacks_project_sections.jsonl.gz", "math/gsm8k.jsonl.gz", "math/datajuicer_arxiv_sample.jsonl.gz"],
 }
 
@@ -123,8 +132,9 @@ def corpus_config(data: Path) -> tuple[str, list[Path]]:
     missing = [str(f) for f in files if not f.exists()]
     if missing:
         raise SystemExit(f"missing input files: {', '.join(missing)}")
-    text = "".join(f"[sources.{source}]\npaths = {json.dumps([str(data / f) for f in fs])}\n"
-                   for source, fs in CORPUS.items())
+    text = "".join(
+        f"[sources.{source}]\npaths = {json.dumps([str(data / f) for f in fs])}\n" for source, fs in CORPUS.items()
+    )
     return text + STAGES, files
 
 
@@ -151,12 +161,18 @@ def input_documents(files: list[Path]) -> int:
 
 # -- inside the child process -------------------------------------------------------------
 
+
 def _timed_task(fn, args, progress=None):
     """Runs one real task inside the worker and says how long it took there."""
     start, cpu = time.time(), time.process_time()
     result = fn(*args, progress=progress)
-    return result, {"pid": os.getpid(), "start": start, "seconds": time.time() - start,
-                    "cpu": time.process_time() - cpu, "threads": len(os.listdir("/proc/self/task"))}
+    return result, {
+        "pid": os.getpid(),
+        "start": start,
+        "seconds": time.time() - start,
+        "cpu": time.process_time() - cpu,
+        "threads": len(os.listdir("/proc/self/task")),
+    }
 
 
 def _instrument(executor_cls, phases: list[dict]) -> None:
@@ -167,8 +183,7 @@ def _instrument(executor_cls, phases: list[dict]) -> None:
         name = PHASES.get(tasks[0][0].__name__, tasks[0][0].__name__) if tasks else "empty"
         if name == "segment":
             name += f" {tasks[0][1][2]}"  # segment_task(config, out, segment_index, ...)
-        phase = {"phase": name,
-                 "tasks": len(tasks), "start": time.time()}
+        phase = {"phase": name, "tasks": len(tasks), "start": time.time()}
         wrapped = original(self, [(_timed_task, (fn, args)) for fn, args in tasks], bar)
         phase["wall"] = time.time() - phase["start"]
         timings = [t for _, t in wrapped]
@@ -224,6 +239,7 @@ def child(side: str, config: Path, out: Path, workers: int, result: Path) -> Non
 
 # -- in the parent ---------------------------------------------------------------------------
 
+
 def _kind(pid: int, root: int) -> str:
     if pid == root:
         return "driver"
@@ -247,8 +263,21 @@ def measure(side: str, config: Path, out: Path, workers: int) -> dict:
     machine_before = _machine_busy()
     start = time.perf_counter()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.executors", "--side", side, "--config", str(config), "--out", str(out),
-         "--workers", str(workers), "--result", str(result)],
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.executors",
+            "--side",
+            side,
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--workers",
+            str(workers),
+            "--result",
+            str(result),
+        ],
         cwd=REPO,
     )
     ticks: dict[int, tuple[str, int]] = {}
@@ -322,8 +351,11 @@ def main() -> None:
     gz_bytes = sum(f.stat().st_size for f in files)
     documents = input_documents(files)
     cores = args.workers
-    print(f"corpus: {len(files)} files, {gz_bytes / 1e6:.1f} MB gzipped, {documents:,} documents; "
-          f"{cores} workers / Ray num_cpus={cores}; {os.cpu_count()} CPUs on this machine", flush=True)
+    print(
+        f"corpus: {len(files)} files, {gz_bytes / 1e6:.1f} MB gzipped, {documents:,} documents; "
+        f"{cores} workers / Ray num_cpus={cores}; {os.cpu_count()} CPUs on this machine",
+        flush=True,
+    )
     runs: list[dict] = []
     reference: dict[str, str] | None = None
     mismatches: list[str] = []
@@ -347,8 +379,12 @@ def main() -> None:
             shutil.rmtree(out)
             r.update(n=n, warmup=warmup, files=len(hashes))
             runs.append(r)
-            print(f"  {'warm-up' if warmup else 'timed'} {side:<5} wall {r['wall']:6.1f} s  pipeline {r['pipeline']:6.1f} s"
-                  f"  ray.init {r['init']:4.1f} s  shutdown {r['shutdown']:4.1f} s", flush=True)
+            print(
+                f"  {'warm-up' if warmup else 'timed'} {side:<5} wall {r['wall']:6.1f} s  "
+                f"pipeline {r['pipeline']:6.1f} s"
+                f"  ray.init {r['init']:4.1f} s  shutdown {r['shutdown']:4.1f} s",
+                flush=True,
+            )
 
         c4 = None
         if not args.no_c4:
@@ -359,13 +395,17 @@ def main() -> None:
             c4.update(gz=sum(f.stat().st_size for f in c4_files), files=len(c4_files))
 
     timed = [r for r in runs if not r["warmup"]]
-    print(f"\n{'run':<10} {'wall s':>7} {'pipeline s':>10} {'ray.init s':>10} {'shutdown s':>10} {'CPU s':>7}"
-          f" {'others CPU s':>12} {'docs/s/core':>11} {'MB/s/core':>9}")
+    print(
+        f"\n{'run':<10} {'wall s':>7} {'pipeline s':>10} {'ray.init s':>10} {'shutdown s':>10} {'CPU s':>7}"
+        f" {'others CPU s':>12} {'docs/s/core':>11} {'MB/s/core':>9}"
+    )
     for r in timed:
         per_core = r["wall"] * cores
-        print(f"{r['side'] + ' #' + str(r['n']):<10} {r['wall']:7.1f} {r['pipeline']:10.1f} {r['init']:10.1f}"
-              f" {r['shutdown']:10.1f} {sum(r['cpu'].values()):7.1f} {r['others']:12.1f}"
-              f" {documents / per_core:11,.0f} {gz_bytes / 1e6 / per_core:9.3f}")
+        print(
+            f"{r['side'] + ' #' + str(r['n']):<10} {r['wall']:7.1f} {r['pipeline']:10.1f} {r['init']:10.1f}"
+            f" {r['shutdown']:10.1f} {sum(r['cpu'].values()):7.1f} {r['others']:12.1f}"
+            f" {documents / per_core:11,.0f} {gz_bytes / 1e6 / per_core:9.3f}"
+        )
 
     def side_mean(side: str, key: str) -> float:
         return _mean(r[key] for r in timed if r["side"] == side)
@@ -378,9 +418,11 @@ def main() -> None:
                 kinds[kind] = kinds.get(kind, 0.0) + seconds / args.repeat
         print(f"  {side:<6} " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1])))
 
-    print(f"\nper phase (mean of the timed runs): wall s; busy = seconds inside tasks (summed over tasks); cpu = CPU"
-          f" seconds inside tasks; idle = {cores} x wall - busy; first = s until the first task started; thr = threads"
-          " in a worker")
+    print(
+        f"\nper phase (mean of the timed runs): wall s; busy = seconds inside tasks (summed over tasks); cpu = CPU"
+        f" seconds inside tasks; idle = {cores} x wall - busy; first = s until the first task started; thr = threads"
+        " in a worker"
+    )
     head = f"{'wall':>6} {'busy':>6} {'cpu':>6} {'idle':>6} {'first':>6} {'thr':>4}"
     print(f"{'':<14} {'':>5} | {'local':^39} | {'ray':^39}")
     print(f"{'phase':<14} {'tasks':>5} | {head} | {head}")
@@ -391,9 +433,11 @@ def main() -> None:
         for side in ("local", "ray"):
             wall = _mean(p["wall"] for p in rows[side])
             busy = _mean(p["busy"] for p in rows[side])
-            cells.append(f"{wall:6.1f} {busy:6.1f} {_mean(p['task_cpu'] for p in rows[side]):6.1f}"
-                         f" {cores * wall - busy:6.1f} {_mean(p['first'] for p in rows[side]):6.2f}"
-                         f" {max(p['threads'] for p in rows[side]):4d}")
+            cells.append(
+                f"{wall:6.1f} {busy:6.1f} {_mean(p['task_cpu'] for p in rows[side]):6.1f}"
+                f" {cores * wall - busy:6.1f} {_mean(p['first'] for p in rows[side]):6.2f}"
+                f" {max(p['threads'] for p in rows[side]):4d}"
+            )
         print(f"{rows['local'][0]['phase']:<14} {rows['local'][0]['tasks']:>5} | {cells[0]} | {cells[1]}")
     for side in ("local", "ray"):
         outside = _mean(r["pipeline"] - sum(p["wall"] for p in r["phases"]) for r in timed if r["side"] == side)
@@ -402,33 +446,50 @@ def main() -> None:
 
     local_wall, ray_wall = side_mean("local", "wall"), side_mean("ray", "wall")
     local_pipe, ray_pipe = side_mean("local", "pipeline"), side_mean("ray", "pipeline")
-    print(f"\nray / local wall: {ray_wall / local_wall:.2f}x with ray.init and shutdown "
-          f"({ray_wall:.1f} s vs {local_wall:.1f} s), {ray_pipe / local_pipe:.2f}x without "
-          f"({ray_pipe:.1f} s vs {local_pipe:.1f} s); issue target <= 1.2x")
+    print(
+        f"\nray / local wall: {ray_wall / local_wall:.2f}x with ray.init and shutdown "
+        f"({ray_wall:.1f} s vs {local_wall:.1f} s), {ray_pipe / local_pipe:.2f}x without "
+        f"({ray_pipe:.1f} s vs {local_pipe:.1f} s); issue target <= 1.2x"
+    )
+
     def best(side: str, key: str) -> float:
         return min(r[key] for r in timed if r["side"] == side)
 
-    print(f"  best runs: {best('ray', 'wall') / best('local', 'wall'):.2f}x with, "
-          f"{best('ray', 'pipeline') / best('local', 'pipeline'):.2f}x without")
+    print(
+        f"  best runs: {best('ray', 'wall') / best('local', 'wall'):.2f}x with, "
+        f"{best('ray', 'pipeline') / best('local', 'pipeline'):.2f}x without"
+    )
     files = runs[0]["files"]
     if mismatches:
         print(f"outputs byte-identical: NO ({len(runs)} runs, {files} files under {', '.join(COMPARED)})")
         for line in mismatches:
             print(f"  {line}")
     else:
-        print(f"outputs byte-identical: yes ({len(runs)} runs incl. warm-ups, {files} files under "
-              f"{'/, '.join(COMPARED)}/ by sha256)")
+        print(
+            f"outputs byte-identical: yes ({len(runs)} runs incl. warm-ups, {files} files under "
+            f"{'/, '.join(COMPARED)}/ by sha256)"
+        )
     if c4 is not None:
         cpu = sum(c4["cpu"].values())
         busy = sum(p["busy"] for p in c4["phases"])
         core_seconds = c4["wall"] * cores
-        print(f"per-core rate: {c4['gz'] / 1e6 / cpu:.3f} MB/s, {c4['documents'] / cpu:,.0f} docs/s (config configs/c4.toml"
-              f" stages over {c4['files']} shared web files, {c4['gz'] / 1e6:.1f} MB gzipped, {c4['documents']:,} documents;"
-              f" local executor, {cores} workers; per CPU-second of the process tree, {cpu:.1f} s)")
-        print(f"  per core-second of task time ({busy:.1f} s): {c4['gz'] / 1e6 / busy:.3f} MB/s, {c4['documents'] / busy:,.0f}"
-              f" docs/s; per core-second of wall x {cores} ({c4['wall']:.1f} s x {cores}): {c4['gz'] / 1e6 / core_seconds:.3f}"
-              f" MB/s, {c4['documents'] / core_seconds:,.0f} docs/s (one large file leaves a core idle; others' CPU during"
-              f" the run {c4['others']:.1f} s)")
+        print(
+            f"per-core rate: {c4['gz'] / 1e6 / cpu:.3f} MB/s, {c4['documents'] / cpu:,.0f} docs/s "
+            f"(config configs/c4.toml"
+            f" stages over {c4['files']} shared web files, {c4['gz'] / 1e6:.1f} MB gzipped, "
+            f"{c4['documents']:,} documents;"
+            f" local executor, {cores} workers; per CPU-second of the process tree, {cpu:.1f} s)"
+        )
+        print(
+            f"  per core-second of task time ({busy:.1f} s): {c4['gz'] / 1e6 / busy:.3f} MB/s, "
+            f"{c4['documents'] / busy:,.0f}"
+            f" docs/s; per core-second of wall x {cores} ({c4['wall']:.1f} s x {cores}): "
+            f"{c4['gz'] / 1e6 / core_seconds:.3f}"
+            f" MB/s, {c4['documents'] / core_seconds:,.0f} docs/s (one large file leaves a core idle; "
+            f"others' CPU during"
+            f" the run {c4['others']:.1f} s)"
+        )
+
 
 if __name__ == "__main__":
     main()

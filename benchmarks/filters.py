@@ -2,7 +2,7 @@
 filters chained (GopherRepetition -> GopherQuality -> C4Quality -> FineWebQuality, the
 order of FineWeb's recipe), on the same web documents, in the same run, one core each.
 
-    python benchmarks/filters.py [--docs N] [--data ../shared/data]
+    python -m benchmarks.filters [--docs N] [--data ../shared/data]
 
 datatrove runs its filters' ``filter`` methods directly on ``Document`` objects, as its
 pipeline would but without its reader/writer/stats overhead (in datatrove's favour); a
@@ -25,12 +25,11 @@ from pathlib import Path
 
 os.environ.setdefault("NUMBA_NUM_THREADS", "1")
 
-import pyarrow as pa  # noqa: E402
+import pyarrow as pa
+
+from stages.quality import QualityStage
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from stages.quality import QualityStage  # noqa: E402
 
 
 def load(data: Path, limit: int | None) -> list[str]:
@@ -96,13 +95,15 @@ def main() -> None:
     ours_s, ours_kept = run_ours(texts)
     ref_s, ref_kept = run_datatrove(texts)
 
-    print(f"{len(texts)} web documents, {mb:.1f} MB, one core each "
-          f"(numba compile/cache load {compile_s:.1f}s, not timed)")
+    print(
+        f"{len(texts)} web documents, {mb:.1f} MB, one core each (numba compile/cache load {compile_s:.1f}s, not timed)"
+    )
     print()
     print("| filters | seconds | docs/s | MB/s | kept |")
     print("|---|---:|---:|---:|---:|")
-    print(f"| prep quality (all signals) | {ours_s:.2f} | {len(texts) / ours_s:,.0f} | {mb / ours_s:.2f} "
-          f"| {ours_kept} |")
+    print(
+        f"| prep quality (all signals) | {ours_s:.2f} | {len(texts) / ours_s:,.0f} | {mb / ours_s:.2f} | {ours_kept} |"
+    )
     print(f"| datatrove 4 filters chained | {ref_s:.2f} | {len(texts) / ref_s:,.0f} | {mb / ref_s:.3f} | {ref_kept} |")
     print()
     print(f"speed-up: {ref_s / ours_s:.1f}x (target >= 30x)")

@@ -1,7 +1,7 @@
 """Does prep's DataLoader keep a GPU fed? Train a small GPT fed by it, then by random tokens on the GPU.
 
-    python benchmarks/gpu_feed.py [--data RUN_OR_SHARD_DIR] [--steps 300] [--batch 16] [--seq 1024]
-    python benchmarks/gpu_feed.py --tiny      # a few CPU steps of a tiny model: checks the script runs
+    python -m benchmarks.gpu_feed [--data RUN_OR_SHARD_DIR] [--steps 300] [--batch 16] [--seq 1024]
+    python -m benchmarks.gpu_feed --tiny      # a few CPU steps of a tiny model: checks the script runs
 
 A GPT-2-small-sized model (12 layers, 768 wide, ~124M parameters, bf16 autocast, fused
 AdamW) trains ``--steps`` steps twice: (1) fed by ``TokenDataset`` + ``build_dataloader``
@@ -20,25 +20,20 @@ on the ids. Budget: well under 5 minutes on one H200 with the defaults.
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
+import tempfile
+import time
 from pathlib import Path
 
-# Run as a script, only this folder is on sys.path: the repository root goes there
-# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import nn  # noqa: E402
-
-from pipeline.loader import TokenDataset, build_dataloader  # noqa: E402
-from pipeline.formats.token_shards import ShardWriter  # noqa: E402
+from pipeline.formats.token_shards import ShardWriter
+from pipeline.loader import TokenDataset, build_dataloader
 
 VOCAB = 50257
 PADDED_VOCAB = 50304  # a multiple of 64, as nanoGPT does, for faster matmuls
@@ -163,19 +158,24 @@ def main() -> int:
             needed = (args.steps + args.warmup + 10) * args.batch * args.seq
             synthetic_shards(data, needed)
         dataset = TokenDataset(data, seq_len=args.seq, seed=0, epochs=1)
-        loader = build_dataloader(dataset, args.batch, num_workers=args.workers, pin_memory=cuda,
-                                  persistent_workers=True)
+        loader = build_dataloader(
+            dataset, args.batch, num_workers=args.workers, pin_memory=cuda, persistent_workers=True
+        )
 
         torch.manual_seed(0)
         model = GPT(layers, width, heads, args.seq).to(device)
         params = sum(p.numel() for p in model.parameters())
         optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, fused=cuda)
-        print(f"model: {params / 1e6:.1f}M parameters on {device}; batch {args.batch} x {args.seq}; "
-              f"{args.steps} timed steps after {args.warmup} warm-up; loader workers {args.workers}")
+        print(
+            f"model: {params / 1e6:.1f}M parameters on {device}; batch {args.batch} x {args.seq}; "
+            f"{args.steps} timed steps after {args.warmup} warm-up; loader workers {args.workers}"
+        )
 
         results = []
-        for name, batches in (("prep DataLoader", loader_batches(loader, device)),
-                              ("random tokens on device", gpu_batches(args.batch, args.seq, device))):
+        for name, batches in (
+            ("prep DataLoader", loader_batches(loader, device)),
+            ("random tokens on device", gpu_batches(args.batch, args.seq, device)),
+        ):
             seconds, waited = train(model, optimizer, batches, args.steps, args.warmup, device, amp=cuda)
             tokens = args.steps * args.batch * args.seq
             results.append((name, tokens / seconds, 1e3 * seconds / args.steps, waited / seconds))

@@ -7,7 +7,7 @@ Accuracy is top-1 label agreement (the threshold plays no part) on:
 Speed is documents per second through ``LangId.process`` on the shared web pages, at
 several ``max_chars`` settings, with how often the capped label equals the whole-text label.
 
-Run: python benchmarks/langid.py [--data DIR] [--limit N]
+Run: python -m benchmarks.langid [--data DIR] [--limit N]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stages.langid import LangId, bundled_model_path, detect, load_model  # noqa: E402
+from stages.langid import LangId, bundled_model_path, detect, load_model
 
 # Common Crawl's 20 largest languages by share of pages (CC-MAIN language statistics).
 TOP20 = ["en", "ru", "de", "ja", "zh", "es", "fr", "it", "nl", "pt",
@@ -153,8 +153,10 @@ def main() -> None:
 
     sentences = lingua_sentences(args.data, args.limit)
     print_table("lingua sentences, top-20 web languages", sentences, TOP20)
-    print(f"pooled top-20: {pooled(sentences, TOP20):.4f}   "
-          f"languages >= 0.97: {sum(sentences[k][0] / sentences[k][1] >= 0.97 for k in TOP20 if k in sentences)}/20")
+    print(
+        f"pooled top-20: {pooled(sentences, TOP20):.4f}   "
+        f"languages >= 0.97: {sum(sentences[k][0] / sentences[k][1] >= 0.97 for k in TOP20 if k in sentences)}/20"
+    )
     others = sorted(k for k in sentences if k not in TOP20)
     print_table("lingua sentences, other languages", sentences, others)
 
@@ -162,8 +164,10 @@ def main() -> None:
         acc = udhr_accuracy(args.data, name)
         top = sorted(k for k in acc if k in UDHR_TOP20)
         print_table(f"{name}: top-20 web languages", acc, top)
-        print(f"pooled top-20: {pooled(acc, top):.4f}; pooled over all {len(acc)} UDHR versions "
-              f"fastText knows: {pooled(acc, acc):.4f}")
+        print(
+            f"pooled top-20: {pooled(acc, top):.4f}; pooled over all {len(acc)} UDHR versions "
+            f"fastText knows: {pooled(acc, acc):.4f}"
+        )
         if "paragraphs" in name:
             worst = sorted(acc, key=lambda k: acc[k][0] / acc[k][1])[:10]
             print("weakest:", ", ".join(f"{k} {acc[k][0] / acc[k][1]:.2f}" for k in worst))

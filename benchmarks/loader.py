@@ -1,6 +1,6 @@
 """Loader throughput: nanoGPT's get_batch vs a naive DataLoader vs prep's loader, same data, same run.
 
-    python benchmarks/loader.py [--tokens 50_000_000] [--batches 3000] [--workdir /tmp/prep-loader-bench]
+    python -m benchmarks.loader [--tokens 50_000_000] [--batches 3000] [--workdir /tmp/prep-loader-bench]
 
 Data: real text (web pages, Python/JS sources, math LaTeX and word problems from
 ../shared/data) tokenized with the GPT-2 BPE (uint16 ids, end-of-text after every
@@ -22,28 +22,22 @@ and the private memory of (c)'s workers at the start and end of the run.
 
 from __future__ import annotations
 
-import sys
+import argparse
+import gzip
+import json
+import os
+import shutil
+import time
 from pathlib import Path
 
-# Run as a script, only this folder is on sys.path: the repository root goes there
-# instead, so that ``pipeline`` and ``benchmarks.<name>`` import from this checkout.
-sys.path[:1] = [str(Path(__file__).resolve().parents[1])]
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
 
-import argparse  # noqa: E402
-import gzip  # noqa: E402
-import json  # noqa: E402
-import os  # noqa: E402
-import shutil  # noqa: E402
-import time  # noqa: E402
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from torch.utils.data import DataLoader, Dataset  # noqa: E402
-
-from pipeline.loader import TokenDataset, build_dataloader  # noqa: E402
-from pipeline.loader.cache import CACHE_DIRNAME  # noqa: E402
-from pipeline.formats.token_shards import ShardWriter, write_index  # noqa: E402
-from pipeline.formats.tokenizers import load_tokenizer  # noqa: E402
+from pipeline.formats.token_shards import ShardWriter, write_index
+from pipeline.formats.tokenizers import load_tokenizer
+from pipeline.loader import TokenDataset, build_dataloader
+from pipeline.loader.cache import CACHE_DIRNAME
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TEXT_FILES = [
@@ -234,8 +228,10 @@ def main() -> None:
     data_dir = args.workdir / "shards"
     bin_path, real_lengths, real_tokens = build_data(data_dir, args.tokens)
     total = os.path.getsize(bin_path) // 2
-    print(f"data: {total:,} tokens in one uint16 shard ({real_tokens:,} real GPT-2 tokens from "
-          f"{len(real_lengths):,} documents, repeated); batch {BATCH} x {SEQ}")
+    print(
+        f"data: {total:,} tokens in one uint16 shard ({real_tokens:,} real GPT-2 tokens from "
+        f"{len(real_lengths):,} documents, repeated); batch {BATCH} x {SEQ}"
+    )
 
     cold, warm = time_open(data_dir)
     print(f"open: cold {cold * 1e3:.1f} ms, warm {warm * 1e3:.1f} ms")
@@ -243,8 +239,10 @@ def main() -> None:
         billion_dir = args.workdir / "billion"
         n = synthetic_billion(billion_dir, real_lengths)
         cold_b, warm_b = time_open(billion_dir)
-        print(f"open 1B index ({n:,} tokens, synthetic lengths from the real docs): "
-              f"cold {cold_b:.2f} s, warm {warm_b * 1e3:.1f} ms")
+        print(
+            f"open 1B index ({n:,} tokens, synthetic lengths from the real docs): "
+            f"cold {cold_b:.2f} s, warm {warm_b * 1e3:.1f} ms"
+        )
         shutil.rmtree(billion_dir)
 
     # Warm the page cache once so that no contender pays for the first read.
@@ -255,11 +253,16 @@ def main() -> None:
     print()
     print("| loader | tokens/s | vs (a) | vs (b) |")
     print("|---|---:|---:|---:|")
-    for name, rate in [("(a) nanoGPT get_batch, main process", a), ("(b) naive Dataset, DataLoader 2 workers", b),
-                       ("(c) prep TokenDataset, 2 workers", c)]:
+    for name, rate in [
+        ("(a) nanoGPT get_batch, main process", a),
+        ("(b) naive Dataset, DataLoader 2 workers", b),
+        ("(c) prep TokenDataset, 2 workers", c),
+    ]:
         print(f"| {name} | {rate / 1e6:,.1f} M | {rate / a:.2f}x | {rate / b:.2f}x |")
-    print(f"\n(c) workers' private memory: {mem0 / 1024:.1f} MiB after the first batch, "
-          f"{mem1 / 1024:.1f} MiB after {args.batches} batches")
+    print(
+        f"\n(c) workers' private memory: {mem0 / 1024:.1f} MiB after the first batch, "
+        f"{mem1 / 1024:.1f} MiB after {args.batches} batches"
+    )
 
 
 if __name__ == "__main__":

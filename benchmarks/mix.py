@@ -67,16 +67,20 @@ def main() -> None:
     checked = time.perf_counter() - start - planned
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     targets = {name: sum(t[name] for t in plan.targets) for name in inventory.sources}
-    worst = max(
-        np.abs(shares[:, i] - plan.weights[0][name]).max() for i, name in enumerate(order.sources)
-    )
+    worst = max(np.abs(shares[:, i] - plan.weights[0][name]).max() for i, name in enumerate(order.sources))
     sample = synthetic_inventory(args.documents // 10)
     sample_plan = make_plan(sample, WEIGHTS, budget=None)
     start = time.perf_counter()
     heap_interleave(sample, {n: sum(t[n] for t in sample_plan.targets) for n in sample.sources})
     heap_seconds = (time.perf_counter() - start) * 10
-    print(f"{args.documents:,} documents, {total / 1e9:.2f}B tokens; mixture of {len(order.source):,} positions, {sum(targets.values()) / 1e9:.2f}B tokens")
-    print(f"plan + order (curriculum length): {planned:.2f} s   window check: {checked:.2f} s   peak RSS {peak_mb:,.0f} MB")
+    print(
+        f"{args.documents:,} documents, {total / 1e9:.2f}B tokens; mixture of {len(order.source):,} positions, "
+        f"{sum(targets.values()) / 1e9:.2f}B tokens"
+    )
+    print(
+        f"plan + order (curriculum length): {planned:.2f} s   window check: {checked:.2f} s   "
+        f"peak RSS {peak_mb:,.0f} MB"
+    )
     print(f"worst share deviation over {len(shares):,} windows of 1M tokens: {worst:.4%}")
     print(f"per-document heap interleave (scaled from {args.documents // 10:,} docs): {heap_seconds:.1f} s")
     print(f"ratio heap / prep: {heap_seconds / planned:.1f}x")

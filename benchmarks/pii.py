@@ -10,7 +10,7 @@
 3. Speed: documents/s of ``Pii.process`` and of datatrove's ``PIIFormatter`` (e-mail and
    IPv4 only) on the same documents in the same run, one core, and the ratio.
 
-Run: python benchmarks/pii.py [--data DIR] [--repeat N]
+Run: python -m benchmarks.pii [--data DIR] [--repeat N]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stages.pii import Pii  # noqa: E402
+from stages.pii import Pii
 
 PRESIDIO_TO_OURS = {
     "EMAIL_ADDRESS": "email",
@@ -104,10 +104,7 @@ def debian_false_positives(rows: list[dict], stage: Pii) -> None:
     print("replacements per type:", dict(per_type))
     for kind in ("ip", "phone"):
         shown = [
-            repr(r["text"][max(0, s - 30) : e + 15])
-            for r, spans in zip(rows, found)
-            for s, e, t in spans
-            if t == kind
+            repr(r["text"][max(0, s - 30) : e + 15]) for r, spans in zip(rows, found) for s, e, t in spans if t == kind
         ]
         print(f"  {kind}: {len(shown)} replaced; e.g. {'; '.join(shown[:6])}")
 
@@ -117,7 +114,11 @@ def speed(docs: list[str], repeat: int) -> None:
 
     mb = sum(len(d.encode()) for d in docs) / 1e6
     batch = pa.record_batch(
-        {"id": pa.array([str(i) for i in range(len(docs))]), "text": pa.array(docs), "source": pa.array(["web"] * len(docs))}
+        {
+            "id": pa.array([str(i) for i in range(len(docs))]),
+            "text": pa.array(docs),
+            "source": pa.array(["web"] * len(docs)),
+        }
     )
     batches = [batch.slice(i, 1000) for i in range(0, len(docs), 1000)]
     ours_all, ours_same = Pii(Pii.Options()), Pii(Pii.Options(types=["email", "ip"]))

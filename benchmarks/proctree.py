@@ -7,7 +7,7 @@ import os
 import subprocess
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 
 def process_tree(root: int) -> list[int]:

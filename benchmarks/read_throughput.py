@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
-import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -88,7 +87,10 @@ def main() -> None:
     if not paths:
         raise SystemExit(f"no input files under {args.data}")
     raw = uncompressed_bytes(paths)
-    print(f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, {raw / 1e6:.1f} MB of JSON lines")
+    print(
+        f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, "
+        f"{raw / 1e6:.1f} MB of JSON lines"
+    )
     rows: dict[str, tuple[float, int]] = {}
     for name, fn, fn_args in [
         ("gzip + json loop (1 core)", plain_loop, (paths,)),
@@ -108,8 +110,10 @@ def main() -> None:
         ("all cores", "pyarrow.json.read_json (threads)", "prep run, no stages (2 workers)"),
     ):
         ratio = seconds[prep_name] / seconds[pyarrow_name]
-        print(f"{cores}: prep / pyarrow reader time {ratio:.2f}x (overhead {ratio - 1:+.0%}); "
-              f"prep vs the gzip + json loop {seconds['gzip + json loop (1 core)'] / seconds[prep_name]:.2f}x faster")
+        print(
+            f"{cores}: prep / pyarrow reader time {ratio:.2f}x (overhead {ratio - 1:+.0%}); "
+            f"prep vs the gzip + json loop {seconds['gzip + json loop (1 core)'] / seconds[prep_name]:.2f}x faster"
+        )
 
 
 if __name__ == "__main__":

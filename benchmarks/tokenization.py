@@ -65,11 +65,15 @@ def to_batches(texts: list[str], rows: int = 1000) -> list[pa.RecordBatch]:
     batches = []
     for start in range(0, len(texts), rows):
         part = texts[start : start + rows]
-        batches.append(pa.RecordBatch.from_pydict({
-            "id": [f"doc-{start + i}" for i in range(len(part))],
-            "text": part,
-            "source": ["bench"] * len(part),
-        }))
+        batches.append(
+            pa.RecordBatch.from_pydict(
+                {
+                    "id": [f"doc-{start + i}" for i in range(len(part))],
+                    "text": part,
+                    "source": ["bench"] * len(part),
+                }
+            )
+        )
     return batches
 
 
@@ -109,8 +113,13 @@ def run_datatrove(texts: list[str], tokenizer_json: Path, out_dir: Path) -> int:
     from datatrove.pipeline.tokens.tokenizer import DocumentTokenizer
 
     shutil.rmtree(out_dir, ignore_errors=True)
-    step = DocumentTokenizer(output_folder=str(out_dir), tokenizer_name_or_path=str(tokenizer_json),
-                             eos_token="<|endoftext|>", shuffle_documents=False, batch_size=1000)
+    step = DocumentTokenizer(
+        output_folder=str(out_dir),
+        tokenizer_name_or_path=str(tokenizer_json),
+        eos_token="<|endoftext|>",
+        shuffle_documents=False,
+        batch_size=1000,
+    )
     docs = (Document(text=t, id=str(i)) for i, t in enumerate(texts))
     step.run(docs, rank=0, world_size=1)
     # Count what it wrote (its .ds files hold the tokens back to back, EOS included).
@@ -150,8 +159,10 @@ def main() -> None:
     n_bytes = sum(len(t.encode("utf-8")) for t in texts)
     batches = to_batches(texts)
     table = Table(n_bytes / 1e6)
-    print(f"{len(texts)} documents, {n_bytes / 1e6:.1f} MB (web: {', '.join(WEB)}; code: {', '.join(CODE)}), "
-          f"{threads} threads, best of {args.repeat}, {os.cpu_count()} CPUs on the machine")
+    print(
+        f"{len(texts)} documents, {n_bytes / 1e6:.1f} MB (web: {', '.join(WEB)}; code: {', '.join(CODE)}), "
+        f"{threads} threads, best of {args.repeat}, {os.cpu_count()} CPUs on the machine"
+    )
     work = Path(tempfile.mkdtemp(prefix="prep-bench-tokenize-"))
     try:
         for name in [e for e in args.encodings.split(",") if e]:
@@ -159,8 +170,8 @@ def main() -> None:
             enc.encode_ordinary_batch(texts[:50], num_threads=threads)  # warm up
             a = b = float("inf")
             for _ in range(args.repeat):
-                sa, ids = best_of(1, lambda: enc.encode_ordinary_batch(texts, num_threads=threads))
-                sb, stage_tokens = best_of(1, lambda: run_stage(name, batches, work / name, threads))
+                sa, ids = best_of(1, lambda enc=enc: enc.encode_ordinary_batch(texts, num_threads=threads))
+                sb, stage_tokens = best_of(1, lambda name=name: run_stage(name, batches, work / name, threads))
                 a, b = min(a, sa), min(b, sb)
             a_tokens = sum(len(i) for i in ids)
             assert stage_tokens == a_tokens + len(texts), "the stage wrote other ids than tiktoken"
@@ -169,7 +180,9 @@ def main() -> None:
             if name == "gpt2":
                 try:
                     tokenizer_json = gpt2_tokenizer_json(work)
-                    c, c_tokens = best_of(args.repeat, lambda: run_datatrove(texts, tokenizer_json, work / "dt"))
+                    c, c_tokens = best_of(
+                        args.repeat, lambda spec=tokenizer_json: run_datatrove(texts, spec, work / "dt")
+                    )
                     table.add("(c) datatrove DocumentTokenizer gpt2 (HF tokenizers)", c, c_tokens - len(texts), a)
                 except ImportError as e:
                     print(f"(c) datatrove DocumentTokenizer: cannot run offline here: {e}")

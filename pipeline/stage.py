@@ -15,9 +15,10 @@ checks every key against it, so a typo is an error naming the nearest valid key.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterable
+from typing import Any, ClassVar
 
 import pyarrow as pa
 
@@ -140,4 +141,3 @@ def registered() -> dict[str, type[Stage]]:
     """The stages registered so far, by name. The contract knows no stage itself:
     ``pipeline.engine.stage_registry`` loads them (built-in and plug-in) and asks here."""
     return dict(_REGISTRY)
-

@@ -68,7 +68,9 @@ class Pii(Stage):
         if changed:
             batch = set_column(batch, TEXT, new_text)
         counters = {f"pii.{name}": n for name, n in counts.items()}
-        return StageOutput(batch=batch, drop_reason=pa.nulls(batch.num_rows, pa.string()), changed=changed, counters=counters)
+        return StageOutput(
+            batch=batch, drop_reason=pa.nulls(batch.num_rows, pa.string()), changed=changed, counters=counters
+        )
 
     def scrub(self, text: pa.Array) -> tuple[pa.Array, dict[str, int], int]:
         """(rewritten column, replacements per type, number of documents changed)."""

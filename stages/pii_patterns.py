@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import numpy as np
 
@@ -186,7 +186,8 @@ SECRET = PiiType(
     r"|gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{82}"
     r"|xox[abposr]-[A-Za-z0-9-]{10,}"
     r"|https://hooks\.slack\.com/services/[A-Za-z0-9_]+/[A-Za-z0-9_]+/[A-Za-z0-9_]+"
-    r"|-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----(?s:.)*?-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
+    r"|-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----(?s:.)*?"
+    r"-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}"
     r"|AIza[0-9A-Za-z_-]{35}"
     r"|(?:sk|rk)_live_[0-9A-Za-z]{24,})",
@@ -293,6 +294,7 @@ CREDIT_CARD = PiiType(
 )
 
 # ---------------------------------------------------------------- US SSN
+
 
 def _validate_ssn(matches: Sequence[Candidate], **_) -> np.ndarray:
     # Area 000, 666 and 900-999, group 00 and serial 0000 are never issued.

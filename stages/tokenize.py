@@ -25,7 +25,6 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.documents import ID, SOURCE, TEXT, set_column
 from pipeline.formats.layout import Layout
-from pipeline.stage import Stage, StageOutput, UnitContext, register
 from pipeline.formats.token_shards import (
     ShardWriter,
     check_folder_compatible,
@@ -37,6 +36,7 @@ from pipeline.formats.token_shards import (
     write_sidecar,
 )
 from pipeline.formats.tokenizers import Tokenizer, load_tokenizer
+from pipeline.stage import Stage, StageOutput, UnitContext, register
 
 N_TOKENS = "n_tokens"
 EMPTY = "empty-tokens"
@@ -150,8 +150,15 @@ class Tokenize(Stage):
         return tok
 
     def _sidecar(self, documents: int, tokens: int, bin_sha256: str) -> dict:
-        return sidecar(tokenizer=self.tokenizer, dtype=self.dtype, eod_id=self.eod_id, bos_id=self.bos_id,
-                       documents=documents, tokens=tokens, bin_sha256=bin_sha256)
+        return sidecar(
+            tokenizer=self.tokenizer,
+            dtype=self.dtype,
+            eod_id=self.eod_id,
+            bos_id=self.bos_id,
+            documents=documents,
+            tokens=tokens,
+            bin_sha256=bin_sha256,
+        )
 
     def __getstate__(self) -> dict:
         if self._open is not None:

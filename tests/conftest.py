@@ -63,7 +63,11 @@ TEXT_TYPES = [pa.string(), pa.large_string()]
 
 def make_batch(texts: list[str], text_type: pa.DataType = pa.string()) -> pa.RecordBatch:
     return pa.RecordBatch.from_pydict(
-        {"id": [f"doc-{i}" for i in range(len(texts))], "text": pa.array(texts, text_type), "source": ["web"] * len(texts)}
+        {
+            "id": [f"doc-{i}" for i in range(len(texts))],
+            "text": pa.array(texts, text_type),
+            "source": ["web"] * len(texts),
+        }
     )
 
 

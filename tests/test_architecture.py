@@ -77,7 +77,7 @@ def test_the_imports_have_no_circle():
         state[module] = 1
         for dep in sorted(graph[module]):
             if state.get(dep) == 1:
-                raise AssertionError("import circle: " + " -> ".join(path[path.index(dep):] + [module, dep]))
+                raise AssertionError("import circle: " + " -> ".join(path[path.index(dep) :] + [module, dep]))
             if dep not in state:
                 visit(dep, path + [module])
         state[module] = 2
@@ -106,13 +106,22 @@ def test_only_the_commands_speak_click():
     speakers = []
     for module, path in _modules(REPO).items():
         for node in ast.walk(ast.parse(path.read_text())):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
             if any(n == "click" or n.startswith("click.") for n in names) and _room(module) != "commands":
                 speakers.append(module)
     assert not speakers
 
 
 def test_no_module_is_longer_than_a_reader_takes_in():
-    long = [f"{p.relative_to(REPO)}: {n} lines" for p in _modules(REPO).values()
-            if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(REPO)) not in LONG_ALLOWED]
+    long = [
+        f"{p.relative_to(REPO)}: {n} lines"
+        for p in _modules(REPO).values()
+        if (n := len(p.read_text().splitlines())) > MAX_LINES and str(p.relative_to(REPO)) not in LONG_ALLOWED
+    ]
     assert not long, long

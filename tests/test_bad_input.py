@@ -14,8 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-
 from conftest import write_config
+
 from pipeline.commands.main import main
 
 GOOD = [{"id": f"g{i}", "text": f"A perfectly ordinary document number {i}."} for i in range(5)]
@@ -127,7 +127,9 @@ def test_invalid_utf8_never_reaches_the_stages(tmp_path):
     quarantined and the rest is normalized and written."""
     (tmp_path / "in").mkdir()
     records = [{"id": f"l{i}", "text": "café crème brûlée" if i % 2 else "plain text"} for i in range(6)]
-    (tmp_path / "in" / "latin1.jsonl").write_bytes("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("latin-1"))
+    (tmp_path / "in" / "latin1.jsonl").write_bytes(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("latin-1")
+    )
     text = pa.array([b"good text", b"caf\xe9"], pa.binary()).view(pa.string())
     pq.write_table(pa.table({"id": ["p0", "p1"], "text": text}), tmp_path / "in" / "mis.parquet")
     config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*"]\n[[stages]]\nname = "normalize"\n')
@@ -135,7 +137,10 @@ def test_invalid_utf8_never_reaches_the_stages(tmp_path):
     assert result.exit_code == 0, result.output
     ledger = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
     assert sorted((r["file"], r["line"]) for r in ledger if r["reason"] == "bad-input:invalid-utf8") == [
-        ("latin1.jsonl", 2), ("latin1.jsonl", 4), ("latin1.jsonl", 6), ("mis.parquet", 1)
+        ("latin1.jsonl", 2),
+        ("latin1.jsonl", 4),
+        ("latin1.jsonl", 6),
+        ("mis.parquet", 1),
     ]
     docs = pq.read_table(tmp_path / "out" / "docs")
     docs.validate(full=True)
@@ -170,7 +175,19 @@ def test_strict_error_from_a_worker_process(tmp_path):
     (folder / "bad.jsonl").write_bytes(lines(GOOD) + b'{"text": 1}\n')
     config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(tmp_path / "out"), "--strict", "-w", "2", "-q"],
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            str(config),
+            "--out",
+            str(tmp_path / "out"),
+            "--strict",
+            "-w",
+            "2",
+            "-q",
+        ],
         capture_output=True,
         text=True,
     )

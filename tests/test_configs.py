@@ -6,13 +6,15 @@ import re
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO
+
 from pipeline.engine.config import load_config
 from pipeline.engine.run import run_pipeline
 
 INPUTS = {
-    "c4.toml": {"web": ["web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz"]},
+    "c4.toml": {
+        "web": ["web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz", "web/dolma_ccmain_20190717_00140.jsonl.gz"]
+    },
     "redpajama.toml": {
         "web": ["web/datajuicer_redpajama_pile_samples.jsonl.gz", "web/dolma_cc_en_head_and_provided.jsonl.gz"],
         "code": ["code/js_usr_lib_node_modules.jsonl.gz"],

@@ -19,8 +19,7 @@ import pyarrow as pa
 import pytest
 
 from pipeline.stage import UnitContext
-from stages.dedup import Dedup
-from stages.dedup import clusters, partfile
+from stages.dedup import Dedup, clusters, partfile
 from stages.dedup.minhash import Signer, estimate_similarity
 
 _HERE = Path(__file__).resolve()
@@ -37,8 +36,9 @@ def _commit(ctx: UnitContext) -> None:
     ctx.pending.clear()
 
 
-def run_stage(options: Dedup.Options, units: dict[tuple[str, str], list[pa.RecordBatch]], work: Path,
-              reduce_order=None) -> tuple[dict, dict[str, tuple[str, dict]]]:
+def run_stage(
+    options: Dedup.Options, units: dict[tuple[str, str], list[pa.RecordBatch]], work: Path, reduce_order=None
+) -> tuple[dict, dict[str, tuple[str, dict]]]:
     """map every unit, reduce every partition, finalize, then filter every unit.
 
     Returns (finalize summary, {removed id: (reason, detail)})."""
@@ -59,8 +59,9 @@ def run_stage(options: Dedup.Options, units: dict[tuple[str, str], list[pa.Recor
         for batch in batches:
             out = filtering.process(batch, source)
             assert len(out.drop_reason) == batch.num_rows == len(out.detail)
-            for doc_id, reason, detail in zip(batch.column("id").to_pylist(), out.drop_reason.to_pylist(),
-                                              out.detail.to_pylist()):
+            for doc_id, reason, detail in zip(
+                batch.column("id").to_pylist(), out.drop_reason.to_pylist(), out.detail.to_pylist()
+            ):
                 if reason is not None:
                     removed[doc_id] = (reason, json.loads(detail))
                 else:
@@ -295,8 +296,9 @@ def test_units_left_empty_before_dedup(tmp_path):
     texts = _synthetic(rng, 4)
     texts = texts + [texts[0]]
     units = make_units([f"e{i}" for i in range(len(texts))], texts, 1)
-    empty = pa.RecordBatch.from_pydict({"id": pa.array([], pa.string()), "text": pa.array([], pa.string()),
-                                        "source": pa.array([], pa.string())})
+    empty = pa.RecordBatch.from_pydict(
+        {"id": pa.array([], pa.string()), "text": pa.array([], pa.string()), "source": pa.array([], pa.string())}
+    )
     units = {("web", "a-empty"): [empty], **units, ("web", "z-empty"): []}
     _, removed = run_stage(Dedup.Options(partitions=3), units, tmp_path)
     assert removed == {"e4": ("exact-duplicate", {"survivor": "e0", "similarity": 1.0})}
@@ -346,8 +348,9 @@ def test_determinism_across_unit_splits_orders_and_partitions(tmp_path):
             rng.shuffle(order)
         units = make_units([ids[i] for i in order], [texts[i] for i in order], split, batch_size=17)
         reduce_order = list(range(partitions))[::-1]
-        _, removed = run_stage(Dedup.Options(partitions=partitions), units, tmp_path / f"r{split}",
-                               reduce_order=reduce_order)
+        _, removed = run_stage(
+            Dedup.Options(partitions=partitions), units, tmp_path / f"r{split}", reduce_order=reduce_order
+        )
         results.append(removed)
     assert len(results[0]) > 60
     assert results[0] == results[1] == results[2]
@@ -401,8 +404,11 @@ def test_incremental_against_previous_index(tmp_path):
     assert removed3["again_old3"][1]["survivor"] == "old3"
     assert removed3["again_new5"][1]["survivor"] == "new5"
     with pytest.raises(ValueError, match="other dedup settings"):
-        run_stage(Dedup.Options(partitions=3, bands=10, rows=8, index_from=str(run1)),
-                  make_units(["q"], ["x y"], 1), tmp_path / "bad")
+        run_stage(
+            Dedup.Options(partitions=3, bands=10, rows=8, index_from=str(run1)),
+            make_units(["q"], ["x y"], 1),
+            tmp_path / "bad",
+        )
 
 
 def test_verify_uses_exact_jaccard_against_the_survivor(tmp_path):
@@ -487,14 +493,17 @@ def test_planted_near_duplicates_in_real_web_text(tmp_path):
     # Precision: a removed document really resembles the survivor it names.
     true_j = [jaccard(sets[index[d]], sets[index[detail["survivor"]]]) for d, (_, detail) in removed.items()]
     precision = sum(j >= 0.7 for j in true_j) / len(true_j)
-    print(f"\nplanted pairs {len(pairs)}, J>=0.8: {len(high)}, recall {recall:.3f}, removed {len(removed)}, "
-          f"precision(J>=0.7) {precision:.3f}, summary {summary}")
+    print(
+        f"\nplanted pairs {len(pairs)}, J>=0.8: {len(high)}, recall {recall:.3f}, removed {len(removed)}, "
+        f"precision(J>=0.7) {precision:.3f}, summary {summary}"
+    )
     assert len(high) >= 150
     assert recall >= 0.95
     assert precision >= 0.9
     # Nothing outside a planted family is removed against another family's document.
-    assert all(family[index[d]] == family[index[det["survivor"]]] for d, (_, det) in removed.items()
-               if family[index[d]] >= 0)
+    assert all(
+        family[index[d]] == family[index[det["survivor"]]] for d, (_, det) in removed.items() if family[index[d]] >= 0
+    )
 
 
 @needs_data

@@ -14,14 +14,13 @@ import json
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import write_config
-from pipeline.loader import TokenDataset
 from test_hostile_readers import CASES, build
+
+from pipeline.loader import TokenDataset
 
 # Cases about a file that is missing or is a folder belong to the reader: a glob never
 # matches them, so a run never reads them.
@@ -58,8 +57,12 @@ def hostile_run(tmp_path_factory):
     sources = "".join(f'[sources.{name}]\npaths = ["in/{pattern}"]\n' for name, pattern in FORMATS.items())
     config = write_config(folder / "run.toml", sources + CHAIN)
     out = folder / "out"
-    result = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2"],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return folder, config, out, result, cases
 
 
@@ -104,8 +107,12 @@ def test_the_token_shards_open_through_the_loaders_checks(hostile_run):
 
 def test_strict_stops_at_the_first_bad_input_in_one_line(hostile_run):
     folder, config, _, _, _ = hostile_run
-    result = subprocess.run([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(folder / "strict"),
-                             "--strict", "-w", "1"], capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(folder / "strict"), "--strict", "-w", "1"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert len(lines) == 1 and lines[0].startswith("Error: --strict: ") and "bad input (" in lines[0], lines

@@ -13,16 +13,16 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import SHARED_DATA
+
 from pipeline.readers import InputSpec, rawfile, read_input
 from pipeline.readers.arrow_files import expand_hf_folder
 from pipeline.readers.common import StrictModeError
@@ -55,7 +55,9 @@ GARBAGE_REASONS = Counter({"invalid-utf8": 4, "broken-json": 1})
 def invalid_strings(values: list[bytes]) -> pa.Array:
     """A string array holding these bytes as they are, valid UTF-8 or not."""
     offsets = np.cumsum([0] + [len(v) for v in values]).astype(np.int32)
-    return pa.Array.from_buffers(pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    return pa.Array.from_buffers(
+        pa.string(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))]
+    )
 
 
 def mis_encoded_table() -> pa.Table:
@@ -66,7 +68,9 @@ def mis_encoded_table() -> pa.Table:
             "id": invalid_strings([b"r0", b"r1\xff", b"r2", b"r3", b"r4", b"r5"]),
             "text": invalid_strings([b"text 0", b"text 1", b"caf\xe9 2", b"text 3", b"text 4", b"text 5"]),
             "meta": pa.StructArray.from_arrays([invalid_strings(ok[:3] + [b"\xc3("] + ok[4:])], ["k"]),
-            "tags": pa.ListArray.from_arrays(pa.array(np.arange(7, dtype=np.int32)), invalid_strings(ok[:4] + [b"\xed\xa0\x80"] + ok[5:])),
+            "tags": pa.ListArray.from_arrays(
+                pa.array(np.arange(7, dtype=np.int32)), invalid_strings(ok[:4] + [b"\xed\xa0\x80"] + ok[5:])
+            ),
         }
     )
 
@@ -156,61 +160,319 @@ CASES = [
     # Invalid UTF-8 inside syntactically valid JSON.
     Case(
         "latin-1 file",
-        "".join(json.dumps({"id": f"l{i}", "text": "café crème" if i % 2 else "plain"}, ensure_ascii=False) + "\n" for i in range(6)).encode("latin-1"),
-        "latin1.jsonl", Counter({"invalid-utf8": 3}), kept=3, records=6, where={2: "invalid-utf8", 4: "invalid-utf8", 6: "invalid-utf8"},
+        "".join(
+            json.dumps({"id": f"l{i}", "text": "café crème" if i % 2 else "plain"}, ensure_ascii=False) + "\n"
+            for i in range(6)
+        ).encode("latin-1"),
+        "latin1.jsonl",
+        Counter({"invalid-utf8": 3}),
+        kept=3,
+        records=6,
+        where={2: "invalid-utf8", 4: "invalid-utf8", 6: "invalid-utf8"},
     ),
-    Case("real web line re-encoded as latin-1", real_web_line_as_latin1, "web.jsonl", Counter({"invalid-utf8": 1}), kept=29, records=30, where={5: "invalid-utf8"}, needs_real_data=True),
-    Case("invalid byte in the text", around(b'{"id": "x", "text": "bad \xff\xfe bytes"}'), "text.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("invalid byte in the id", around(b'{"id": "x\xe9", "text": "good text"}'), "id.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("invalid byte in another field", around(b'{"id": "x", "text": "good", "url": "http://caf\xe9"}'), "field.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("invalid byte in a key", around(b'{"id": "x", "text": "good", "k\xe9y": 1}'), "key.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("invalid byte in a nested field", around(b'{"id": "x", "text": "good", "m": {"a": ["\xc3("]}}'), "nested.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("UTF-8-encoded surrogate", around(b'{"id": "x", "text": "half \xed\xa0\x80 a pair"}'), "surrogate.jsonl", Counter({"invalid-utf8": 1}), 4, 5, {3: "invalid-utf8"}),
-    Case("lone surrogate escape", around(b'{"id": "x", "text": "half \\ud800 a pair"}'), "escape.jsonl", Counter({"broken-json": 1}), 4, 5, {3: "broken-json"}),
+    Case(
+        "real web line re-encoded as latin-1",
+        real_web_line_as_latin1,
+        "web.jsonl",
+        Counter({"invalid-utf8": 1}),
+        kept=29,
+        records=30,
+        where={5: "invalid-utf8"},
+        needs_real_data=True,
+    ),
+    Case(
+        "invalid byte in the text",
+        around(b'{"id": "x", "text": "bad \xff\xfe bytes"}'),
+        "text.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "invalid byte in the id",
+        around(b'{"id": "x\xe9", "text": "good text"}'),
+        "id.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "invalid byte in another field",
+        around(b'{"id": "x", "text": "good", "url": "http://caf\xe9"}'),
+        "field.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "invalid byte in a key",
+        around(b'{"id": "x", "text": "good", "k\xe9y": 1}'),
+        "key.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "invalid byte in a nested field",
+        around(b'{"id": "x", "text": "good", "m": {"a": ["\xc3("]}}'),
+        "nested.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "UTF-8-encoded surrogate",
+        around(b'{"id": "x", "text": "half \xed\xa0\x80 a pair"}'),
+        "surrogate.jsonl",
+        Counter({"invalid-utf8": 1}),
+        4,
+        5,
+        {3: "invalid-utf8"},
+    ),
+    Case(
+        "lone surrogate escape",
+        around(b'{"id": "x", "text": "half \\ud800 a pair"}'),
+        "escape.jsonl",
+        Counter({"broken-json": 1}),
+        4,
+        5,
+        {3: "broken-json"},
+    ),
     # Nesting.
     Case(
         "nested 5,000 and 100,000 deep among good lines",
-        jsonl(GOOD[:1]) + nested(5_000) + b"\n" + jsonl(GOOD[1:2]) + nested(100_000, b'{"a": ', b"}") + b"\n" + jsonl(GOOD[2:]),
-        "deep.jsonl", Counter({"too-deep": 2}), kept=4, records=6, where={2: "too-deep", 4: "too-deep"}, isolated=True,
+        jsonl(GOOD[:1])
+        + nested(5_000)
+        + b"\n"
+        + jsonl(GOOD[1:2])
+        + nested(100_000, b'{"a": ', b"}")
+        + b"\n"
+        + jsonl(GOOD[2:]),
+        "deep.jsonl",
+        Counter({"too-deep": 2}),
+        kept=4,
+        records=6,
+        where={2: "too-deep", 4: "too-deep"},
+        isolated=True,
     ),
-    Case("nested 2,000 deep", around(nested(2_000)), "deep2000.jsonl", Counter({"too-deep": 1}), 4, 5, {3: "too-deep"}, isolated=True),
-    Case("nested one past the limit", around(nested(MAX_DEPTH + 1)), "past.jsonl", Counter({"too-deep": 1}), 4, 5, {3: "too-deep"}),
-    Case("objects nested at the limit are kept", around(nested(MAX_DEPTH, b'{"a": ', b"}")), "limit.jsonl", Counter(), 5, 5),
+    Case(
+        "nested 2,000 deep",
+        around(nested(2_000)),
+        "deep2000.jsonl",
+        Counter({"too-deep": 1}),
+        4,
+        5,
+        {3: "too-deep"},
+        isolated=True,
+    ),
+    Case(
+        "nested one past the limit",
+        around(nested(MAX_DEPTH + 1)),
+        "past.jsonl",
+        Counter({"too-deep": 1}),
+        4,
+        5,
+        {3: "too-deep"},
+    ),
+    Case(
+        "objects nested at the limit are kept",
+        around(nested(MAX_DEPTH, b'{"a": ', b"}")),
+        "limit.jsonl",
+        Counter(),
+        5,
+        5,
+    ),
     Case("arrays nested at the limit are kept", around(nested(MAX_DEPTH)), "limit_arrays.jsonl", Counter(), 5, 5),
-    Case("brackets inside strings do not nest", around(jsonl([{"text": "[{" * 5_000 + '\\"' + "]" * 10}]).rstrip()), "strings.jsonl", Counter(), 5, 5),
+    Case(
+        "brackets inside strings do not nest",
+        around(jsonl([{"text": "[{" * 5_000 + '\\"' + "]" * 10}]).rstrip()),
+        "strings.jsonl",
+        Counter(),
+        5,
+        5,
+    ),
     # Garbage, and gzip that is not.
-    Case("binary garbage named .jsonl", GARBAGE, "garbage.jsonl", GARBAGE_REASONS, 0, 5, {1: "broken-json", 2: "invalid-utf8"}),
+    Case(
+        "binary garbage named .jsonl",
+        GARBAGE,
+        "garbage.jsonl",
+        GARBAGE_REASONS,
+        0,
+        5,
+        {1: "broken-json", 2: "invalid-utf8"},
+    ),
     Case("binary garbage named .jsonl.gz", GARBAGE, "garbage.jsonl.gz", GARBAGE_REASONS, 0, 5),
     Case("gzipped binary garbage", gzip.compress(GARBAGE, mtime=0), "garbage2.jsonl.gz", GARBAGE_REASONS, 0, 5),
     Case("plain JSON lines named .gz", jsonl(GOOD), "plain.jsonl.gz", Counter(), 4, 4),
     Case("a line of NULs", around(b"\x00" * 1000), "nuls.jsonl", Counter({"broken-json": 1}), 4, 5, {3: "broken-json"}),
-    Case("a line of form feeds is not blank", around(b"\x0c\x0c"), "ff.jsonl", Counter({"broken-json": 1}), 4, 5, {3: "broken-json"}),
+    Case(
+        "a line of form feeds is not blank",
+        around(b"\x0c\x0c"),
+        "ff.jsonl",
+        Counter({"broken-json": 1}),
+        4,
+        5,
+        {3: "broken-json"},
+    ),
     # Text and id of the wrong kind.
     Case(
         "text of every wrong type",
-        jsonl(GOOD[:1] + [{"text": 123456789012345678901234567890}, {"text": {"a": "b"}}, {"text": ["a"]}, {"text": True}, {"text": None}] + GOOD[1:]),
-        "types.jsonl", Counter({"non-string-text": 4, "missing-text": 1}), 4, 9, {2: "non-string-text", 6: "missing-text"},
+        jsonl(
+            GOOD[:1]
+            + [
+                {"text": 123456789012345678901234567890},
+                {"text": {"a": "b"}},
+                {"text": ["a"]},
+                {"text": True},
+                {"text": None},
+            ]
+            + GOOD[1:]
+        ),
+        "types.jsonl",
+        Counter({"non-string-text": 4, "missing-text": 1}),
+        4,
+        9,
+        {2: "non-string-text", 6: "missing-text"},
     ),
-    Case("text too big for a double", around(b'{"id": "x", "text": 1e999}'), "inf.jsonl", Counter({"broken-json": 1}), 4, 5, {3: "broken-json"}),
-    Case("id that is an object or a list keeps its document", around(jsonl([{"id": {"a": 1}, "text": "t"}, {"id": [1], "text": "t"}]).rstrip()), "ids.jsonl", Counter(), 6, 6),
-    Case("duplicate key", around(b'{"text": "a", "text": "b"}'), "dup.jsonl", Counter({"unparseable": 1}), 4, 5, {3: "unparseable"}),
+    Case(
+        "text too big for a double",
+        around(b'{"id": "x", "text": 1e999}'),
+        "inf.jsonl",
+        Counter({"broken-json": 1}),
+        4,
+        5,
+        {3: "broken-json"},
+    ),
+    Case(
+        "id that is an object or a list keeps its document",
+        around(jsonl([{"id": {"a": 1}, "text": "t"}, {"id": [1], "text": "t"}]).rstrip()),
+        "ids.jsonl",
+        Counter(),
+        6,
+        6,
+    ),
+    Case(
+        "duplicate key",
+        around(b'{"text": "a", "text": "b"}'),
+        "dup.jsonl",
+        Counter({"unparseable": 1}),
+        4,
+        5,
+        {3: "unparseable"},
+    ),
     # Files that cannot be read.
-    Case("missing JSON lines file", missing, "gone.jsonl", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}, readable=False),
-    Case("directory named .jsonl", directory, "dir.jsonl", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}, readable=False),
+    Case(
+        "missing JSON lines file",
+        missing,
+        "gone.jsonl",
+        Counter({"unreadable-file": 1}),
+        0,
+        1,
+        {0: "unreadable-file"},
+        readable=False,
+    ),
+    Case(
+        "directory named .jsonl",
+        directory,
+        "dir.jsonl",
+        Counter({"unreadable-file": 1}),
+        0,
+        1,
+        {0: "unreadable-file"},
+        readable=False,
+    ),
     Case("0-byte Parquet", b"", "empty.parquet", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}),
     Case("garbage Parquet", GARBAGE, "garbage.parquet", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}),
-    Case("Parquet without its footer", lambda p: (write_parquet(TABLE)(p), p.write_bytes(p.read_bytes()[:-100])), "cut.parquet", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}),
-    Case("Parquet damaged part-way", parquet_damaged_in_second_row_group, "damaged.parquet", Counter({"unreadable-file": 1}), 100, 101, {100: "unreadable-file"}),
-    Case("missing Parquet", missing, "gone.parquet", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}, readable=False),
+    Case(
+        "Parquet without its footer",
+        lambda p: (write_parquet(TABLE)(p), p.write_bytes(p.read_bytes()[:-100])),
+        "cut.parquet",
+        Counter({"unreadable-file": 1}),
+        0,
+        1,
+        {0: "unreadable-file"},
+    ),
+    Case(
+        "Parquet damaged part-way",
+        parquet_damaged_in_second_row_group,
+        "damaged.parquet",
+        Counter({"unreadable-file": 1}),
+        100,
+        101,
+        {100: "unreadable-file"},
+    ),
+    Case(
+        "missing Parquet",
+        missing,
+        "gone.parquet",
+        Counter({"unreadable-file": 1}),
+        0,
+        1,
+        {0: "unreadable-file"},
+        readable=False,
+    ),
     Case("0-byte Arrow", b"", "empty.arrow", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}),
     Case("garbage Arrow", GARBAGE, "garbage.arrow", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}),
-    Case("Arrow stream cut short", write_arrow_stream(TABLE, keep=0.8), "cut.arrow", Counter({"unreadable-file": 1}), 200, 201, {200: "unreadable-file"}),
-    Case("Arrow batch with damaged offsets", arrow_with_damaged_offsets, "offsets.arrow", Counter({"unreadable-file": 1}), 3, 4, {3: "unreadable-file"}),
-    Case("missing Arrow", missing, "gone.arrow", Counter({"unreadable-file": 1}), 0, 1, {0: "unreadable-file"}, readable=False),
+    Case(
+        "Arrow stream cut short",
+        write_arrow_stream(TABLE, keep=0.8),
+        "cut.arrow",
+        Counter({"unreadable-file": 1}),
+        200,
+        201,
+        {200: "unreadable-file"},
+    ),
+    Case(
+        "Arrow batch with damaged offsets",
+        arrow_with_damaged_offsets,
+        "offsets.arrow",
+        Counter({"unreadable-file": 1}),
+        3,
+        4,
+        {3: "unreadable-file"},
+    ),
+    Case(
+        "missing Arrow",
+        missing,
+        "gone.arrow",
+        Counter({"unreadable-file": 1}),
+        0,
+        1,
+        {0: "unreadable-file"},
+        readable=False,
+    ),
     # Invalid UTF-8 in Parquet and Arrow string columns.
-    Case("Parquet with invalid UTF-8", write_parquet(mis_encoded_table()), "mis.parquet", Counter({"invalid-utf8": 4}), 2, 6, MIS_ENCODED),
-    Case("Arrow with invalid UTF-8", write_arrow_stream(mis_encoded_table(), batch_rows=4), "mis.arrow", Counter({"invalid-utf8": 4}), 2, 6, MIS_ENCODED),
-    Case("Parquet with dictionary-encoded text", write_parquet(TABLE.set_column(1, "text", TABLE.column("text").dictionary_encode())), "dict.parquet", Counter(), 300, 300),
+    Case(
+        "Parquet with invalid UTF-8",
+        write_parquet(mis_encoded_table()),
+        "mis.parquet",
+        Counter({"invalid-utf8": 4}),
+        2,
+        6,
+        MIS_ENCODED,
+    ),
+    Case(
+        "Arrow with invalid UTF-8",
+        write_arrow_stream(mis_encoded_table(), batch_rows=4),
+        "mis.arrow",
+        Counter({"invalid-utf8": 4}),
+        2,
+        6,
+        MIS_ENCODED,
+    ),
+    Case(
+        "Parquet with dictionary-encoded text",
+        write_parquet(TABLE.set_column(1, "text", TABLE.column("text").dictionary_encode())),
+        "dict.parquet",
+        Counter(),
+        300,
+        300,
+    ),
 ]
 
 
@@ -239,7 +501,10 @@ def summarize(path: Path, strict: bool = False) -> dict:
 
 def summarize_in_child(path: Path, strict: bool = False) -> dict:
     """``summarize`` in a fresh interpreter: a segfault shows as a failed test."""
-    code = f"import json, sys; from pathlib import Path; from test_hostile_readers import summarize; print(json.dumps(summarize(Path(sys.argv[1]), {strict})))"
+    code = (
+        "import json, sys; from pathlib import Path; from test_hostile_readers import summarize; "
+        f"print(json.dumps(summarize(Path(sys.argv[1]), {strict})))"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, f"reader died (exit {proc.returncode}): {proc.stderr[-2000:]}"
@@ -285,7 +550,12 @@ def test_raw_bytes_of_an_invalid_line_are_kept(tmp_path):
 def test_invalid_utf8_rows_of_parquet_keep_their_text_bytes(tmp_path):
     path = tmp_path / "mis.parquet"
     write_parquet(mis_encoded_table())(path)
-    rows = [r for chunk in read_input(path, InputSpec(source="web", file_key=path.name)) if chunk.bad is not None for r in chunk.bad.to_pylist()]
+    rows = [
+        r
+        for chunk in read_input(path, InputSpec(source="web", file_key=path.name))
+        if chunk.bad is not None
+        for r in chunk.bad.to_pylist()
+    ]
     assert [(r["id"], r["raw"]) for r in rows][:2] == [("mis.parquet:1", b"text 1"), ("mis.parquet:2", b"caf\xe9 2")]
     assert "'id'" in rows[0]["detail"] and "'meta'" in rows[2]["detail"] and "'tags'" in rows[3]["detail"]
 
@@ -347,7 +617,9 @@ def test_hf_folder_with_broken_arrow_file(tmp_path):
     folder.mkdir()
     write_arrow_stream(TABLE)(folder / "data-00000-of-00002.arrow")
     (folder / "data-00001-of-00002.arrow").write_bytes(GARBAGE)
-    (folder / "state.json").write_text(json.dumps({"_data_files": [{"filename": f"data-0000{i}-of-00002.arrow"} for i in range(2)]}))
+    (folder / "state.json").write_text(
+        json.dumps({"_data_files": [{"filename": f"data-0000{i}-of-00002.arrow"} for i in range(2)]})
+    )
     results = [summarize(f) for f in expand_hf_folder(folder)]
     assert [r["kept"] for r in results] == [300, 0]
     assert [kind for kind, _, _ in results[1]["bad"]] == ["unreadable-file"]

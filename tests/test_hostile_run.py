@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import REPO, write_config, write_jsonl
-from pipeline.util.atomic import is_temporary, temp_path
+from test_run import tree_digest
+
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore
-from test_run import tree_digest
+from pipeline.util.atomic import is_temporary, temp_path
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 LENGTH = '[[stages]]\nname = "length"\nmin_chars = 5\n'
@@ -45,7 +45,9 @@ def assert_one_line_refusal(result: subprocess.CompletedProcess, *words: str) ->
 
 
 def small_run(tmp_path: Path, records=None, extra: str = "") -> Path:
-    write_jsonl(tmp_path / "in" / "a.jsonl", records or [{"id": f"d{i}", "text": f"document number {i}"} for i in range(20)])
+    write_jsonl(
+        tmp_path / "in" / "a.jsonl", records or [{"id": f"d{i}", "text": f"document number {i}"} for i in range(20)]
+    )
     return write_config(tmp_path / "run.toml", f'{extra}[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
 
 
@@ -105,11 +107,14 @@ def test_block_bytes_sets_how_much_is_parsed_at_a_time(tmp_path):
     assert groups[0] == 1 and groups[1] >= 10  # each block of parsed lines is a batch
 
 
-@pytest.mark.parametrize("body, message", [
-    ("[run]\nmax_doc_bytes = 0\n", "max_doc_bytes must be a positive integer"),
-    ("[run]\nblock_bytes = \"big\"\n", "block_bytes must be a positive integer"),
-    ("[run]\nworkers = true\n", "workers must be a positive integer"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("[run]\nmax_doc_bytes = 0\n", "max_doc_bytes must be a positive integer"),
+        ('[run]\nblock_bytes = "big"\n', "block_bytes must be a positive integer"),
+        ("[run]\nworkers = true\n", "workers must be a positive integer"),
+    ],
+)
 def test_bad_run_settings_are_one_line(tmp_path, body, message):
     config = small_run(tmp_path, extra=body)
     assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
@@ -132,10 +137,20 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
     config = small_run(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from pipeline.engine.runlock import locked_output; from pipeline.engine.storage import RunStore\n"
-        f"with locked_output(RunStore({str(out)!r})):\n    print('held', flush=True); time.sleep(600)"
-    )], stdout=subprocess.PIPE, text=True, cwd=REPO)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time; from pipeline.engine.runlock import locked_output; "
+                "from pipeline.engine.storage import RunStore\n"
+                f"with locked_output(RunStore({str(out)!r})):\n    print('held', flush=True); time.sleep(600)"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
     assert holder.stdout.readline().strip() == "held"
     assert prep("run", str(config), "--out", str(out)).returncode != 0
     holder.kill()
@@ -200,7 +215,9 @@ def test_an_input_only_touched_is_accepted(tmp_path):
     os.utime(tmp_path / "in" / "a.jsonl")  # new times, same bytes: hashed again, not refused
     assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
     after = tree_digest(out)
-    assert {k: v for k, v in before.items() if k != ".prep/run.json"} == {k: v for k, v in after.items() if k != ".prep/run.json"}
+    assert {k: v for k, v in before.items() if k != ".prep/run.json"} == {
+        k: v for k, v in after.items() if k != ".prep/run.json"
+    }
 
 
 # -- interrupts, full disks, temporaries ---------------------------------------------------
@@ -216,7 +233,9 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
     for delay in (1.0, 2.0, 3.5, 5.0, 6.5):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline", "run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
-            stderr=subprocess.PIPE, text=True, start_new_session=True,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
         )
         time.sleep(delay)
         if proc.poll() is None:
@@ -262,8 +281,11 @@ def test_temporaries_of_every_writer_are_removed_at_start(tmp_path):
     config = small_run(tmp_path)
     out = tmp_path / "out"
     run_pipeline(config, out, workers=1, quiet=True)
-    strays = [temp_path(out / "work" / "global" / "1" / "p00007.index.npy"), out / "stats" / ".x.json.tmp",
-              temp_path(out / "docs" / "web" / "00000-a.jsonl.parquet")]
+    strays = [
+        temp_path(out / "work" / "global" / "1" / "p00007.index.npy"),
+        out / "stats" / ".x.json.tmp",
+        temp_path(out / "docs" / "web" / "00000-a.jsonl.parquet"),
+    ]
     for stray in strays:
         stray.parent.mkdir(parents=True, exist_ok=True)
         stray.write_text("half-written")
@@ -281,7 +303,9 @@ def test_duplicate_ids_are_counted_and_named(tmp_path):
     config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
     manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert manifest["duplicate_ids"] == {
-        "ids": 1, "extra_copies": 1, "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl", "b.jsonl"]}]
+        "ids": 1,
+        "extra_copies": 1,
+        "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl", "b.jsonl"]}],
     }
     assert any("1 ids occur more than once" in w and "'x1'" in w for w in manifest["warnings"])
 
@@ -341,8 +365,11 @@ def test_a_worker_killed_mid_run_is_one_line_naming_its_task(tmp_path):
         write_jsonl(tmp_path / "in" / f"{name}.jsonl", records)
     config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2", "-q"],
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2", "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     busy = None
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and busy is None:  # a unit's temporary names the worker writing it

@@ -10,14 +10,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from test_run import SAMPLE_CONFIG
 
 import pipeline.formats.document_lookup as lookup
 from pipeline.commands.main import main
+from pipeline.engine.run import run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.mix.estimate import estimate_hours
 from pipeline.util.printable import printable
-from pipeline.engine.run import run_pipeline
-from test_run import SAMPLE_CONFIG
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +70,16 @@ def kept(doc_id: str, text: str = "some text", **fields) -> dict:
 
 
 def rejected(doc_id: str, stage: str, reason: str, file: str, line: int, **fields) -> dict:
-    return {"id": doc_id, "source": "web", "stage": stage, "reason": reason, "file": file, "line": line,
-            "text": "dropped text", **fields}
+    return {
+        "id": doc_id,
+        "source": "web",
+        "stage": stage,
+        "reason": reason,
+        "file": file,
+        "line": line,
+        "text": "dropped text",
+        **fields,
+    }
 
 
 def invoke_show(run: Path, doc_id: str, *args: str):
@@ -103,11 +111,23 @@ def test_printable_escapes_controls_and_bidi_but_keeps_the_texts_lines():
 def test_show_escapes_what_the_data_would_do_to_the_terminal(tmp_path):
     doc_id = "id" + HOSTILE
     in_name, in_name_escaped = HOSTILE.replace("|\x00", ""), ESCAPED.replace(r"|\x00", "")  # no NUL in a file name
-    write_docs(tmp_path / "docs" / "web" / f"a{in_name}.parquet",
-               [kept(doc_id, f"line one{HOSTILE}\n\tline two", source=f"web{HOSTILE}",
-                     note=f"two\nlines{HOSTILE}", tags=[HOSTILE], **{f"field{HOSTILE}": 1})])
-    write_ledger(tmp_path / "rejects" / "web" / "r.parquet",
-                 [rejected(doc_id, f"st{HOSTILE}", f"re{HOSTILE}", f"in{HOSTILE}.jsonl", 7, detail=f"d{HOSTILE}")])
+    write_docs(
+        tmp_path / "docs" / "web" / f"a{in_name}.parquet",
+        [
+            kept(
+                doc_id,
+                f"line one{HOSTILE}\n\tline two",
+                source=f"web{HOSTILE}",
+                note=f"two\nlines{HOSTILE}",
+                tags=[HOSTILE],
+                **{f"field{HOSTILE}": 1},
+            )
+        ],
+    )
+    write_ledger(
+        tmp_path / "rejects" / "web" / "r.parquet",
+        [rejected(doc_id, f"st{HOSTILE}", f"re{HOSTILE}", f"in{HOSTILE}.jsonl", 7, detail=f"d{HOSTILE}")],
+    )
     result = invoke_show(tmp_path, doc_id)
     assert result.exit_code == 0, result.output
     out = result.output
@@ -115,7 +135,9 @@ def test_show_escapes_what_the_data_would_do_to_the_terminal(tmp_path):
     assert f"id{ESCAPED}: kept (web{ESCAPED})" in out
     assert f"found in: {tmp_path}/docs/web/a{in_name_escaped}.parquet" in out
     assert f"note: two\\x0alines{ESCAPED}" in out and f"field{ESCAPED}: 1" in out
-    assert r'tags: ["\u001b]0;pwned\u0007|\u001b[2J|\x9b31m|\b|\r|\x7f|\u0000|\u202e|\u2066"]' in out  # JSON's escapes, then ours
+    assert (
+        r'tags: ["\u001b]0;pwned\u0007|\u001b[2J|\x9b31m|\b|\r|\x7f|\u0000|\u202e|\u2066"]' in out
+    )  # JSON's escapes, then ours
     assert f"line one{ESCAPED}\n\tline two" in out  # the text keeps its newline and tab
     assert f"DROPPED by stage 'st{ESCAPED}', rule 're{ESCAPED}' (web, in{ESCAPED}.jsonl:7)" in out
     assert f"detail: d{ESCAPED}" in out
@@ -129,11 +151,16 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     write_docs(tmp_path / "docs" / "web" / "a.parquet", filler[:3] + [kept("twin", "first copy")] + filler[3:])
     write_docs(tmp_path / "docs" / "code" / "b.parquet", [kept("twin", "second copy", source="code"), kept("b-only")])
     write_docs(tmp_path / "docs" / "web" / "c.parquet", [kept("c-only")])
-    write_ledger(tmp_path / "rejects" / "web" / "r.parquet",
-                 [rejected("twin", "dedup", "exact-duplicate", "data/web/x.jsonl", 12, detail="survivor twin"),
-                  rejected("other-01", "length", "too-short", "data/web/x.jsonl", 3)])
-    write_ledger(tmp_path / "rejects" / "code" / "r.parquet",
-                 [rejected("twin", "length", "too-short", "data/code/y.jsonl", 4)])
+    write_ledger(
+        tmp_path / "rejects" / "web" / "r.parquet",
+        [
+            rejected("twin", "dedup", "exact-duplicate", "data/web/x.jsonl", 12, detail="survivor twin"),
+            rejected("other-01", "length", "too-short", "data/web/x.jsonl", 3),
+        ],
+    )
+    write_ledger(
+        tmp_path / "rejects" / "code" / "r.parquet", [rejected("twin", "length", "too-short", "data/code/y.jsonl", 4)]
+    )
     reads = []
     real_read = lookup.pq.read_table
     monkeypatch.setattr(lookup.pq, "read_table", lambda path, **kw: reads.append(kw) or real_read(path, **kw))
@@ -144,7 +171,9 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     assert out.startswith("4 documents have id 'twin': 2 kept, 2 rejected\n")
     assert out.count("twin: kept") == 2 and out.count("twin: DROPPED") == 2
     assert f"found in: {tmp_path}/docs/code/b.parquet" in out and f"found in: {tmp_path}/docs/web/a.parquet" in out
-    assert f"found in: {tmp_path}/rejects/web/r.parquet" in out and f"found in: {tmp_path}/rejects/code/r.parquet" in out
+    assert (
+        f"found in: {tmp_path}/rejects/web/r.parquet" in out and f"found in: {tmp_path}/rejects/code/r.parquet" in out
+    )
     assert "rule 'exact-duplicate' (web, data/web/x.jsonl:12)" in out and "detail: survivor twin" in out
     assert "rule 'too-short' (web, data/code/y.jsonl:4)" in out
     assert "first copy" in out and "second copy" in out

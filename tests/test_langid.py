@@ -7,9 +7,8 @@ import socket
 import pyarrow as pa
 import pytest
 
-
-from benchmarks.langid import TOP20, UDHR_TOP20, lingua_sentences, pooled, udhr_accuracy  # noqa: E402
-from stages.langid import LangId, bundled_model_path, load_model  # noqa: E402
+from benchmarks.langid import TOP20, UDHR_TOP20, lingua_sentences, pooled, udhr_accuracy
+from stages.langid import LangId, bundled_model_path, load_model
 
 
 @pytest.fixture(autouse=True)
@@ -25,8 +24,11 @@ def no_network(monkeypatch):
 
 def run(texts, source="web", **options):
     batch = pa.record_batch(
-        {"id": pa.array([str(i) for i in range(len(texts))]), "text": pa.array(texts, pa.string()),
-         "source": pa.array([source] * len(texts))}  # fmt: skip
+        {
+            "id": pa.array([str(i) for i in range(len(texts))]),
+            "text": pa.array(texts, pa.string()),
+            "source": pa.array([source] * len(texts)),
+        }  # fmt: skip
     )
     out = LangId(LangId.Options(**options)).process(batch, source)
     return out.batch.column("lang").to_pylist(), out.batch.column("lang_score"), out.drop_reason.to_pylist()
@@ -73,7 +75,9 @@ def test_empty_language_list_labels_but_keeps_everything():
 def test_code_is_skipped_by_default_and_on_request():
     lang, score, reasons = run(["def f(x):\n    return x + 1\n"], source="code")
     assert lang == [None] and score.to_pylist() == [None] and reasons == [None]
-    lang, _, reasons = run(["Der Ausschuss hat heute seinen Bericht veröffentlicht."], source="web", skip_sources=["web"])
+    lang, _, reasons = run(
+        ["Der Ausschuss hat heute seinen Bericht veröffentlicht."], source="web", skip_sources=["web"]
+    )
     assert lang == [None] and reasons == [None]
     lang, _, _ = run(["This is an English comment in a code file."], source="code", skip_sources=[])
     assert lang == ["en"]

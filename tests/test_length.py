@@ -18,7 +18,6 @@ from conftest import SHARED_DATA, TEXT_TYPES, make_batch
 
 from stages.length import Length
 
-
 E_ACUTE = "\u00e9"  # 1 character, 2 bytes of UTF-8
 CJK = "\u4eba"  # 1 character, 3 bytes
 EMOJI = "\U0001f600"  # 1 character, 4 bytes

@@ -23,9 +23,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.token_shards import ShardWriter, write_index
 from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
 from pipeline.loader.cache import CACHE_DIRNAME
-from pipeline.formats.token_shards import ShardWriter, write_index
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -42,8 +42,9 @@ def write_shard(prefix: Path, docs: list[np.ndarray], dtype=np.int32) -> None:
     writer.close()
 
 
-def make_run(root: Path, rng: np.random.Generator, layout: dict[str, int], docs_per_shard: int, max_len: int,
-             dtype=np.int32) -> list[np.ndarray]:
+def make_run(
+    root: Path, rng: np.random.Generator, layout: dict[str, int], docs_per_shard: int, max_len: int, dtype=np.int32
+) -> list[np.ndarray]:
     """A run folder ``root/tokens/<source>/shard-*`` of random documents (some empty).
 
     Returns the documents in the loader's global numbering: sources by name, shards by
@@ -189,8 +190,19 @@ def test_sources_follow_the_run_folders(corpus):
 
 def ranks_samples(dataset, world_size, batch_size, drop_last, num_workers=0, **kw) -> list[list[int]]:
     return [
-        sample_ids(all_batches(build_dataloader(dataset, batch_size, rank=r, world_size=world_size,
-                                                num_workers=num_workers, drop_last=drop_last, **kw)))
+        sample_ids(
+            all_batches(
+                build_dataloader(
+                    dataset,
+                    batch_size,
+                    rank=r,
+                    world_size=world_size,
+                    num_workers=num_workers,
+                    drop_last=drop_last,
+                    **kw,
+                )
+            )
+        )
         for r in range(world_size)
     ]
 
@@ -218,12 +230,14 @@ def assert_exactly_once(per_rank: list[list[int]], total: int, batch_size: int, 
     drop_last=st.booleans(),
     seed=st.integers(0, 2**16),
 )
-def test_exactly_once_over_ranks_property(docs, max_len, seq_len, batch_size, world, epochs, per_fetch,
-                                          drop_last, seed):
+def test_exactly_once_over_ranks_property(
+    docs, max_len, seq_len, batch_size, world, epochs, per_fetch, drop_last, seed
+):
     with tempfile.TemporaryDirectory() as tmp:
         rng = np.random.default_rng(seed)
-        write_shard(Path(tmp) / "a", [np.arange(int(rng.integers(0, max_len + 1)), dtype=np.int32) + 1
-                                      for _ in range(docs)])
+        write_shard(
+            Path(tmp) / "a", [np.arange(int(rng.integers(0, max_len + 1)), dtype=np.int32) + 1 for _ in range(docs)]
+        )
         write_shard(Path(tmp) / "b", [np.arange(int(rng.integers(1, max_len + 2)), dtype=np.int32) + 1])
         dataset = TokenDataset(tmp, seq_len=seq_len, seed=seed, epochs=epochs, shuffle_block=int(rng.integers(1, 9)))
         per_rank = ranks_samples(dataset, world, batch_size, drop_last, batches_per_fetch=per_fetch)
@@ -237,8 +251,16 @@ def test_exactly_once_two_ranks_two_workers(corpus, drop_last):
     stream, doc_starts = epoch_stream(dataset, docs)
     per_rank = []
     for rank in range(2):
-        loader = build_dataloader(dataset, 3, rank=rank, world_size=2, num_workers=2, drop_last=drop_last,
-                                  prefetch_factor=2, batches_per_fetch=2)
+        loader = build_dataloader(
+            dataset,
+            3,
+            rank=rank,
+            world_size=2,
+            num_workers=2,
+            drop_last=drop_last,
+            prefetch_factor=2,
+            batches_per_fetch=2,
+        )
         batches = all_batches(loader)
         for batch in batches:
             check_batch(batch, stream, doc_starts, 8)
@@ -274,8 +296,15 @@ def test_resume_at_random_steps_gives_the_uninterrupted_batches(corpus, num_work
     dataset = TokenDataset(path, seq_len=6, seed=11, epochs=2, shuffle_block=32)
 
     def make():
-        return build_dataloader(dataset, 4, rank=1, world_size=2, num_workers=num_workers,
-                                prefetch_factor=2 if num_workers else None, batches_per_fetch=per_fetch)
+        return build_dataloader(
+            dataset,
+            4,
+            rank=1,
+            world_size=2,
+            num_workers=num_workers,
+            prefetch_factor=2 if num_workers else None,
+            batches_per_fetch=per_fetch,
+        )
 
     reference = all_batches(make())
     rng = random.Random(num_workers)
@@ -334,8 +363,9 @@ def test_elastic_resume_from_two_ranks_to_three(corpus):
     state = leader.state_dict()
     assert state["samples"] == 7 * 2 * 3
     for rank in range(3):
-        loader = build_dataloader(dataset, 4, rank=rank, world_size=3, num_workers=2 if rank == 0 else 0,
-                                  drop_last=False)
+        loader = build_dataloader(
+            dataset, 4, rank=rank, world_size=3, num_workers=2 if rank == 0 else 0, drop_last=False
+        )
         loader.load_state_dict(state)
         seen.extend(sample_ids(all_batches(loader)))
     assert sorted(seen) == list(range(len(dataset)))
@@ -396,8 +426,10 @@ def test_dataset_pickles_without_its_arrays(corpus):
 
 
 def test_numpy_side_does_not_import_torch():
-    code = ("import sys, pipeline.loader, pipeline.loader.order, pipeline.loader.windows, "
-            "pipeline.loader.sampler, pipeline.loader.corpus; assert 'torch' not in sys.modules")
+    code = (
+        "import sys, pipeline.loader, pipeline.loader.order, pipeline.loader.windows, "
+        "pipeline.loader.sampler, pipeline.loader.corpus; assert 'torch' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
@@ -410,7 +442,8 @@ def _ddp_worker(rank: int, world: int, path: str, port: int, out: str) -> None:
     dataset = TokenDataset(path, seq_len=8, seed=0)
     loader = build_dataloader(dataset, 2, rank=rank, world_size=world, num_workers=1, prefetch_factor=2)
     model = torch.nn.parallel.DistributedDataParallel(
-        torch.nn.Sequential(torch.nn.Embedding(2**16, 8), torch.nn.Linear(8, 2**16)))
+        torch.nn.Sequential(torch.nn.Embedding(2**16, 8), torch.nn.Linear(8, 2**16))
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     mine, losses = [], []
     for step, batch in enumerate(loader):
@@ -463,9 +496,16 @@ def test_mixture_folder_order_is_followed(corpus, tmp_path):
     document = np.array([3, 26, 0, 3, 5], dtype=np.int64)
     np.save(mix / "order_source.npy", source)
     np.save(mix / "order_document.npy", document)
-    (mix / "mix.json").write_text(json.dumps({
-        "format": "prep-mix", "version": 1, "sources": sources,
-        "order": {"source": "order_source.npy", "document": "order_document.npy"}}))
+    (mix / "mix.json").write_text(
+        json.dumps(
+            {
+                "format": "prep-mix",
+                "version": 1,
+                "sources": sources,
+                "order": {"source": "order_source.npy", "document": "order_document.npy"},
+            }
+        )
+    )
     dataset = TokenDataset(mix, seq_len=4, shuffle_block=1)
     # The corpus fixture numbers code (18 documents) before web.
     global_ids = np.where(source == 0, 18 + document, document)

@@ -12,12 +12,12 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.commands.main import main
-from pipeline.mix.build import plan_mixture
+from pipeline.formats.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
 from pipeline.kernels.hashing import hash_strings
+from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
 from pipeline.mix.order import window_shares
 from pipeline.mix.plan import parse_tokens
-from pipeline.formats.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
 
 SIDECAR = {
     "format": SIDECAR_FORMAT,
@@ -48,7 +48,9 @@ def make_run(root: Path, sizes: dict[str, list[np.ndarray]], seed: int = 0, side
                 pa.table({"id": ids, "source": [source] * len(ids), "n_tokens": lengths, "quality_score": quality}),
                 docs_path(prefix),
             )
-            sidecar_path(prefix).write_text(json.dumps({**sidecar, "documents": len(lengths), "tokens": int(lengths.sum())}))
+            sidecar_path(prefix).write_text(
+                json.dumps({**sidecar, "documents": len(lengths), "tokens": int(lengths.sum())})
+            )
     return root
 
 
@@ -149,7 +151,9 @@ def test_clear_errors(three_sources, weights, options, message):
 
 
 def test_a_weight_of_one_and_a_source_without_tokens(tmp_path):
-    run = make_run(tmp_path / "run", {"web": [np.full(100, 500)], "code": [np.full(100, 300)], "math": [np.zeros(5, np.int64)]})
+    run = make_run(
+        tmp_path / "run", {"web": [np.full(100, 500)], "code": [np.full(100, 300)], "math": [np.zeros(5, np.int64)]}
+    )
     description, order = plan_mixture([run], {"code": 1.0})
     assert set(order.source.tolist()) == {order.sources.index("code")}
     assert description["sources"]["web"]["tokens_used"] == 0
@@ -167,7 +171,10 @@ def test_shards_of_different_tokenizers_are_refused(tmp_path):
 def test_cli_dry_run_writes_nothing_and_real_run_writes_order(three_sources, tmp_path):
     out = tmp_path / "mix"
     runner = CliRunner()
-    result = runner.invoke(main, ["mix", str(three_sources), "--code", "0.25", "--math=0.08", "--tokens", "2M", "--out", str(out), "--dry-run"])
+    result = runner.invoke(
+        main,
+        ["mix", str(three_sources), "--code", "0.25", "--math=0.08", "--tokens", "2M", "--out", str(out), "--dry-run"],
+    )
     assert result.exit_code == 0, result.output
     assert "code" in result.output and "epochs" in result.output and not out.exists()
     result = runner.invoke(main, ["mix", str(three_sources), "--code", "0.25", "--tokens", "2M", "--out", str(out)])

@@ -22,7 +22,6 @@ from conftest import SHARED_DATA, TEXT_TYPES, make_batch
 from stages.normalize import Normalize
 
 
-
 def normalize(texts: list[str], text_type: pa.DataType = pa.string(), **options):
     return Normalize(Normalize.Options(**options)).process(make_batch(texts, text_type), "web")
 
@@ -92,13 +91,18 @@ def test_unicode_line_and_paragraph_separators_and_zero_width_characters_are_kep
 
 def test_non_ascii_text_passes_unchanged():
     texts = [
-        "\u4eba\u4eba\u751f\u800c\u81ea\u7531\uff0c\u5728\u5c0a\u4e25\u548c\u6743\u5229\u4e0a\u4e00\u5f8b\u5e73\u7b49\u3002",  # Chinese
-        "\u3059\u3079\u3066\u306e\u4eba\u9593\u306f\u3001\u751f\u307e\u308c\u306a\u304c\u3089\u306b\u3057\u3066\u81ea\u7531",  # Japanese
-        "\ubaa8\ub4e0 \uc778\uac04\uc740 \ud0dc\uc5b4\ub0a0 \ub54c\ubd80\ud130 \uc790\uc720\ub86d\uace0",  # Korean (precomposed)
-        "\u064a\u0648\u0644\u062f \u062c\u0645\u064a\u0639 \u0627\u0644\u0646\u0627\u0633 \u0623\u062d\u0631\u0627\u0631\u064b\u0627",  # Arabic
+        "\u4eba\u4eba\u751f\u800c\u81ea\u7531\uff0c"
+        "\u5728\u5c0a\u4e25\u548c\u6743\u5229\u4e0a\u4e00\u5f8b\u5e73\u7b49\u3002",  # Chinese
+        "\u3059\u3079\u3066\u306e\u4eba\u9593\u306f\u3001"
+        "\u751f\u307e\u308c\u306a\u304c\u3089\u306b\u3057\u3066\u81ea\u7531",  # Japanese
+        "\ubaa8\ub4e0 \uc778\uac04\uc740 \ud0dc\uc5b4\ub0a0 "
+        "\ub54c\ubd80\ud130 \uc790\uc720\ub86d\uace0",  # Korean (precomposed)
+        "\u064a\u0648\u0644\u062f \u062c\u0645\u064a\u0639 "
+        "\u0627\u0644\u0646\u0627\u0633 \u0623\u062d\u0631\u0627\u0631\u064b\u0627",  # Arabic
         "\u05db\u05dc \u05d1\u05e0\u05d9 \u05d0\u05d3\u05dd",  # Hebrew
         "\u0938\u092d\u0940 \u092e\u0928\u0941\u0937\u094d\u092f\u094b\u0902",  # Devanagari
-        "\u0412\u0441\u0435 \u043b\u044e\u0434\u0438 \u0440\u043e\u0436\u0434\u0430\u044e\u0442\u0441\u044f",  # Cyrillic
+        "\u0412\u0441\u0435 \u043b\u044e\u0434\u0438 "
+        "\u0440\u043e\u0436\u0434\u0430\u044e\u0442\u0441\u044f",  # Cyrillic
         "ok \U0001f44d\U0001f3fd \U0001f468\u200d\U0001f469\u200d\U0001f467 \U0001f1eb\U0001f1f7 \u2764\ufe0f",  # emoji
         "\U0001d400\U0001d401 \u00bd \ufb01",  # compatibility characters survive NFC
     ]

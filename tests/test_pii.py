@@ -11,10 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-
-from benchmarks.pii import score  # noqa: E402
-from stages.pii import Pii  # noqa: E402
-from stages.pii_patterns import luhn_valid, mod97  # noqa: E402
+from benchmarks.pii import score
+from stages.pii import Pii
+from stages.pii_patterns import luhn_valid, mod97
 
 
 @pytest.fixture(autouse=True)
@@ -27,8 +26,11 @@ def no_network(monkeypatch):
 
 def scrub(texts, **options):
     batch = pa.record_batch(
-        {"id": pa.array([str(i) for i in range(len(texts))]), "text": pa.array(texts, pa.string()),
-         "source": pa.array(["web"] * len(texts))}  # fmt: skip
+        {
+            "id": pa.array([str(i) for i in range(len(texts))]),
+            "text": pa.array(texts, pa.string()),
+            "source": pa.array(["web"] * len(texts)),
+        }  # fmt: skip
     )
     out = Pii(Pii.Options(**options)).process(batch, "web")
     assert out.drop_reason.null_count == len(texts)  # the stage never drops
@@ -115,7 +117,9 @@ def test_unknown_type_names_the_nearest():
 
 def test_hard_input():
     emoji = "😀 " * 1000 + "mail me: a@b.com 😀"
-    texts, out = scrub(["", None, "   \n\t ", emoji, "中文没有空格联系邮箱test@example.cn谢谢", "\ufdd0odd\ufdd1 a@b.com"])
+    texts, out = scrub(
+        ["", None, "   \n\t ", emoji, "中文没有空格联系邮箱test@example.cn谢谢", "\ufdd0odd\ufdd1 a@b.com"]
+    )
     assert texts[:3] == ["", None, "   \n\t "]
     assert texts[3].endswith("mail me: <EMAIL> 😀")
     assert texts[4] == "中文没有空格联系邮箱<EMAIL>谢谢"
@@ -131,7 +135,12 @@ def test_ten_megabyte_lines_do_not_blow_up():
 
 
 def test_luhn_and_mod97_vectorised():
-    assert luhn_valid(["4111111111111111", "4111111111111112", "79927398713", "0"]).tolist() == [True, False, True, True]
+    assert luhn_valid(["4111111111111111", "4111111111111112", "79927398713", "0"]).tolist() == [
+        True,
+        False,
+        True,
+        True,
+    ]
     assert mod97(["3214282912345698765432161182", "97", "0", "12345"]).tolist() == [1, 0, 0, 12345 % 97]
     assert isinstance(luhn_valid([]), np.ndarray)
 

@@ -5,14 +5,13 @@ neither crash nor misfire."""
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from stages.quality import QualityStage
 from stages.quality.tables import kernel_tables, tables
 from stages.quality.word_splitter import split_words
-
-import numpy as np
 
 GROUPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
 
@@ -259,7 +258,9 @@ def test_text_without_spaces_is_exempt_from_word_rules():
         "故宫、天坛和颐和园每年吸引大量游客前来参观，其中不少人来自海外。\n"
         "城市交通便利，地铁网络覆盖各个城区，公共汽车线路也非常密集。\n"
     )
-    thai = "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทยและเป็นศูนย์กลางทางเศรษฐกิจ\nมีประชากรจำนวนมากและมีสถานที่ท่องเที่ยวที่มีชื่อเสียงหลายแห่ง\n"
+    thai = (
+        "กรุงเทพมหานครเป็นเมืองหลวงของประเทศไทยและเป็นศูนย์กลางทางเศรษฐกิจ\nมีประชากรจำนวนมากและมีสถานที่ท่องเที่ยวที่มีชื่อเสียงหลายแห่ง\n"
+    )
     out = run([chinese, thai])
     assert out.drop_reason.to_pylist() == [None, None]
     assert out.batch.column("no_space_frac")[0].as_py() > 0.9
@@ -276,7 +277,9 @@ def test_sliced_batches_read_the_right_documents():
     whole = stage.process(batch, "web").drop_reason.to_pylist()
     parts = [stage.process(batch.slice(i, 1), "web").drop_reason.to_pylist()[0] for i in range(3)]
     assert parts == whole
-    large = pa.RecordBatch.from_pydict({"id": ["0"], "text": pa.array(texts[1:2], pa.large_string()), "source": ["web"]})
+    large = pa.RecordBatch.from_pydict(
+        {"id": ["0"], "text": pa.array(texts[1:2], pa.large_string()), "source": ["web"]}
+    )
     out = stage.process(large, "web")
     assert out.drop_reason.to_pylist() == [None] and out.batch.column("text").type == pa.large_string()
 

@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from test_run import SAMPLE_CONFIG, _big_config, tree_digest
 
 pytest.importorskip("ray")

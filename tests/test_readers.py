@@ -9,8 +9,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import SAMPLE, write_jsonl
+
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 
@@ -136,7 +136,9 @@ def test_hf_save_to_disk_folder_and_dataset_dict(shared_data, tmp_path):
         assert "question" in table.column_names
     assert texts == [r["text"] for r in records]
 
-    datasets.DatasetDict({"train": ds.select(range(150)), "test": ds.select(range(150, 200))}).save_to_disk(str(tmp_path / "dd"))
+    datasets.DatasetDict({"train": ds.select(range(150)), "test": ds.select(range(150, 200))}).save_to_disk(
+        str(tmp_path / "dd")
+    )
     files = expand_hf_folder(tmp_path / "dd")
     assert [f.parent.name for f in files] == ["train", "test"]
     assert sum(read_all(f)[0].num_rows for f in files) == 200

@@ -20,19 +20,18 @@ from click.testing import CliRunner
 from test_mix import make_run
 from test_run import SAMPLE_CONFIG
 
+import pipeline.report.html as report_html
+from pipeline.commands.report import report
+from pipeline.engine.run import run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.formats.layout import Layout
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
-from pipeline.report import ReportError, render_report, write_report
-from pipeline.formats.layout import Layout
-from pipeline.report import collect, ledger, lengths, svg
-from pipeline.commands.report import report
-import pipeline.report.html as report_html
+from pipeline.report import ReportError, collect, ledger, lengths, render_report, svg, write_report
 from pipeline.report.mixture import read_mixture
-from pipeline.engine.run import run_pipeline
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
-NASTY = 'a <b>&"quoted"</b> \'label\''
+NASTY = "a <b>&\"quoted\"</b> 'label'"
 
 
 def parse_svg(markup: str) -> ET.Element:
@@ -76,7 +75,15 @@ def test_histogram_stacked_area_and_lines_are_valid_svg():
 
 
 def test_number_formats_and_ticks():
-    assert [svg.fmt(v) for v in (0, 7, 1234, 99999, 123456, 4.5e9, 0.25)] == ["0", "7", "1,234", "99,999", "123k", "4.5B", "0.25"]
+    assert [svg.fmt(v) for v in (0, 7, 1234, 99999, 123456, 4.5e9, 0.25)] == [
+        "0",
+        "7",
+        "1,234",
+        "99,999",
+        "123k",
+        "4.5B",
+        "0.25",
+    ]
     assert svg.nice_ticks(87) == [0, 20, 40, 60, 80, 100]
     assert svg.nice_ticks(1.0) == pytest.approx([0, 0.2, 0.4, 0.6, 0.8, 1.0])
 
@@ -90,7 +97,7 @@ def test_log_counts_bins_by_tenths_of_a_decade():
     assert counts[9] == 1 and counts[10] == 2 and counts[29] == 1 and counts[30] == 1
     assert counts[-1] == 1 and counts.sum() == 8
     edges, (trimmed,) = lengths.trim(lengths.log_counts(np.array([10, 100])))
-    assert edges[0] == pytest.approx(10) and edges[-1] == pytest.approx(10 ** 2.1) and trimmed.sum() == 2
+    assert edges[0] == pytest.approx(10) and edges[-1] == pytest.approx(10**2.1) and trimmed.sum() == 2
 
 
 def test_char_lengths_sample_each_files_first_rows(tmp_path):
@@ -118,13 +125,32 @@ def test_survivor_and_cluster_buckets():
 
 def _stage(rejected: dict, source: str, n_in: int, counters: dict | None = None) -> dict:
     dropped = sum(rejected.values())
-    return {"input": n_in, "output": n_in - dropped, "rejected": rejected, "changed": 0, "counters": counters or {},
-            "by_source": {source: {"input": n_in, "output": n_in - dropped, "rejected": dropped}}}
+    return {
+        "input": n_in,
+        "output": n_in - dropped,
+        "rejected": rejected,
+        "changed": 0,
+        "counters": counters or {},
+        "by_source": {source: {"input": n_in, "output": n_in - dropped, "rejected": dropped}},
+    }
 
 
 def ledger_table(rows: list[dict]) -> pa.Table:
-    full = [{"id": None, "source": "web", "stage": None, "reason": None, "file": "in.jsonl", "line": i + 1, "detail": None,
-             "text": None, "raw": None, **row} for i, row in enumerate(rows)]
+    full = [
+        {
+            "id": None,
+            "source": "web",
+            "stage": None,
+            "reason": None,
+            "file": "in.jsonl",
+            "line": i + 1,
+            "detail": None,
+            "text": None,
+            "raw": None,
+            **row,
+        }
+        for i, row in enumerate(rows)
+    ]
     return pa.Table.from_pylist(full, schema=LEDGER_SCHEMA)
 
 
@@ -139,23 +165,58 @@ def staged_run(tmp_path) -> Path:
         "dedup": _stage({"near-duplicate": 2, "exact-duplicate": 1}, "web", 9),
     }
     manifest = {
-        "config_file": "staged.toml", "balance": {"input": 10, "output": 6, "rejected": 4},
-        "sources": {"web": {"input": 10, "output": 6, "rejected": 4, "rejected_by": {
-            "dedup:exact-duplicate": 1, "dedup:near-duplicate": 2, "langid:lang:fr": 1}}},
-        "stages": stages, "bad_input": {}, "warnings": [],
+        "config_file": "staged.toml",
+        "balance": {"input": 10, "output": 6, "rejected": 4},
+        "sources": {
+            "web": {
+                "input": 10,
+                "output": 6,
+                "rejected": 4,
+                "rejected_by": {"dedup:exact-duplicate": 1, "dedup:near-duplicate": 2, "langid:lang:fr": 1},
+            }
+        },
+        "stages": stages,
+        "bad_input": {},
+        "warnings": [],
     }
     (run / "docs" / "web").mkdir(parents=True)
     (run / "manifest.json").write_text(json.dumps(manifest))
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(6)], "text": ["x" * 50 * (i + 1) for i in range(6)],
-                             "source": ["web"] * 6, "lang": ["en"] * 5 + [None]}), run / "docs" / "web" / "0.parquet")
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"d{i}" for i in range(6)],
+                "text": ["x" * 50 * (i + 1) for i in range(6)],
+                "source": ["web"] * 6,
+                "lang": ["en"] * 5 + [None],
+            }
+        ),
+        run / "docs" / "web" / "0.parquet",
+    )
     (run / "rejects" / "web").mkdir(parents=True)
     hostile = "<script>alert(1)</script>" + "é" * 400
-    pq.write_table(ledger_table([
-        {"id": "r1", "stage": "dedup", "reason": "near-duplicate", "detail": '{"survivor": "d0", "similarity": 0.8}', "text": "dup one"},
-        {"id": "r2", "stage": "dedup", "reason": "exact-duplicate", "detail": '{"survivor": "d0", "similarity": 1.0}', "text": "dup two"},
-        {"id": "r3", "stage": "dedup", "reason": "near-duplicate", "detail": "kept d1", "text": "dup three"},
-        {"id": "r4", "stage": "langid", "reason": "lang:fr", "text": hostile},
-    ]), run / "rejects" / "web" / "0.s0.parquet")
+    pq.write_table(
+        ledger_table(
+            [
+                {
+                    "id": "r1",
+                    "stage": "dedup",
+                    "reason": "near-duplicate",
+                    "detail": '{"survivor": "d0", "similarity": 0.8}',
+                    "text": "dup one",
+                },
+                {
+                    "id": "r2",
+                    "stage": "dedup",
+                    "reason": "exact-duplicate",
+                    "detail": '{"survivor": "d0", "similarity": 1.0}',
+                    "text": "dup two",
+                },
+                {"id": "r3", "stage": "dedup", "reason": "near-duplicate", "detail": "kept d1", "text": "dup three"},
+                {"id": "r4", "stage": "langid", "reason": "lang:fr", "text": hostile},
+            ]
+        ),
+        run / "rejects" / "web" / "0.s0.parquet",
+    )
     return run
 
 
@@ -207,17 +268,38 @@ def sample_report(tmp_path_factory):
     manifest = run_pipeline(SAMPLE_CONFIG, run, workers=1, quiet=True)
     if not collect.token_folders(Layout(run)):
         rng = np.random.default_rng(5)
-        make_run(run, {"web": [rng.integers(50, 1500, 1200), rng.integers(50, 1500, 800)],
-                       "code": [rng.integers(100, 2000, 600)], "math": [rng.integers(30, 400, 1500)]})
+        make_run(
+            run,
+            {
+                "web": [rng.integers(50, 1500, 1200), rng.integers(50, 1500, 800)],
+                "code": [rng.integers(100, 2000, 600)],
+                "math": [rng.integers(30, 400, 1500)],
+            },
+        )
     description, order = plan_mixture([run], {"code": 0.25, "math": 0.1}, curriculum="length")
     write_mix(root / "mix", description, order)
     out = write_report(run, root / "report.html", root / "mix")
-    return {"run": run, "mix": root / "mix", "manifest": manifest, "description": description,
-            "page": out.read_text(), "path": out}
+    return {
+        "run": run,
+        "mix": root / "mix",
+        "manifest": manifest,
+        "description": description,
+        "page": out.read_text(),
+        "path": out,
+    }
 
 
-MAIN_SECTIONS = ["Balance", "Drops per stage", "Drops per rule", "Document length", "Tokens per source",
-                 "Mixture composition", "Curriculum", "CPU time per stage", "Rejected examples"]
+MAIN_SECTIONS = [
+    "Balance",
+    "Drops per stage",
+    "Drops per rule",
+    "Document length",
+    "Tokens per source",
+    "Mixture composition",
+    "Curriculum",
+    "CPU time per stage",
+    "Rejected examples",
+]
 
 
 def optional_sections(run: Path, manifest: dict) -> dict[str, bool]:
@@ -346,7 +428,14 @@ def test_cli_says_in_one_line_which_file_of_the_run_it_cannot_read(tmp_path, mon
 
 
 def chromium() -> str | None:
-    return next((p for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium") if p and Path(p).exists()), None)
+    return next(
+        (
+            p
+            for p in (shutil.which("chromium"), shutil.which("chromium-browser"), "/usr/bin/chromium")
+            if p and Path(p).exists()
+        ),
+        None,
+    )
 
 
 @pytest.mark.browser
@@ -356,8 +445,18 @@ def test_page_renders_in_headless_chromium_without_console_errors(sample_report,
         if os.environ.get("CI"):  # .ci/run installs it: a skip there would hide a broken page
             pytest.fail("no chromium binary in CI (.ci/run installs the distribution's chromium package)")
         pytest.skip("no chromium binary (apt-get install chromium)")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-             "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0"]
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
     url = sample_report["path"].resolve().as_uri()
     dom = subprocess.run([binary, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=120)
     assert dom.returncode == 0, dom.stderr[-2000:]
@@ -369,6 +468,10 @@ def test_page_renders_in_headless_chromium_without_console_errors(sample_report,
         assert f"<h2>{title}</h2>" in dom.stdout
     assert dom.stdout.count("<svg") >= 9
     shot = tmp_path / "report.png"
-    subprocess.run([binary, *flags, "--hide-scrollbars", "--window-size=900,3000", f"--screenshot={shot}", url],
-                   capture_output=True, timeout=120, check=True)
+    subprocess.run(
+        [binary, *flags, "--hide-scrollbars", "--window-size=900,3000", f"--screenshot={shot}", url],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000

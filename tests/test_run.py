@@ -15,12 +15,12 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-
 from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
+
 from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
-from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.engine.run import run_pipeline
+from pipeline.formats.documents import LEDGER_SCHEMA
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 
@@ -73,7 +73,10 @@ def test_per_source_options_apply(sample_run):
     math = pq.read_table(out / "docs" / "math").column("n_chars").to_pylist()
     web = pq.read_table(out / "docs" / "web").column("n_chars").to_pylist()
     assert min(math) < 200 <= min(web)  # math keeps documents of 50+ chars, web needs 200
-    assert manifest["stages"]["length"]["by_source"]["math"]["rejected"] < manifest["stages"]["length"]["by_source"]["web"]["rejected"]
+    assert (
+        manifest["stages"]["length"]["by_source"]["math"]["rejected"]
+        < manifest["stages"]["length"]["by_source"]["web"]["rejected"]
+    )
 
 
 def test_byte_identical_across_worker_counts(sample_run, tmp_path):
@@ -86,11 +89,15 @@ def test_byte_identical_across_worker_counts(sample_run, tmp_path):
 def _big_config(tmp_path: Path, shared: Path) -> Path:
     """Real web, code and math through every kind of phase: per-document stages, the
     global dedup (map, reduce, finalize, filter) and the terminal tokenize."""
+    web_paths = (
+        f'"{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk_webtext.jsonl.gz", '
+        f'"{REPO}/data/sample/web/*.gz"'
+    )
     return write_config(
         tmp_path / "big.toml",
         f"""
 [sources.web]
-paths = ["{shared}/web/dolma_ccmain_20190717_00140.jsonl.gz", "{shared}/web/nltk_webtext.jsonl.gz", "{REPO}/data/sample/web/*.gz"]
+paths = [{web_paths}]
 [sources.code]
 paths = ["{shared}/code/python_stdlib.jsonl.gz", "{shared}/code/js_usr_lib_node_modules.jsonl.gz"]
 [sources.math]
@@ -134,7 +141,9 @@ def test_sigkill_then_rerun_is_byte_identical(shared_data, tmp_path):
 def test_different_config_into_same_folder_is_refused_unless_force(tmp_path):
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello world, a document"}])
     first = write_config(tmp_path / "a.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
-    second = write_config(tmp_path / "b.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 5\n')
+    second = write_config(
+        tmp_path / "b.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 5\n'
+    )
     out = tmp_path / "out"
     run_pipeline(first, out, workers=1, quiet=True)
     run_pipeline(first, out, workers=1, quiet=True)  # the same run again is a resume
@@ -159,13 +168,26 @@ def test_non_empty_foreign_folder_is_refused(tmp_path):
     "body, message",
     [
         ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "lenght"\n', "did you mean 'length'"),
-        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_char = 3\n', "did you mean 'min_chars'"),
-        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nsources = ["wbe"]\n', "did you mean 'web'"),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_char = 3\n',
+            "did you mean 'min_chars'",
+        ),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nsources = ["wbe"]\n',
+            "did you mean 'web'",
+        ),
         ('[sources.web]\npath = ["in/*.jsonl"]\n', "did you mean 'paths'"),
         ('[sourcs.web]\npaths = ["in/*.jsonl"]\n', "did you mean 'sources'"),
         ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = "ten"\n', "not a valid int"),
-        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 10\nmax_chars = 5\n', "max_chars must be >= min_chars"),
-        ('[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\n[stages.per_source.cod]\nmin_chars = 1\n', "unknown source"),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 10\nmax_chars = 5\n',
+            "max_chars must be >= min_chars",
+        ),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\n'
+            "[stages.per_source.cod]\nmin_chars = 1\n",
+            "unknown source",
+        ),
         ("[sources.web\n", "not valid TOML"),
     ],
 )

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-
 from conftest import EVERY_PHASE_STAGES, REPO, write_config
+from test_run import tree_digest
+
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.storage import RunStore, glob_remote
-from test_run import tree_digest
 
 moto_server = pytest.importorskip("moto.server")
 
@@ -45,8 +45,14 @@ def s3():
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
     try:
-        yield pafs.S3FileSystem(endpoint_override=f"{host}:{port}", scheme="http", allow_bucket_creation=True,
-                                access_key="test", secret_key="test", region="us-east-1")
+        yield pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            allow_bucket_creation=True,
+            access_key="test",
+            secret_key="test",
+            region="us-east-1",
+        )
     finally:
         for key, value in saved.items():
             if value is None:
@@ -162,23 +168,32 @@ def test_a_marker_the_store_lacks_does_not_count(s3, tmp_path):
     assert not data.exists() and pushed.exists()  # what a task wrote leaves the mirror
     store.sync("stats")
     assert pushed.exists() and not lost.exists()
-    assert sorted(i.path for i in s3.get_file_info(pafs.FileSelector("markers/run", recursive=True))
-                  if i.type == pafs.FileType.File) == ["markers/run/docs/a.parquet", "markers/run/stats/a.json"]
+    assert sorted(
+        i.path
+        for i in s3.get_file_info(pafs.FileSelector("markers/run", recursive=True))
+        if i.type == pafs.FileType.File
+    ) == ["markers/run/docs/a.parquet", "markers/run/stats/a.json"]
 
 
 def test_remote_globs_and_their_errors(s3, tmp_path):
     upload_sample(s3, "globs")
     assert [p.rsplit("/", 1)[1] for p in glob_remote("s3://globs/in/**/*.jsonl.gz")] == [
-        "js_npm.jsonl.gz", "python_stdlib.jsonl.gz", "arxiv.jsonl.gz", "gsm8k.jsonl.gz",
-        "ccmain.jsonl.gz", "redpajama_pile.jsonl.gz",
+        "js_npm.jsonl.gz",
+        "python_stdlib.jsonl.gz",
+        "arxiv.jsonl.gz",
+        "gsm8k.jsonl.gz",
+        "ccmain.jsonl.gz",
+        "redpajama_pile.jsonl.gz",
     ]
     assert glob_remote("s3://globs/in/web/c4_guardian.json.gz") == ["s3://globs/in/web/c4_guardian.json.gz"]
-    config = write_config(tmp_path / "c.toml", '[sources.web]\npaths = ["s3://globs/in/web/*.parquet"]\n'
-                                               '[[stages]]\nname = "length"\n')
+    config = write_config(
+        tmp_path / "c.toml", '[sources.web]\npaths = ["s3://globs/in/web/*.parquet"]\n[[stages]]\nname = "length"\n'
+    )
     with pytest.raises(ConfigError, match=r"matches no file"):
         load_config(config)
-    config = write_config(tmp_path / "d.toml", '[sources.web]\npaths = ["s3://no-such-bucket/*.gz"]\n'
-                                               '[[stages]]\nname = "length"\n')
+    config = write_config(
+        tmp_path / "d.toml", '[sources.web]\npaths = ["s3://no-such-bucket/*.gz"]\n[[stages]]\nname = "length"\n'
+    )
     with pytest.raises(ConfigError, match=r"no-such-bucket"):
         load_config(config)
 
@@ -189,9 +204,23 @@ def test_ray_executor_with_remote_storage(s3, local_run, tmp_path):
     upload_sample(s3, "ray")
     config = dedup_config(tmp_path / "remote.toml", "s3://ray/in")
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline", "run", str(config), "--out", "s3://ray/run", "--executor", "ray",
-         "-w", "2", "-q"],
-        capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "pipeline",
+            "run",
+            str(config),
+            "--out",
+            "s3://ray/run",
+            "--executor",
+            "ray",
+            "-w",
+            "2",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
     same_run(local_run, download(s3, "ray/run", tmp_path / "downloaded"))
@@ -199,7 +228,9 @@ def test_ray_executor_with_remote_storage(s3, local_run, tmp_path):
 
 def test_a_different_run_into_the_same_remote_folder_needs_force(s3, tmp_path):
     upload_sample(s3, "force")
-    body = '[sources.math]\npaths = ["s3://force/in/math/gsm8k.jsonl.gz"]\n[[stages]]\nname = "length"\nmin_chars = {}\n'
+    body = (
+        '[sources.math]\npaths = ["s3://force/in/math/gsm8k.jsonl.gz"]\n[[stages]]\nname = "length"\nmin_chars = {}\n'
+    )
     first, second = (write_config(tmp_path / f"{n}.toml", body.format(n)) for n in (10, 20))
     run_pipeline(first, "s3://force/run", workers=1, quiet=True)
     with pytest.raises(ConfigError, match="different config"):
@@ -218,10 +249,17 @@ def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp
     from pipeline.engine.runlock import OutputBusy
 
     upload_sample(s3, "lease")
-    config = write_config(tmp_path / "run.toml", '[sources.math]\npaths = ["s3://lease/in/math/gsm8k.jsonl.gz"]\n'
-                                                 '[[stages]]\nname = "length"\nmin_chars = 10\n')
-    lease = {"host": "another-machine", "pid": 4242, "started": "then", "command": "prep run other.toml",
-             "token": "theirs"}
+    config = write_config(
+        tmp_path / "run.toml",
+        '[sources.math]\npaths = ["s3://lease/in/math/gsm8k.jsonl.gz"]\n[[stages]]\nname = "length"\nmin_chars = 10\n',
+    )
+    lease = {
+        "host": "another-machine",
+        "pid": 4242,
+        "started": "then",
+        "command": "prep run other.toml",
+        "token": "theirs",
+    }
     store = RunStore("s3://lease/run")
     store.write_text(".prep/lease.json", json.dumps({**lease, "renewed": time.time()}))
     with pytest.raises(OutputBusy, match="in use by another prep run .*pid 4242 on another-machine"):

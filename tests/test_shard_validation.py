@@ -24,7 +24,6 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.loader import TokenDataset
 from pipeline.commands.shards import shards_group
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.shard_merge import merge_shards
@@ -37,6 +36,7 @@ from pipeline.formats.token_shards import (
     sidecar_path,
     write_sidecar,
 )
+from pipeline.loader import TokenDataset
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,8 +56,15 @@ def make_shard(folder: Path, name: str = "shard-000", dtype=np.int32) -> Path:
     writer.add_documents(np.concatenate(DOCS), np.array([len(d) for d in DOCS]))
     writer.close()
     tokenizer = SimpleNamespace(name="test", spec="test", vocab_size=200_000, vocab_sha256="0" * 64)
-    meta = sidecar(tokenizer=tokenizer, dtype=dtype, eod_id=0, bos_id=None, documents=writer.documents,
-                   tokens=writer.tokens, bin_sha256=writer.bin_sha256)
+    meta = sidecar(
+        tokenizer=tokenizer,
+        dtype=dtype,
+        eod_id=0,
+        bos_id=None,
+        documents=writer.documents,
+        tokens=writer.tokens,
+        bin_sha256=writer.bin_sha256,
+    )
     write_sidecar(sidecar_path(prefix), meta)
     return prefix
 
@@ -84,51 +91,101 @@ def edit_sidecar(prefix: Path, **changes) -> None:
 
 # name: (damage, the file the message starts with, what it must say)
 CASES = {
-    "bin cut to half": (lambda f: truncate(f.bin, f.bin.stat().st_size // 2), ".bin",
-                        r"38 bytes, but its index shard-000\.idx lists 19 int32 tokens \(76 bytes\)"),
-    "bin cut by 4 bytes": (lambda f: truncate(f.bin, f.bin.stat().st_size - 4), ".bin",
-                           r"72 bytes, but its index .* lists 19 int32 tokens"),
+    "bin cut to half": (
+        lambda f: truncate(f.bin, f.bin.stat().st_size // 2),
+        ".bin",
+        r"38 bytes, but its index shard-000\.idx lists 19 int32 tokens \(76 bytes\)",
+    ),
+    "bin cut by 4 bytes": (
+        lambda f: truncate(f.bin, f.bin.stat().st_size - 4),
+        ".bin",
+        r"72 bytes, but its index .* lists 19 int32 tokens",
+    ),
     "bin emptied": (lambda f: truncate(f.bin, 0), ".bin", r"0 bytes, but its index .* lists 19 int32 tokens"),
     "bin deleted": (lambda f: f.bin.unlink(), ".bin", r"missing, though its index .* lists 19 tokens"),
-    "uint16 code on int32 data": (lambda f: patch(f.idx, 17, b"\x08"), ".idx",
-                                  r"dtype is 'uint16' in the index but 'int32' in the sidecar shard-000\.json"),
-    "uint16 code, no sidecar": (lambda f: (patch(f.idx, 17, b"\x08"), f.json.unlink()), ".idx",
-                                r"pointer of sequence 1 is 20, not the running byte offset 10 .*"
-                                r"\(they fit 4-byte tokens: the dtype code, uint16, is wrong\)"),
-    "negative length": (lambda f: patch(f.idx, SIZES_AT + 4, struct.pack("<i", -5)), ".idx",
-                        r"sequence 1 has a negative length \(-5\)"),
-    "huge first length": (lambda f: patch(f.idx, SIZES_AT, struct.pack("<i", 2**31 - 1)), ".idx",
-                          r"pointer of sequence 1 is 20, not the running byte offset 8589934588"),
-    "huge last length": (lambda f: patch(f.idx, SIZES_AT + 12, struct.pack("<i", 2**31 - 1)), ".idx",
-                         r"tokens is 2147483656 in the index but 19 in the sidecar"),
-    "huge last length, no sidecar": (lambda f: (patch(f.idx, SIZES_AT + 12, struct.pack("<i", 2**31 - 1)),
-                                                f.json.unlink()), ".bin",
-                                     r"76 bytes, but its index .* lists 2147483656 int32 tokens"),
-    "pointers not running offsets": (lambda f: patch(f.idx, POINTERS_AT + 16, struct.pack("<q", 36)), ".idx",
-                                     r"pointer of sequence 2 is 36, not the running byte offset 32"),
-    "garbage pointer": (lambda f: patch(f.idx, POINTERS_AT + 24, struct.pack("<q", -(2**62))), ".idx",
-                        r"pointer of sequence 3 is -4611686018427387904"),
-    "idx truncated": (lambda f: truncate(f.idx, f.idx.stat().st_size - 8), ".idx",
-                      r"index is 114 bytes, but its header counts 4 sequences and 5 document-index entries "
-                      r"\(122 bytes\): truncated or corrupt"),
+    "uint16 code on int32 data": (
+        lambda f: patch(f.idx, 17, b"\x08"),
+        ".idx",
+        r"dtype is 'uint16' in the index but 'int32' in the sidecar shard-000\.json",
+    ),
+    "uint16 code, no sidecar": (
+        lambda f: (patch(f.idx, 17, b"\x08"), f.json.unlink()),
+        ".idx",
+        r"pointer of sequence 1 is 20, not the running byte offset 10 .*"
+        r"\(they fit 4-byte tokens: the dtype code, uint16, is wrong\)",
+    ),
+    "negative length": (
+        lambda f: patch(f.idx, SIZES_AT + 4, struct.pack("<i", -5)),
+        ".idx",
+        r"sequence 1 has a negative length \(-5\)",
+    ),
+    "huge first length": (
+        lambda f: patch(f.idx, SIZES_AT, struct.pack("<i", 2**31 - 1)),
+        ".idx",
+        r"pointer of sequence 1 is 20, not the running byte offset 8589934588",
+    ),
+    "huge last length": (
+        lambda f: patch(f.idx, SIZES_AT + 12, struct.pack("<i", 2**31 - 1)),
+        ".idx",
+        r"tokens is 2147483656 in the index but 19 in the sidecar",
+    ),
+    "huge last length, no sidecar": (
+        lambda f: (patch(f.idx, SIZES_AT + 12, struct.pack("<i", 2**31 - 1)), f.json.unlink()),
+        ".bin",
+        r"76 bytes, but its index .* lists 2147483656 int32 tokens",
+    ),
+    "pointers not running offsets": (
+        lambda f: patch(f.idx, POINTERS_AT + 16, struct.pack("<q", 36)),
+        ".idx",
+        r"pointer of sequence 2 is 36, not the running byte offset 32",
+    ),
+    "garbage pointer": (
+        lambda f: patch(f.idx, POINTERS_AT + 24, struct.pack("<q", -(2**62))),
+        ".idx",
+        r"pointer of sequence 3 is -4611686018427387904",
+    ),
+    "idx truncated": (
+        lambda f: truncate(f.idx, f.idx.stat().st_size - 8),
+        ".idx",
+        r"index is 114 bytes, but its header counts 4 sequences and 5 document-index entries "
+        r"\(122 bytes\): truncated or corrupt",
+    ),
     "idx cut inside the header": (lambda f: truncate(f.idx, 20), ".idx", r"truncated index \(20 bytes"),
     "idx emptied": (lambda f: truncate(f.idx, 0), ".idx", r"truncated index \(0 bytes"),
     "idx deleted": (lambda f: f.idx.unlink(), ".idx", r"missing"),
     "bad magic": (lambda f: patch(f.idx, 0, b"NOTMAGIC!"), ".idx", r"bad magic"),
     "bad version": (lambda f: patch(f.idx, 9, struct.pack("<Q", 7)), ".idx", r"unsupported index version 7"),
     "unknown dtype code": (lambda f: patch(f.idx, 17, b"\x63"), ".idx", r"unknown dtype code 99"),
-    "huge sequence count": (lambda f: patch(f.idx, 18, struct.pack("<Q", 2**62)), ".idx",
-                            r"header counts 4611686018427387904 sequences"),
-    "'negative' document count": (lambda f: patch(f.idx, 26, struct.pack("<q", -1)), ".idx",
-                                  r"18446744073709551615 document-index entries"),
-    "document index not monotone": (lambda f: patch(f.idx, DOC_INDEX_AT + 8, struct.pack("<2q", 2, 1)), ".idx",
-                                    r"document index is not monotone \(entry 2 = 1 after 2\)"),
-    "document index past the sequences": (lambda f: patch(f.idx, DOC_INDEX_AT + 32, struct.pack("<q", 9)), ".idx",
-                                          r"document index runs from 0 to 9, not from 0 to the sequence count 4"),
-    "document index not from 0": (lambda f: patch(f.idx, DOC_INDEX_AT, struct.pack("<q", 1)), ".idx",
-                                  r"document index runs from 1 to 4"),
-    "sidecar counts disagree": (lambda f: edit_sidecar(f.bin.with_suffix(""), documents=99), ".idx",
-                                r"documents is 4 in the index but 99 in the sidecar"),
+    "huge sequence count": (
+        lambda f: patch(f.idx, 18, struct.pack("<Q", 2**62)),
+        ".idx",
+        r"header counts 4611686018427387904 sequences",
+    ),
+    "'negative' document count": (
+        lambda f: patch(f.idx, 26, struct.pack("<q", -1)),
+        ".idx",
+        r"18446744073709551615 document-index entries",
+    ),
+    "document index not monotone": (
+        lambda f: patch(f.idx, DOC_INDEX_AT + 8, struct.pack("<2q", 2, 1)),
+        ".idx",
+        r"document index is not monotone \(entry 2 = 1 after 2\)",
+    ),
+    "document index past the sequences": (
+        lambda f: patch(f.idx, DOC_INDEX_AT + 32, struct.pack("<q", 9)),
+        ".idx",
+        r"document index runs from 0 to 9, not from 0 to the sequence count 4",
+    ),
+    "document index not from 0": (
+        lambda f: patch(f.idx, DOC_INDEX_AT, struct.pack("<q", 1)),
+        ".idx",
+        r"document index runs from 1 to 4",
+    ),
+    "sidecar counts disagree": (
+        lambda f: edit_sidecar(f.bin.with_suffix(""), documents=99),
+        ".idx",
+        r"documents is 4 in the index but 99 in the sidecar",
+    ),
     "sidecar unreadable": (lambda f: f.json.write_text("{not json"), ".json", r"unreadable sidecar"),
 }
 
@@ -221,12 +278,23 @@ for i in range(len(dataset)):
 
 def run_python(code: str, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run(
+        [sys.executable, "-c", code, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
-@pytest.mark.parametrize("case", ["intact", "bin emptied", "bin cut by 4 bytes", "huge last length, no sidecar",
-                                  "garbage pointer", "idx truncated", "huge sequence count"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "intact",
+        "bin emptied",
+        "bin cut by 4 bytes",
+        "huge last length, no sidecar",
+        "garbage pointer",
+        "idx truncated",
+        "huge sequence count",
+    ],
+)
 def test_damaged_shard_in_a_subprocess_is_an_exception_not_a_crash(tmp_path, case):
     folder = tmp_path / "data"
     if case == "intact":
@@ -295,8 +363,10 @@ def test_random_damage_is_refused_or_read_in_bounds_never_a_crash(tmp_path):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.tuples(st.integers(0, DOC_INDEX_AT + 8 * (N + 1) - 1), st.integers(0, 255)), min_size=1,
-                max_size=4), st.booleans())
+@given(
+    st.lists(st.tuples(st.integers(0, DOC_INDEX_AT + 8 * (N + 1) - 1), st.integers(0, 255)), min_size=1, max_size=4),
+    st.booleans(),
+)
 def test_any_idx_bytes_open_to_in_bounds_reads_or_fail_clearly(tmp_path, writes, keep_sidecar):
     with tempfile.TemporaryDirectory(dir=tmp_path) as folder:
         prefix = make_shard(Path(folder))
@@ -325,10 +395,16 @@ def make_mixture(tmp_path: Path, document=(3, 0, 2, 1)) -> tuple[Path, list[Path
     mix.mkdir()
     np.save(mix / "order_source.npy", np.zeros(len(document), dtype=np.uint16))
     np.save(mix / "order_document.npy", np.array(document, dtype=np.int64))
-    (mix / "mix.json").write_text(json.dumps({
-        "format": "prep-mix", "version": 1,
-        "sources": {"web": {"shards": [str(p) for p in prefixes], "shard_documents": [N, N]}},
-        "order": {"source": "order_source.npy", "document": "order_document.npy"}}))
+    (mix / "mix.json").write_text(
+        json.dumps(
+            {
+                "format": "prep-mix",
+                "version": 1,
+                "sources": {"web": {"shards": [str(p) for p in prefixes], "shard_documents": [N, N]}},
+                "order": {"source": "order_source.npy", "document": "order_document.npy"},
+            }
+        )
+    )
     return mix, prefixes
 
 

@@ -11,8 +11,8 @@ from importlib import metadata
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-
 from conftest import write_config, write_jsonl
+
 from pipeline.engine import stage_registry
 from pipeline.engine.run import run_pipeline
 from pipeline.stage import Stage, StageOutput

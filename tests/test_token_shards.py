@@ -15,24 +15,32 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from conftest import SHARED_DATA
 
 from pipeline.commands.shards import shards_group
 from pipeline.commands.tokenizer import tokenizer_group
-from pipeline.stage import UnitContext
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import IncompatibleShards, ShardWriter, read_sidecar, write_index
 from pipeline.formats.tokenizer_training import hash_threshold, run_doc_files, sample_segments
 from pipeline.formats.tokenizers import load_tokenizer
+from pipeline.stage import UnitContext
 from stages.tokenize import Tokenize
-from conftest import SHARED_DATA
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared data folder absent")
 
 # Megatron-LM's documented dtype codes (megatron/core/datasets/indexed_dataset.py, class DType).
-MEGATRON_CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32,
-                  8: np.uint16}
+MEGATRON_CODES = {
+    1: np.uint8,
+    2: np.int8,
+    3: np.int16,
+    4: np.int32,
+    5: np.int64,
+    6: np.float64,
+    7: np.float32,
+    8: np.uint16,
+}
 
 
 def read_megatron_index(idx_path: Path) -> dict:
@@ -50,8 +58,13 @@ def read_megatron_index(idx_path: Path) -> dict:
     doc_index = struct.unpack_from(f"<{doc_count}q", data, pos)
     pos += 8 * doc_count
     assert pos == len(data), "trailing bytes after the document index"
-    return {"version": version, "dtype": np.dtype(MEGATRON_CODES[code]), "sizes": list(sizes),
-            "pointers": list(pointers), "doc_index": list(doc_index)}
+    return {
+        "version": version,
+        "dtype": np.dtype(MEGATRON_CODES[code]),
+        "sizes": list(sizes),
+        "pointers": list(pointers),
+        "doc_index": list(doc_index),
+    }
 
 
 def read_documents(prefix: Path) -> list[list[int]]:
@@ -59,7 +72,9 @@ def read_documents(prefix: Path) -> list[list[int]]:
     index = read_megatron_index(Path(str(prefix) + ".idx"))
     data = Path(str(prefix) + ".bin").read_bytes()
     dtype = index["dtype"]
-    return [np.frombuffer(data, dtype=dtype, count=n, offset=p).tolist() for n, p in zip(index["sizes"], index["pointers"])]
+    return [
+        np.frombuffer(data, dtype=dtype, count=n, offset=p).tolist() for n, p in zip(index["sizes"], index["pointers"])
+    ]
 
 
 DOCS = [[5, 6, 7, 0], [1, 0], [65000, 2, 3, 0], [0]]
@@ -99,10 +114,14 @@ def tokenize_unit(out_dir: Path, texts: list[str], unit: str, tokenizer="cl100k_
     stage = Tokenize(Tokenize.Options(tokenizer=tokenizer))
     ctx = UnitContext(out_dir=out_dir, source=source, unit=unit)
     stage.open_unit(ctx)
-    batch = pa.RecordBatch.from_pydict({
-        "id": [f"{unit}-{i}" for i in range(start, start + len(texts))], "text": texts,
-        "source": [source] * len(texts), "score": [float(i) for i in range(len(texts))],
-    })
+    batch = pa.RecordBatch.from_pydict(
+        {
+            "id": [f"{unit}-{i}" for i in range(start, start + len(texts))],
+            "text": texts,
+            "source": [source] * len(texts),
+            "score": [float(i) for i in range(len(texts))],
+        }
+    )
     stage.process(batch, source)
     stage.close_unit(ctx)
     for tmp, final in ctx.pending.items():
@@ -179,7 +198,11 @@ def test_merge_streams_shards_into_one(tmp_path, monkeypatch):
     assert rows.column("n_tokens").to_pylist() == [len(d) for d in docs]
     assert rows.column("id").to_pylist()[:2] == ["a-0", "a-1"]
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "merged.bin", "merged.docs.parquet", "merged.idx", "merged.json"]
+        "merged.bin",
+        "merged.docs.parquet",
+        "merged.idx",
+        "merged.json",
+    ]
 
 
 def test_merge_refuses_mixed_dtypes_and_tokenizers(tmp_path):
@@ -248,8 +271,9 @@ def make_run(tmp_path: Path) -> Path:
     for source, texts in (("web", web), ("code", code)):
         folder = tmp_path / "run" / "docs" / source
         folder.mkdir(parents=True)
-        pq.write_table(pa.table({"id": [f"{source}-{i}" for i in range(len(texts))], "text": texts}),
-                       folder / "part-0.parquet")
+        pq.write_table(
+            pa.table({"id": [f"{source}-{i}" for i in range(len(texts))], "text": texts}), folder / "part-0.parquet"
+        )
     return tmp_path / "run"
 
 
@@ -271,9 +295,23 @@ def test_hash_sample_is_stable_and_order_free(tmp_path):
 def test_tokenizer_train_gives_a_usable_spec(tmp_path, model_type):
     run = make_run(tmp_path)
     model = tmp_path / "tok" / "mine.model"
-    result = CliRunner().invoke(tokenizer_group, ["train", str(run), "--vocab-size", "1200", "--out", str(model),
-                                                  "--model-type", model_type, "--max-chars", "300000",
-                                                  "--threads", "2"])
+    result = CliRunner().invoke(
+        tokenizer_group,
+        [
+            "train",
+            str(run),
+            "--vocab-size",
+            "1200",
+            "--out",
+            str(model),
+            "--model-type",
+            model_type,
+            "--max-chars",
+            "300000",
+            "--threads",
+            "2",
+        ],
+    )
     assert result.exit_code == 0, result.output
     tok = load_tokenizer(str(model))
     assert tok.vocab_size == 1200 and tok.eos_id == 2 and tok.bos_id == 1

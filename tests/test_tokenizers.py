@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.formats import tokenizers as T
 from pipeline.formats.tiktoken_encodings import NAMED_ENCODINGS, VOCAB_DIR
 from pipeline.formats.tokenizers import TokenizerError, load_tokenizer, split_long_text
-from conftest import SHARED_DATA
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
 SP_MODEL = SHARED / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"
@@ -78,8 +78,7 @@ def test_named_encoding_loads_offline_with_known_ids(name, no_network):
 
 def test_vocab_sizes_match_tiktoken():
     sizes = {name: load_tokenizer(name).vocab_size for name in NAMED_ENCODINGS}
-    assert sizes == {"gpt2": 50257, "r50k_base": 50257, "p50k_base": 50281, "cl100k_base": 100277,
-                     "o200k_base": 200019}
+    assert sizes == {"gpt2": 50257, "r50k_base": 50257, "p50k_base": 50281, "cl100k_base": 100277, "o200k_base": 200019}
 
 
 def test_p50k_is_r50k_plus_whitespace_runs():
@@ -187,7 +186,7 @@ def test_long_runs_are_cut_into_bounded_pieces(char):
     assert max(len(p) for p in pieces) <= 2 << 14
     tok = load_tokenizer("cl100k_base")
     flat, lengths = tok.encode_batch(["x", text])
-    assert tok.decode(flat[lengths[0]:]) == text  # cut or not, byte-level BPE stays lossless
+    assert tok.decode(flat[lengths[0] :]) == text  # cut or not, byte-level BPE stays lossless
 
 
 def test_split_prefers_word_space_boundaries():
@@ -289,8 +288,9 @@ def test_hf_tokenizer_json(tmp_path):
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
     corpus = ["the quick brown fox jumps over the lazy dog", "def f(x):\n    return x * 2\n"] * 20
-    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=["<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
     hf.train_from_iterator(corpus, trainer)
     path = tmp_path / "tokenizer.json"
     hf.save(str(path))

@@ -16,10 +16,20 @@ from pipeline.mix.plan import parse_tokens
 @click.argument("mix_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--params", required=True, help="Model parameters, e.g. 1B, 350M, 7e9.")
 @click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True)
-@click.option("--mfu", type=click.FloatRange(min=0, max=1, min_open=True), default=0.4, show_default=True,
-              help="Model FLOPs utilisation you expect.")
-@click.option("--gpu", type=click.Choice(sorted(GPU_PEAK_FLOPS)), default="h100", show_default=True,
-              help="GPU whose dense BF16 peak to use.")
+@click.option(
+    "--mfu",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=0.4,
+    show_default=True,
+    help="Model FLOPs utilisation you expect.",
+)
+@click.option(
+    "--gpu",
+    type=click.Choice(sorted(GPU_PEAK_FLOPS)),
+    default="h100",
+    show_default=True,
+    help="GPU whose dense BF16 peak to use.",
+)
 @click.option("--peak-flops", type=float, help="Peak FLOP/s per GPU (overrides --gpu).")
 def estimate(mix_dir: Path, params: str, gpus: int, mfu: float, gpu: str, peak_flops: float | None) -> None:
     """Project training GPU-hours on a mixture: 6 x params x tokens / (MFU x peak FLOP/s)."""

@@ -12,16 +12,16 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
 
     from pipeline import __version__
+    from pipeline.commands.estimate import estimate
+    from pipeline.commands.mix import mix
+    from pipeline.commands.report import report
+    from pipeline.commands.shards import shards_group
+    from pipeline.commands.show import show
+    from pipeline.commands.tokenizer import tokenizer_group
     from pipeline.engine.config import ConfigError
     from pipeline.engine.executor import WorkerDied
-    from pipeline.commands.estimate import estimate
-    from pipeline.commands.show import show
-    from pipeline.commands.mix import mix
-    from pipeline.util.printable import error_line, printable, printable_path
-    from pipeline.commands.report import report
     from pipeline.engine.runlock import OutputBusy
-    from pipeline.commands.shards import shards_group
-    from pipeline.commands.tokenizer import tokenizer_group
+    from pipeline.util.printable import error_line, printable, printable_path
 except KeyboardInterrupt:
     if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
         raise
@@ -81,23 +81,56 @@ def main() -> None:
 
 @main.command()
 @click.argument("config", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--out", "-o", required=True,
-              help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here. "
-              "A URI (s3://bucket/run) writes to an object store; PREP_SCRATCH names the local scratch folder.")
-@click.option("--workers", "-w", type=click.IntRange(min=1), default=None,
-              help="Worker processes (default: [run] workers in the config, else all cores).")
+@click.option(
+    "--out",
+    "-o",
+    required=True,
+    help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here. "
+    "A URI (s3://bucket/run) writes to an object store; PREP_SCRATCH names the local scratch folder.",
+)
+@click.option(
+    "--workers",
+    "-w",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Worker processes (default: [run] workers in the config, else all cores).",
+)
 @click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
 @click.option("--force", is_flag=True, help="Delete a different run found in --out and start over.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
-@click.option("--progress", type=click.Choice(["bar", "json", "none"]), default="bar", show_default=True,
-              help="Live progress on stderr: a bar, or one JSON line a second for logs.")
-@click.option("--sample", type=click.FloatRange(min=0, max=1, min_open=True), default=1.0,
-              help="Process a hash-sampled fraction of every source (e.g. 0.01) and project the full run in cost.json.")
-@click.option("--executor", type=click.Choice(["local", "ray"]), default="local", show_default=True,
-              help="local: worker processes on this machine; ray: Ray tasks on a cluster (pip install -e '.[ray]').")
+@click.option(
+    "--progress",
+    type=click.Choice(["bar", "json", "none"]),
+    default="bar",
+    show_default=True,
+    help="Live progress on stderr: a bar, or one JSON line a second for logs.",
+)
+@click.option(
+    "--sample",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=1.0,
+    help="Process a hash-sampled fraction of every source (e.g. 0.01) and project the full run in cost.json.",
+)
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: worker processes on this machine; ray: Ray tasks on a cluster (pip install -e '.[ray]').",
+)
 @click.option("--address", help="Ray cluster to join (auto, or ray://HOST:PORT); default: start a local one.")
-def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, quiet: bool, progress: str,
-        sample: float, executor: str, address: str | None) -> None:
+def run(
+    config: Path,
+    out: str,
+    workers: int | None,
+    strict: bool,
+    force: bool,
+    quiet: bool,
+    progress: str,
+    sample: float,
+    executor: str,
+    address: str | None,
+) -> None:
     """Run the pipeline described by CONFIG (a TOML file) into --out.
 
     Running the same command again after an interruption (Ctrl-C, kill, crash) resumes:
@@ -105,13 +138,21 @@ def run(config: Path, out: str, workers: int | None, strict: bool, force: bool, 
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
-    from pipeline.readers.common import StrictModeError
     from pipeline.engine.run import print_summary, run_pipeline
+    from pipeline.readers.common import StrictModeError
 
     try:
         manifest = run_pipeline(
-            config, out, workers=workers, strict=strict, force=force, quiet=quiet, executor=executor, address=address,
-            sample=sample, progress=progress,
+            config,
+            out,
+            workers=workers,
+            strict=strict,
+            force=force,
+            quiet=quiet,
+            executor=executor,
+            address=address,
+            sample=sample,
+            progress=progress,
         )
     except StrictModeError as error:
         raise click.ClickException(f"--strict: {error}") from None

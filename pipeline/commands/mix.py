@@ -42,12 +42,18 @@ def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
-@click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order).")
-@click.option("--tokens", "budget", help="Token budget, e.g. 10B (K, M, B, T). Default: the most that repeats no source.")
+@click.option(
+    "--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order)."
+)
+@click.option(
+    "--tokens", "budget", help="Token budget, e.g. 10B (K, M, B, T). Default: the most that repeats no source."
+)
 @click.option("--rest", help="Give all weight left over to this source (default: unnamed sources share it by size).")
 @click.option("--max-epochs", type=float, default=4.0, show_default=True, help="Refuse plans repeating a source more.")
 @click.option("--curriculum", default="none", show_default=True, help=f"Order within each source: {CURRICULA}.")
-@click.option("--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases.")
+@click.option(
+    "--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases."
+)
 @click.option("--phase-weights", help='Weights per phase, e.g. "code=0.2,math=0.05;code=0.3,math=0.2".')
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--dry-run", is_flag=True, help="Print the plan as a table and write nothing.")
@@ -61,9 +67,9 @@ def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase
     to hit the shares exactly (up to one document), picked by a hash of their id and the
     seed, and interleaved so that every window of the mixture holds the target shares.
     """
+    from pipeline.formats.mix import MixLayout
     from pipeline.mix import inventory as inv
     from pipeline.mix.build import plan_mixture
-    from pipeline.formats.mix import MixLayout
     from pipeline.mix.output import plan_table, write_mix
 
     try:

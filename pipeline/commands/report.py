@@ -10,8 +10,14 @@ import click
 @click.command()
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("mix_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", "-o", type=click.Path(dir_okay=False, path_type=Path), default=Path("report.html"),
-              show_default=True, help="The HTML page to write.")
+@click.option(
+    "--out",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path("report.html"),
+    show_default=True,
+    help="The HTML page to write.",
+)
 def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
     """Write one self-contained HTML page about RUN_DIR (and the mixture MIX_DIR, if given).
 

@@ -73,8 +73,10 @@ def _print_info(info: dict[str, Any]) -> None:
         tokenizer += f"  (vocab sha256 {info['vocab_sha256'][:16]}...)"
     click.echo(info["shard"])
     click.echo(f"  documents  {info['documents']:,}")
-    click.echo(f"  tokens     {info['tokens']:,}  (per document: min {info['min_tokens']}, "
-               f"mean {info['mean_tokens']:.1f}, max {info['max_tokens']})")
+    click.echo(
+        f"  tokens     {info['tokens']:,}  (per document: min {info['min_tokens']}, "
+        f"mean {info['mean_tokens']:.1f}, max {info['max_tokens']})"
+    )
     click.echo(f"  dtype      {info['dtype']}")
     click.echo(f"  tokenizer  {tokenizer}")
     click.echo(f"  eod id     {info['eod_id']}    bos id {info['bos_id']}")
@@ -92,5 +94,7 @@ def merge_command(out_prefix: str, inputs: tuple[str, ...]) -> None:
         meta = merge_shards(out_prefix, prefixes)
     except (IncompatibleShards, ValueError) as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"merged {len(prefixes)} shards into {shard_prefix(out_prefix)}: "
-               f"{meta['documents']:,} documents, {meta['tokens']:,} tokens ({meta['dtype']})")
+    click.echo(
+        f"merged {len(prefixes)} shards into {shard_prefix(out_prefix)}: "
+        f"{meta['documents']:,} documents, {meta['tokens']:,} tokens ({meta['dtype']})"
+    )

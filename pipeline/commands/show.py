@@ -40,10 +40,14 @@ def show(run: Path, doc_id: str, chars: int) -> None:
     except UnreadableRun as error:  # a file or folder of the run that cannot be read
         raise click.ClickException(str(error)) from None
     if not matches:
-        raise click.ClickException(f"no document '{printable(doc_id)}' in {printable(run)}/docs or {printable(run)}/rejects")
+        raise click.ClickException(
+            f"no document '{printable(doc_id)}' in {printable(run)}/docs or {printable(run)}/rejects"
+        )
     if len(matches) > 1:
         kept = sum(m.kind == "kept" for m in matches)
-        click.echo(f"{len(matches)} documents have id '{printable(doc_id)}': {kept} kept, {len(matches) - kept} rejected")
+        click.echo(
+            f"{len(matches)} documents have id '{printable(doc_id)}': {kept} kept, {len(matches) - kept} rejected"
+        )
     for match in matches:
         if len(matches) > 1:
             click.echo()
@@ -60,8 +64,10 @@ def echo_match(doc_id: str, match: Match, chars: int) -> None:
         click.echo(f"{name}: kept ({printable(row.get('source'))})")
     else:
         where = f"{printable(row.get('file'))}:{row.get('line')}" if row.get("file") else "?"
-        click.echo(f"{name}: DROPPED by stage '{printable(row['stage'])}', rule '{printable(row['reason'])}' "
-                   f"({printable(row.get('source'))}, {where})")
+        click.echo(
+            f"{name}: DROPPED by stage '{printable(row['stage'])}', rule '{printable(row['reason'])}' "
+            f"({printable(row.get('source'))}, {where})"
+        )
     click.echo(f"  found in: {printable(match.path)}")
     if match.kind == "rejected" and row.get("detail"):
         click.echo(f"  detail: {_value(row['detail'])}")
@@ -70,4 +76,7 @@ def echo_match(doc_id: str, match: Match, chars: int) -> None:
             click.echo(f"  {printable(field)}: {_value(value)}")
     if text is not None:
         shown = text if chars <= 0 else text[:chars]
-        click.echo(f"--- text ({len(text):,} chars) ---\n{printable(shown, text=True)}" + ("\n[...]" if len(shown) < len(text) else ""))
+        click.echo(
+            f"--- text ({len(text):,} chars) ---\n{printable(shown, text=True)}"
+            + ("\n[...]" if len(shown) < len(text) else "")
+        )

@@ -21,20 +21,51 @@ def tokenizer_group() -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--vocab-size", type=click.IntRange(min=1), required=True, help="Pieces in the model.")
 @click.option("--model-type", type=click.Choice(["bpe", "unigram"]), default="bpe", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), required=True,
-              help="Where to write the .model (use it as a tokenizer spec).")
-@click.option("--sample", "fraction", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True,
-              help="Fraction of documents, chosen by a hash of their id.")
-@click.option("--max-chars", type=click.IntRange(min=1), default=100_000_000, show_default=True,
-              help="Stop the sample at about this many bytes of text.")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="Where to write the .model (use it as a tokenizer spec).",
+)
+@click.option(
+    "--sample",
+    "fraction",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Fraction of documents, chosen by a hash of their id.",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=1),
+    default=100_000_000,
+    show_default=True,
+    help="Stop the sample at about this many bytes of text.",
+)
 @click.option("--source", "sources", multiple=True, help="Train on these sources only (repeatable).")
 @click.option("--threads", type=click.IntRange(min=0), default=0, help="Training threads (0: CPUs, at most 8).")
-def train_command(run_dir: Path, vocab_size: int, model_type: str, out: Path, fraction: float, max_chars: int,
-                  sources: tuple[str, ...], threads: int) -> None:
+def train_command(
+    run_dir: Path,
+    vocab_size: int,
+    model_type: str,
+    out: Path,
+    fraction: float,
+    max_chars: int,
+    sources: tuple[str, ...],
+    threads: int,
+) -> None:
     """Train a SentencePiece model on a hash-sampled slice of RUN_DIR's kept documents."""
     try:
-        result = train_sentencepiece(run_dir, out, vocab_size, model_type, fraction=fraction, max_chars=max_chars,
-                                     sources=sources, threads=threads)
+        result = train_sentencepiece(
+            run_dir,
+            out,
+            vocab_size,
+            model_type,
+            fraction=fraction,
+            max_chars=max_chars,
+            sources=sources,
+            threads=threads,
+        )
     except TrainingError as e:
         raise click.ClickException(str(e)) from e
-    click.echo(f"wrote {result['model']} (sha256 {result['sha256']}); use it as: tokenizer = \"{result['model']}\"")
+    click.echo(f'wrote {result["model"]} (sha256 {result["sha256"]}); use it as: tokenizer = "{result["model"]}"')

@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -35,12 +36,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.util.globbing import GlobError, glob_local
+from pipeline.engine.stage_registry import registry
+from pipeline.engine.storage import glob_remote, is_remote
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage
-from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import glob_remote, is_remote
+from pipeline.util.globbing import GlobError, glob_local
 from pipeline.util.suggest import nearest_hint
 
 

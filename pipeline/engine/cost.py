@@ -12,8 +12,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from pipeline.util.atomic import write_json_atomic
 from pipeline.formats.layout import Layout
+from pipeline.util.atomic import write_json_atomic
 
 # Not scaled in a projection: reading (a sampled run still reads and parses every input
 # document before it picks the sample), and a global stage's reduce and finalize, whose
@@ -44,7 +44,9 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
         "output_bytes": output_bytes,
     }
     if tokens:
-        summary["cpu_seconds_per_billion_output_tokens"] = {k: round(v * 1e9 / tokens, 1) for k, v in sorted(cpu.items())}
+        summary["cpu_seconds_per_billion_output_tokens"] = {
+            k: round(v * 1e9 / tokens, 1) for k, v in sorted(cpu.items())
+        }
         summary["core_hours_per_billion_output_tokens"] = round(total * 1e9 / tokens / 3600, 3)
     fraction = manifest.get("sample", 1.0)
     if fraction < 1.0:

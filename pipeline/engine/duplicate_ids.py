@@ -42,7 +42,7 @@ def find_duplicates(layout: Layout, units: list, output_files) -> dict | None:
     edges = [np.uint64(min(2**64 - 1, (2**64 * k) // ranges)) for k in range(ranges)] + [None]
     repeated, copies = [], 0
     for low, high in zip(edges, edges[1:]):
-        parts = [a[np.searchsorted(a, low): (len(a) if high is None else np.searchsorted(a, high))] for a in arrays]
+        parts = [a[np.searchsorted(a, low) : (len(a) if high is None else np.searchsorted(a, high))] for a in arrays]
         hashes = np.sort(np.concatenate(parts))
         same = hashes[1:] == hashes[:-1]
         if same.any():
@@ -51,7 +51,11 @@ def find_duplicates(layout: Layout, units: list, output_files) -> dict | None:
     if not repeated:
         return None
     repeated = np.concatenate(repeated)
-    return {"ids": len(repeated), "extra_copies": copies, "examples": _examples(repeated[:EXAMPLES], arrays, present, output_files)}
+    return {
+        "ids": len(repeated),
+        "extra_copies": copies,
+        "examples": _examples(repeated[:EXAMPLES], arrays, present, output_files),
+    }
 
 
 def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> list[dict]:

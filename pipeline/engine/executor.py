@@ -22,7 +22,8 @@ import queue
 import signal
 import time
 import traceback
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pipeline.engine.progress import ProgressBar
 
@@ -147,8 +148,10 @@ class LocalExecutor:
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 hint = " (SIGKILL is often the kernel's out-of-memory killer)" if code == -signal.SIGKILL else ""
                 doing = ", ".join(describe_task(tasks[i]) for i, pid in running.items() if pid == process.pid)
-                raise WorkerDied(f"a worker process died with {how}{hint} while running {doing or 'its first task'}; "
-                                 "finished units are kept: run the same command again to resume")
+                raise WorkerDied(
+                    f"a worker process died with {how}{hint} while running {doing or 'its first task'}; "
+                    "finished units are kept: run the same command again to resume"
+                )
 
     def _start(self) -> None:
         if self._processes:

@@ -52,7 +52,8 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         by_reason[stats["source"]].update(stats["bad_input"])
         for label, tally in stats["stages"].items():
             stage = stages.setdefault(
-                label, {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}}
+                label,
+                {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}},
             )
             per_source = stage["by_source"].setdefault(stats["source"], {"input": 0, "output": 0, "rejected": 0})
             for key in ("input", "output"):
@@ -64,7 +65,10 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
             stage["counters"].update(tally["counters"])
             by_reason[stats["source"]].update({f"{label}:{r}": n for r, n in tally["rejected"].items()})
     for label, counters in global_stats.items():
-        stages.setdefault(label, {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}})
+        stages.setdefault(
+            label,
+            {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}},
+        )
         stages[label]["counters"].update(counters)
     balance = {key: sum(s[key] for s in sources.values()) for key in ("input", "output", "rejected")}
     _check_balance(balance, sources, stages)
@@ -77,7 +81,10 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         "versions": package_versions(),
         "balance": balance,
         "sources": {
-            name: {**{k: sources[name][k] for k in ("input", "output", "rejected")}, "rejected_by": dict(sorted(by_reason[name].items()))}
+            name: {
+                **{k: sources[name][k] for k in ("input", "output", "rejected")},
+                "rejected_by": dict(sorted(by_reason[name].items())),
+            }
             for name in sorted(sources)
         },
         "stages": ordered_stages,
@@ -106,7 +113,9 @@ def _check_balance(balance: dict, sources: dict, stages: dict) -> None:
             problems.append(f"source {name}: {dict(counts)}")
     for label, stage in stages.items():
         if stage["input"] != stage["output"] + sum(stage["rejected"].values()):
-            problems.append(f"stage {label}: input {stage['input']}, output {stage['output']}, rejected {dict(stage['rejected'])}")
+            problems.append(
+                f"stage {label}: input {stage['input']}, output {stage['output']}, rejected {dict(stage['rejected'])}"
+            )
     if problems:
         raise BalanceError("counts do not reconcile (a bug in prep, please report it): " + "; ".join(problems))
 
@@ -119,5 +128,7 @@ def _warnings(config: Config, labels: list[str], stages: dict) -> list[str]:
         if stage is None or stage["input"] == 0:
             warnings.append(f"stage {label!r} saw no documents (check its sources = [...] and the stages before it)")
         elif not stage["rejected"] and not stage["changed"] and not any(stage["counters"].values()):
-            warnings.append(f"stage {label!r} kept every document and changed none of {stage['input']:,}: check its options")
+            warnings.append(
+                f"stage {label!r} kept every document and changed none of {stage['input']:,}: check its options"
+            )
     return warnings

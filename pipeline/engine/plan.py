@@ -85,4 +85,3 @@ def stage_labels(config: Config) -> list[str]:
     """A unique label per configured stage: its name, numbered when a name repeats."""
     names = [s.name for s in config.stages]
     return [n if names.count(n) == 1 else f"{n}#{names[:i].count(n) + 1}" for i, n in enumerate(names)]
-

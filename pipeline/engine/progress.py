@@ -59,11 +59,19 @@ class ProgressBar:
         eta = (1 - done) * self.total_bytes / speed if speed > 0 else 0.0 if done >= 1 else float("nan")
         if self.mode == "json":
             record = {
-                "phase": self.label, "elapsed_s": round(elapsed, 2), "units_done": self.units,
-                "units_total": self.total_units, "documents": self.documents, "bytes": self.bytes, "resumed_bytes": self.resumed_bytes,
-                "docs_per_s": round(_rate(self.documents, elapsed), 1), "mb_per_s": round(_rate(self.bytes, elapsed) / 1e6, 2),
-                "tokens": self.tokens, "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
-                "fraction": round(done, 4), "eta_s": None if eta != eta else round(eta, 1),
+                "phase": self.label,
+                "elapsed_s": round(elapsed, 2),
+                "units_done": self.units,
+                "units_total": self.total_units,
+                "documents": self.documents,
+                "bytes": self.bytes,
+                "resumed_bytes": self.resumed_bytes,
+                "docs_per_s": round(_rate(self.documents, elapsed), 1),
+                "mb_per_s": round(_rate(self.bytes, elapsed) / 1e6, 2),
+                "tokens": self.tokens,
+                "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
+                "fraction": round(done, 4),
+                "eta_s": None if eta != eta else round(eta, 1),
             }
             self.stream.write(json.dumps(record) + "\n")
             self.stream.flush()

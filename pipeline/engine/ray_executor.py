@@ -11,7 +11,8 @@ visible to every node: a shared file system, or an object store (``s3://``, see
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from pipeline.engine.executor import Task
 from pipeline.engine.progress import ProgressBar

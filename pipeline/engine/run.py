@@ -27,13 +27,13 @@ from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.runlock import locked_output
+from pipeline.engine.storage import RunStore, input_sha256, input_stat
+from pipeline.engine.unit import built_stage, commit, run_unit
 from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_files, unit_files
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable, printable_path
-from pipeline.engine.runlock import locked_output
-from pipeline.engine.storage import RunStore, input_sha256, input_stat
-from pipeline.engine.unit import built_stage, commit, run_unit
 
 
 def run_pipeline(
@@ -73,12 +73,25 @@ def run_pipeline(
             _claim_output(store, units, fingerprint, input_stats, force)
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
-        return _run_claimed(config, store, units, input_stats, workers, strict, quiet, executor, address, sample,
-                            progress, wall_start)
+        return _run_claimed(
+            config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
+        )
 
 
-def _run_claimed(config: Config, store: RunStore, units: list[Unit], input_stats: list[list[int]], workers, strict,
-                 quiet, executor, address, sample, progress, wall_start) -> dict:
+def _run_claimed(
+    config: Config,
+    store: RunStore,
+    units: list[Unit],
+    input_stats: list[list[int]],
+    workers,
+    strict,
+    quiet,
+    executor,
+    address,
+    sample,
+    progress,
+    wall_start,
+) -> dict:
     """The run itself, once this process holds --out."""
     layout = Layout(store.root)
     segments = plan_segments(config)
@@ -152,8 +165,9 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
 
 
-def _claim_output(store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int]],
-                  force: bool) -> None:
+def _claim_output(
+    store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int]], force: bool
+) -> None:
     """Refuse to mix two different runs in one folder unless --force (which starts over)."""
     layout = Layout(store.root)
     out = store.uri
@@ -202,7 +216,8 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
         read_sha = json.loads(text).get("input_file", {}).get("sha256")
         if read_sha is None or input_sha256(unit.path) != read_sha:
             raise ConfigError(
-                f"input {printable_path(unit.path)} ({unit.source}) changed after this run read it, so {store.uri} is stale; "
+                f"input {printable_path(unit.path)} ({unit.source}) changed after this run read it, "
+                f"so {store.uri} is stale; "
                 "restore the file, or run with --force to start over"
             )
 
@@ -215,8 +230,9 @@ def _remove_temporaries(out: Path) -> None:
             path.unlink()
 
 
-def _run_segment(config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample,
-                 input_bytes: int) -> list[dict]:
+def _run_segment(
+    config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample, input_bytes: int
+) -> list[dict]:
     phase = Layout.segment_phase(segment.index)
     layout = Layout(store.root)
     store.sync(layout.key(layout.markers(phase)))
@@ -238,7 +254,9 @@ def _run_segment(config, store: RunStore, segment: Segment, units, labels, execu
     return [by_name[(u.source, u.name)] for u in units]
 
 
-def segment_task(config: Config, store: RunStore, segment_index: int, unit: Unit, labels, strict, sample, progress=None) -> dict:
+def segment_task(
+    config: Config, store: RunStore, segment_index: int, unit: Unit, labels, strict, sample, progress=None
+) -> dict:
     segment = plan_segments(config)[segment_index]
     layout = Layout(store.root)
     if segment_index > 0:
@@ -274,14 +292,15 @@ def _run_global(config: Config, store: RunStore, segment: Segment, units, execut
     store.sync(layout.key(layout.markers(phase)))
     store.sync(layout.key(layout.global_markers(segment.index)))
     todo = [
-        u for u in units
-        if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
+        u for u in units if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
     ]
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
     stage = built_stage(index, stage_config, "")
-    partitions = [p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
+    partitions = [
+        p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()
+    ]
     bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
@@ -342,13 +361,19 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
 def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     balance = manifest["balance"]
     w = (stream or sys.stderr).write
-    w(f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, {balance['rejected']:,} rejected -> {out}\n")
+    w(
+        f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, "
+        f"{balance['rejected']:,} rejected -> {out}\n"
+    )
     for name, source in manifest["sources"].items():
         w(f"  {name:<12} in {source['input']:>10,}  kept {source['output']:>10,}  rejected {source['rejected']:>10,}\n")
     for label, stage in manifest["stages"].items():
         rejected = sum(stage["rejected"].values())
         reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(stage["rejected"].items(), key=lambda kv: -kv[1])[:4])
-        w(f"  stage {label:<12} {stage['input']:>10,} in  {rejected:>10,} rejected  {stage['changed']:>8,} changed  {reasons}\n")
+        w(
+            f"  stage {label:<12} {stage['input']:>10,} in  {rejected:>10,} rejected  "
+            f"{stage['changed']:>8,} changed  {reasons}\n"
+        )
     if manifest["bad_input"]:
         total = sum(manifest["bad_input"].values())
         kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())

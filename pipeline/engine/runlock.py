@@ -28,8 +28,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout
@@ -83,8 +83,10 @@ def _flock(out: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise OutputBusy(f"{out} is in use by another prep run ({_describe(_read_holder(fd))}); "
-                             "wait for it to end, or use another --out") from None
+            raise OutputBusy(
+                f"{out} is in use by another prep run ({_describe(_read_holder(fd))}); "
+                "wait for it to end, or use another --out"
+            ) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, json.dumps(_holder()).encode(), 0)
         try:

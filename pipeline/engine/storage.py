@@ -28,18 +28,18 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path, PurePosixPath
-from typing import Callable, Iterable, Iterator
 
 import pyarrow.fs as pafs
 
+from pipeline.kernels.hashing import file_sha256
 from pipeline.util.atomic import atomic_path
 from pipeline.util.globbing import glob_regex, has_magic
-from pipeline.kernels.hashing import file_sha256
 
 COPY_BLOCK = 8 << 20
 TRANSFER_THREADS = 8
@@ -200,7 +200,7 @@ class RunStore:
         base = self._key("")
         wanted = []
         for info in _files_under(fs, self._key(rel)):
-            rel_path = info.path[len(base) + 1:]
+            rel_path = info.path[len(base) + 1 :]
             local = self.root / rel_path
             if (keep is None or keep(rel_path)) and not (local.is_file() and local.stat().st_size == info.size):
                 wanted.append((info.path, local))
@@ -233,7 +233,9 @@ class RunStore:
         fs, _ = filesystem(self.uri)
         stored = {i.path: i.size for i in _files_under(fs, self._key(rel))}
         folder = self.root / rel
-        local_files = [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")] if folder.exists() else []
+        local_files = (
+            [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")] if folder.exists() else []
+        )
         todo = [p for p in local_files if stored.get(self._key(self._rel(p))) != p.stat().st_size]
         _each(lambda local: _upload(local, fs, self._key(self._rel(local))), todo)
 

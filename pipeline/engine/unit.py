@@ -10,24 +10,24 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.util.atomic import save_npy, write_json, write_json_atomic
 from pipeline.engine.config import Config, StageConfig
-from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
-from pipeline.kernels.hashing import id_hashes, in_sample
 from pipeline.engine.plan import Segment, Unit
-from pipeline.formats.layout import Layout, ledger_stem, part_files
-from pipeline.readers import InputSpec, read_input
 from pipeline.engine.sinks import ParquetSink
-from pipeline.stage import Stage, UnitContext
 from pipeline.engine.storage import RunStore, local_input
+from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
+from pipeline.formats.layout import Layout, ledger_stem, part_files
+from pipeline.kernels.hashing import id_hashes, in_sample
+from pipeline.readers import InputSpec, read_input
+from pipeline.stage import Stage, UnitContext
+from pipeline.util.atomic import save_npy, write_json, write_json_atomic
 
 UNREADABLE_FILE = "bad-input:unreadable-file"
 
@@ -139,7 +139,11 @@ def run_unit(
     if segment.index == 0:
         hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
         save_npy(ctx.atomic(layout.unit_ids(unit.source, unit.name)), hashes)
-        stats["input_file"] = {"path": unit.file_key, "bytes": file_info.get("bytes"), "sha256": file_info.get("sha256")}
+        stats["input_file"] = {
+            "path": unit.file_key,
+            "bytes": file_info.get("bytes"),
+            "sha256": file_info.get("sha256"),
+        }
     phase = Layout.segment_phase(segment.index)
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
     write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
@@ -208,7 +212,9 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
                 if detail is not None:
                     detail = detail.filter(pc.is_valid(result.drop_reason))
                 ledger_sink.write(
-                    ledger_rows(rejected, source=unit.source, stage=label, reasons=reasons, file=unit.file_key, detail=detail)
+                    ledger_rows(
+                        rejected, source=unit.source, stage=label, reasons=reasons, file=unit.file_key, detail=detail
+                    )
                 )
                 tally.rejected.update(count_values(reasons))
                 counts["rejected"] += rejected.num_rows

@@ -103,4 +103,3 @@ def decode_document(prefix: str, k: int) -> str:
     first, last = int(shard.document_index[k]), int(shard.document_index[k + 1])
     ids = np.concatenate([shard[i] for i in range(first, last)]) if last > first else np.zeros(0, shard.dtype)
     return tok.decode(ids)
-

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -99,20 +100,36 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
             for d in docs:
                 for batch in pq.ParquetFile(d).iter_batches(batch_size=65536):
                     columns = [
-                        batch.column(f.name).cast(f.type) if f.name in batch.schema.names else pa.nulls(batch.num_rows, f.type)
+                        batch.column(f.name).cast(f.type)
+                        if f.name in batch.schema.names
+                        else pa.nulls(batch.num_rows, f.type)
                         for f in schema
                     ]
                     writer.write_batch(pa.RecordBatch.from_arrays(columns, schema=schema))
 
-    meta = dict(with_meta[0]) if with_meta else {"format": SIDECAR_FORMAT, "version": SIDECAR_VERSION,
-                                                 "tokenizer": None, "vocab_sha256": None, "eod_id": None,
-                                                 "bos_id": None, "dtype": dtype.name}
+    meta = (
+        dict(with_meta[0])
+        if with_meta
+        else {
+            "format": SIDECAR_FORMAT,
+            "version": SIDECAR_VERSION,
+            "tokenizer": None,
+            "vocab_sha256": None,
+            "eod_id": None,
+            "bos_id": None,
+            "dtype": dtype.name,
+        }
+    )
     sources = sorted({m["source"] for m in with_meta if "source" in m})
     meta.pop("source", None)
     if len(sources) == 1:
         meta["source"] = sources[0]
-    meta.update(documents=int(len(document_index) - 1), tokens=int(sizes.sum(dtype=np.int64)),
-                bin_sha256=digest.hexdigest(), merged_from=[os.path.basename(p) for p in prefixes])
+    meta.update(
+        documents=int(len(document_index) - 1),
+        tokens=int(sizes.sum(dtype=np.int64)),
+        bin_sha256=digest.hexdigest(),
+        merged_from=[os.path.basename(p) for p in prefixes],
+    )
     final = sidecar_path(out_prefix)
     pending.append((temp_path(final), final))
     write_sidecar(pending[-1][0], meta)

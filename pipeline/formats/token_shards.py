@@ -208,8 +208,14 @@ def shard_prefix(path: str | os.PathLike) -> str:
 
 
 def sidecar(
-    *, tokenizer: Any, dtype: np.dtype, eod_id: int | None, bos_id: int | None, documents: int, tokens: int,
-    bin_sha256: str
+    *,
+    tokenizer: Any,
+    dtype: np.dtype,
+    eod_id: int | None,
+    bos_id: int | None,
+    documents: int,
+    tokens: int,
+    bin_sha256: str,
 ) -> dict[str, Any]:
     """The sidecar's content for a shard written with ``tokenizer`` (a ``pipeline.formats.tokenizers.Tokenizer``)."""
     return {
@@ -248,7 +254,9 @@ def read_sidecar(prefix: str | os.PathLike) -> dict[str, Any] | None:
 
 def check_compatible(expected: dict[str, Any], found: dict[str, Any], where: str) -> None:
     """Refuse ``found`` unless it was made like ``expected`` (same vocabulary, dtype, EOD, BOS)."""
-    diffs = [f"{k} {found.get(k)!r} != {expected.get(k)!r}" for k in COMPATIBILITY_KEYS if found.get(k) != expected.get(k)]
+    diffs = [
+        f"{k} {found.get(k)!r} != {expected.get(k)!r}" for k in COMPATIBILITY_KEYS if found.get(k) != expected.get(k)
+    ]
     if diffs:
         raise IncompatibleShards(
             f"{where} was made by tokenizer {found.get('tokenizer')!r}, not {expected.get('tokenizer')!r} "

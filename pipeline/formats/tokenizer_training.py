@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import hashlib
 import io
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -100,8 +101,16 @@ def _segments(text: str) -> Iterator[str]:
 
 
 def train_sentencepiece(
-    run_dir: Path, out: Path, vocab_size: int, model_type: str = "bpe", *, fraction: float = 1.0,
-    max_chars: int = 100_000_000, sources: tuple[str, ...] = (), threads: int = 0, seed: int = 0
+    run_dir: Path,
+    out: Path,
+    vocab_size: int,
+    model_type: str = "bpe",
+    *,
+    fraction: float = 1.0,
+    max_chars: int = 100_000_000,
+    sources: tuple[str, ...] = (),
+    threads: int = 0,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """Train a SentencePiece model on a hash sample of a run's kept documents; write it atomically.
 
@@ -130,7 +139,10 @@ def train_sentencepiece(
             normalization_rule_name="identity",
             max_sentence_length=SEGMENT_BYTES,
             num_threads=threads or default_threads(),
-            unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+            unk_id=0,
+            bos_id=1,
+            eos_id=2,
+            pad_id=-1,
             minloglevel=2,
         )
     except RuntimeError as e:  # SentencePiece reports a vocabulary too large for the sample here
@@ -140,4 +152,3 @@ def train_sentencepiece(
     with atomic_path(out) as tmp:
         tmp.write_bytes(data)
     return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
-

@@ -29,9 +29,9 @@ import hashlib
 import itertools
 import os
 import re
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -165,8 +165,16 @@ class TiktokenTokenizer(Tokenizer):
     plain text, never the EOD id.
     """
 
-    def __init__(self, spec: str, name: str, ranks_file: bytes, pattern: str, special_tokens: dict[str, int],
-                 explicit_n_vocab: int | None = None, threads: int | None = None):
+    def __init__(
+        self,
+        spec: str,
+        name: str,
+        ranks_file: bytes,
+        pattern: str,
+        special_tokens: dict[str, int],
+        explicit_n_vocab: int | None = None,
+        threads: int | None = None,
+    ):
         import tiktoken
 
         self.spec = spec
@@ -219,8 +227,9 @@ class TiktokenTokenizer(Tokenizer):
         piece_lengths = np.fromiter((n for r in results for n in r[1]), dtype=np.int64, count=len(pieces))
         if owner is None:
             return flat, piece_lengths
-        return flat, np.bincount(np.asarray(owner, dtype=np.int64), weights=piece_lengths,
-                                 minlength=len(texts)).astype(np.int64)
+        return flat, np.bincount(np.asarray(owner, dtype=np.int64), weights=piece_lengths, minlength=len(texts)).astype(
+            np.int64
+        )
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return self.encoding.decode([int(i) for i in ids])
@@ -352,8 +361,9 @@ def load_tokenizer(spec: str) -> Tokenizer:
     spec = str(spec)
     if spec in NAMED_ENCODINGS:
         enc = NAMED_ENCODINGS[spec]
-        return TiktokenTokenizer(spec, spec, load_named_ranks(spec), enc.pattern, enc.special_tokens,
-                                 enc.explicit_n_vocab)
+        return TiktokenTokenizer(
+            spec, spec, load_named_ranks(spec), enc.pattern, enc.special_tokens, enc.explicit_n_vocab
+        )
     path = Path(spec).expanduser()
     lower = path.name.lower()
     kinds = (".tiktoken", ".tiktoken.gz", ".model", ".json")

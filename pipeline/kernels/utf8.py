@@ -49,7 +49,9 @@ def decode_lenient(buf, i, end):
     if c < 0x80:
         return c, 1
     if c >= 0xF0 and i + 3 < end:
-        return ((c & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12) | ((np.int64(buf[i + 2]) & 0x3F) << 6) | (np.int64(buf[i + 3]) & 0x3F), 4
+        return ((c & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12) | ((np.int64(buf[i + 2]) & 0x3F) << 6) | (
+            np.int64(buf[i + 3]) & 0x3F
+        ), 4
     if c >= 0xE0 and i + 2 < end:
         return ((c & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F), 3
     if c >= 0xC0 and i + 1 < end:

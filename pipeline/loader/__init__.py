@@ -7,15 +7,16 @@ Three lines in a training script::
     loader = build_dataloader(dataset, batch_size=8, rank=rank, world_size=world_size)
 
 Modules: ``corpus`` (documents of the shards), ``order`` (the document order, pluggable:
-shuffled epochs, or a mixture's from ``mixture``), ``ring`` (shared batch slots), ``windows`` (windows -> document pieces), ``sampler``
-(rank sharding and window order), ``dataset`` and ``dataloader`` (the torch side).
+shuffled epochs, or a mixture's from ``mixture``), ``ring`` (shared batch slots), ``windows``
+(windows -> document pieces), ``sampler`` (rank sharding and window order), ``dataset`` and
+``dataloader`` (the torch side).
 Only ``dataset`` and ``dataloader`` import torch.
 """
 
+from pipeline.formats.token_shards import ShardError
 from pipeline.loader.corpus import ShardCorpus, Source
 from pipeline.loader.mixture import MixtureOrder
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
-from pipeline.formats.token_shards import ShardError
 
 # The torch side is imported on first use, so that numpy-only users of this package
 # (``prep mix`` building a DocumentOrder, say) never import torch.

@@ -35,7 +35,6 @@ def fingerprint(*parts: object) -> str:
     return h.hexdigest()[:20]
 
 
-
 def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
     """Return the array cached as ``cache_dir/name``, building and saving it when missing.
 

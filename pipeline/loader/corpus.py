@@ -25,10 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.formats.layout import Layout
-from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
 from pipeline.formats.indexed_shard import IndexedShard, map_tokens
+from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, shard_paths
+from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
 
 CORPUS_FORMAT = 1
 

@@ -58,9 +58,7 @@ class TokenDataLoader(DataLoader):
         batches_per_fetch: int = 8,
         **kwargs: Any,
     ):
-        sampler = RankBatchSampler(
-            dataset.window_order(), batch_size, rank, world_size, drop_last, batches_per_fetch
-        )
+        sampler = RankBatchSampler(dataset.window_order(), batch_size, rank, world_size, drop_last, batches_per_fetch)
         if kwargs.get("in_order", True) is False:
             raise ValueError("in_order=False would make batches depend on worker timing; it is not supported")
         if num_workers > 0 and prefetch_factor is None:

@@ -132,8 +132,14 @@ class TokenDataset(Dataset):
         # What a saved loader state must match: the windows and their order, not file
         # paths or times (a resumed job may read a copy of the data elsewhere).
         self.identity = fingerprint(
-            "windows", self.stream.provider.key(), self.corpus.num_documents, len(self.stream.order),
-            self.stream.num_tokens, seq_len, seed, shuffle_block,
+            "windows",
+            self.stream.provider.key(),
+            self.corpus.num_documents,
+            len(self.stream.order),
+            self.stream.num_tokens,
+            seq_len,
+            seed,
+            shuffle_block,
         )
 
     def __len__(self) -> int:

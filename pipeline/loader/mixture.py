@@ -21,10 +21,10 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.loader.cache import fingerprint
-from pipeline.loader.corpus import ShardCorpus
 from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.formats.token_shards import ShardError
+from pipeline.loader.cache import fingerprint
+from pipeline.loader.corpus import ShardCorpus
 
 
 def is_mixture(path: str | os.PathLike) -> bool:
@@ -85,7 +85,9 @@ class MixtureOrder:
         self.description = _description(self.mix_dir)
 
     def key(self) -> str:
-        files = [self.folder.manifest] + [self.folder.order(self.description, which) for which in self.description["order"]]
+        files = [self.folder.manifest] + [
+            self.folder.order(self.description, which) for which in self.description["order"]
+        ]
         return "mixture-" + fingerprint([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
 
     def build(self, corpus: ShardCorpus) -> np.ndarray:

@@ -80,8 +80,12 @@ def locate(stream: DocumentStream, starts: np.ndarray, length: int) -> Pieces:
     """The pieces of windows ``[s, s + length)`` for each ``s`` in ``starts``."""
     corpus = stream.corpus
     arrays = _locate(
-        stream.cumulative, stream.order, corpus.document_starts, corpus.shard_first_document,
-        np.asarray(starts, dtype=np.int64), length,
+        stream.cumulative,
+        stream.order,
+        corpus.document_starts,
+        corpus.shard_first_document,
+        np.asarray(starts, dtype=np.int64),
+        length,
     )
     return Pieces(*arrays)
 
@@ -144,5 +148,6 @@ def read_windows(stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: n
     """
     for shard in set(pieces.shard.tolist()):
         tokens = stream.corpus.shard_tokens(shard)
-        fill_tokens(tokens, shard, pieces.shard, pieces.source, pieces.row, pieces.begin, pieces.length,
-                    seq_len, inputs, labels)
+        fill_tokens(
+            tokens, shard, pieces.shard, pieces.source, pieces.row, pieces.begin, pieces.length, seq_len, inputs, labels
+        )

@@ -10,11 +10,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
+from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar
 from pipeline.kernels.hashing import hash_strings
 from pipeline.util.suggest import nearest_hint
-from pipeline.formats.indexed_shard import IndexedShard
-from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar
 
 
 class MixError(ValueError):

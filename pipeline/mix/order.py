@@ -28,7 +28,9 @@ def seeded_hash(id_hashes: np.ndarray, seed: int, repetition: int) -> np.ndarray
     return splitmix64(id_hashes ^ salt)
 
 
-def source_sequence(lengths: np.ndarray, id_hashes: np.ndarray, demand: int, seed: int, key: np.ndarray | None) -> np.ndarray:
+def source_sequence(
+    lengths: np.ndarray, id_hashes: np.ndarray, demand: int, seed: int, key: np.ndarray | None
+) -> np.ndarray:
     """Document indices (repeats allowed) whose tokens add up to ``demand`` as closely as
     whole documents allow."""
     available = int(lengths.sum())

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.util.atomic import atomic_path, save_npy_atomic
 # The file names and paths live in ``pipeline.formats.mix`` (readers import them without the
 # planner); the names are imported here too for callers that already import them from this module.
 from pipeline.formats.mix import ORDER_DOCUMENT, ORDER_SOURCE, MixLayout
 from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
+from pipeline.util.atomic import atomic_path, save_npy_atomic
 
 
 def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curriculum: str, runs: list[Path]) -> dict:
@@ -50,7 +50,10 @@ def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curri
             {"tokens": b, "start": order.phase_starts[i], "end": order.phase_starts[i + 1], "weights": plan.weights[i]}
             for i, b in enumerate(plan.phase_budgets)
         ],
-        "tokenizer": {k: inventory.tokenizer.get(k) for k in ("tokenizer", "vocab_size", "vocab_sha256", "eod_id", "bos_id", "dtype")},
+        "tokenizer": {
+            k: inventory.tokenizer.get(k)
+            for k in ("tokenizer", "vocab_size", "vocab_sha256", "eod_id", "bos_id", "dtype")
+        },
         "sources": sources,
         "order": {"source": ORDER_SOURCE, "document": ORDER_DOCUMENT},
     }
@@ -75,7 +78,9 @@ def plan_table(description: dict) -> str:
     rows = [f"{'source':<12} {'weight':>8} {'available':>14} {'used':>14} {'epochs':>7}"]
     for name, s in description["sources"].items():
         weight = sum(s["weights"]) / len(s["weights"])
-        rows.append(f"{name:<12} {weight:>8.2%} {s['tokens_available']:>14,} {s['tokens_used']:>14,} {s['epochs']:>7.2f}")
+        rows.append(
+            f"{name:<12} {weight:>8.2%} {s['tokens_available']:>14,} {s['tokens_used']:>14,} {s['epochs']:>7.2f}"
+        )
     rows.append(
         f"{'total':<12} {'':>8} {'':>14} {description['tokens']:>14,}   budget {description['budget']:,}, "
         f"{len(description['phases'])} phase(s), curriculum {description['curriculum']}, seed {description['seed']}"

@@ -56,7 +56,9 @@ class Plan:
 def _check_source(name: str, inventory: Inventory, where: str) -> None:
     if name not in inventory.sources:
         known = sorted(inventory.sources)
-        raise MixError(f"{where}: unknown source {name!r}{nearest_hint(name, known)} (the runs have: {', '.join(known)})")
+        raise MixError(
+            f"{where}: unknown source {name!r}{nearest_hint(name, known)} (the runs have: {', '.join(known)})"
+        )
 
 
 def resolve_weights(named: dict[str, float], inventory: Inventory, rest: str | None, where: str) -> dict[str, float]:
@@ -100,7 +102,9 @@ def make_plan(
     if phase_weights:
         if phases not in (1, len(phase_weights)):
             raise MixError(f"--phases {phases} but --phase-weights gives {len(phase_weights)} phases")
-        per_phase = [resolve_weights({**weights, **pw}, inventory, rest, f"phase {i + 1}") for i, pw in enumerate(phase_weights)]
+        per_phase = [
+            resolve_weights({**weights, **pw}, inventory, rest, f"phase {i + 1}") for i, pw in enumerate(phase_weights)
+        ]
     else:
         if phases < 1:
             raise MixError("--phases must be at least 1")
@@ -126,7 +130,8 @@ def make_plan(
             limit = max_epochs * source.tokens
             raise MixError(
                 f"source {name!r} would be repeated {epochs[name]:.2f} times (over --max-epochs {max_epochs:g}) by "
-                f"{needed:,} tokens out of {source.tokens:,}: lower its weight to <= {mean_weight[name] * limit / needed:.4g}, "
+                f"{needed:,} tokens out of {source.tokens:,}: "
+                f"lower its weight to <= {mean_weight[name] * limit / needed:.4g}, "
                 f"the budget to <= {int(budget * limit / needed):,} tokens, or raise --max-epochs"
             )
     return Plan(budget=budget, phase_budgets=phase_budgets, weights=per_phase, targets=targets, epochs=epochs)

@@ -25,8 +25,8 @@ be read as bytes at all, so the manifest records it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Iterator
 
 from pipeline.readers.arrow_files import read_arrow_file
 from pipeline.readers.common import Chunk, InputSpec
@@ -49,9 +49,7 @@ def detect_format(path: Path | str) -> str:
         return "parquet"
     if name.endswith(".arrow"):
         return "arrow"
-    raise ValueError(
-        f"{path}: cannot tell the format from the file name; set format = one of {', '.join(FORMATS)}"
-    )
+    raise ValueError(f"{path}: cannot tell the format from the file name; set format = one of {', '.join(FORMATS)}")
 
 
 def read_input(path: Path, spec: InputSpec, fmt: str = "auto") -> Iterator[Chunk]:

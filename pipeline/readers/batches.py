@@ -13,9 +13,9 @@ reading stopped; the documents before it are kept.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
-from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -57,7 +57,9 @@ def read_batches(path: Path, spec: InputSpec, open_batches: BatchSource) -> Iter
     yield Chunk(extra=file_facts(path))
 
 
-def _chunks(batch: pa.RecordBatch, first_row: int, bad_utf8: dict[int, str], nbytes: int, spec: InputSpec) -> Iterator[Chunk]:
+def _chunks(
+    batch: pa.RecordBatch, first_row: int, bad_utf8: dict[int, str], nbytes: int, spec: InputSpec
+) -> Iterator[Chunk]:
     """The batch's documents, after moving its rows with invalid UTF-8 to the ledger."""
     lines = pa.array(np.arange(first_row, first_row + batch.num_rows, dtype=np.int64))
     if bad_utf8:
@@ -69,7 +71,9 @@ def _chunks(batch: pa.RecordBatch, first_row: int, bad_utf8: dict[int, str], nby
     yield Chunk(docs=docs, bad=bad, bytes_read=nbytes)
 
 
-def _invalid_utf8_entries(batch: pa.RecordBatch, first_row: int, bad_utf8: dict[int, str], spec: InputSpec) -> list[BadInput]:
+def _invalid_utf8_entries(
+    batch: pa.RecordBatch, first_row: int, bad_utf8: dict[int, str], spec: InputSpec
+) -> list[BadInput]:
     """Ledger entries for the rows with invalid UTF-8, keeping the text's raw bytes."""
     rows = sorted(bad_utf8)
     raws = text_bytes(pa.Table.from_batches([batch.take(pa.array(rows, pa.int64()))]), spec.text_field)

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
-from pipeline.kernels.hashing import file_sha256
 from pipeline.kernels.buffers import is_string
+from pipeline.kernels.hashing import file_sha256
 from pipeline.util.printable import error_line
 
 READER_STAGE = "read"
@@ -69,9 +69,7 @@ def bad_rows(spec: InputSpec, entries: list[BadInput], ids: list[str | None] | N
     n = len(entries)
     return pa.RecordBatch.from_arrays(
         [
-            pa.array(
-                [own or f"{spec.file_key}:{e.line}" for e, own in zip(entries, ids or [None] * n)], pa.string()
-            ),
+            pa.array([own or f"{spec.file_key}:{e.line}" for e, own in zip(entries, ids or [None] * n)], pa.string()),
             pa.array([spec.source] * n, pa.string()),
             pa.array([READER_STAGE] * n, pa.string()),
             pa.array([f"bad-input:{kind}" for _, kind, _, _ in entries], pa.string()),
@@ -145,7 +143,9 @@ def to_documents(
         kinds = reasons.filter(rejected).to_pylist()
         entries = [
             BadInput(line, kind, f"{spec.text_field!r} field: {kind}", None if kind == "oversized" else raw or None)
-            for line, kind, raw in zip(lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field))
+            for line, kind, raw in zip(
+                lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field)
+            )
         ]
         bad = bad_rows(spec, entries, ids.filter(rejected).to_pylist())
         keep = pc.invert(rejected)

@@ -14,15 +14,17 @@ A line longer than ``max_doc_bytes`` is skipped while streaming, never held in m
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from pipeline.readers.common import BadInput as Bad, Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
+from pipeline.readers.common import BadInput as Bad
+from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
 from pipeline.readers.nesting import MAX_DEPTH, too_deep_lines
 from pipeline.readers.prefetch import prefetch
 from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, open_stream, salvage_gzip
@@ -82,7 +84,9 @@ def _open(path: Path) -> tuple[HashingReader, io.BufferedIOBase, bool]:
         raise
 
 
-def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path: Path) -> Iterator[tuple[bytes, int, int] | Bad]:
+def _line_blocks(
+    stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path: Path
+) -> Iterator[tuple[bytes, int, int] | Bad]:
     """Yield (block of whole lines, number of its first line, its newline count) or a
     quarantine entry."""
     pending = b""  # bytes after the last newline seen
@@ -195,7 +199,9 @@ def _scanned(items: Iterator) -> Iterator:
             yield item
         else:
             data, first_line, newlines = item
-            yield _Block(data, first_line, newlines, data.find(b"\\u0000") >= 0, _is_valid_utf8(data), too_deep_lines(data))
+            yield _Block(
+                data, first_line, newlines, data.find(b"\\u0000") >= 0, _is_valid_utf8(data), too_deep_lines(data)
+            )
 
 
 def _is_valid_utf8(data: bytes) -> bool:
@@ -234,7 +240,9 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
     yield from _parse_lines(good, spec)
 
 
-def _parse_lines(lines: list[tuple[int, bytes]], spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+def _parse_lines(
+    lines: list[tuple[int, bytes]], spec: InputSpec
+) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     """Parse valid JSON object lines; halve the group until Arrow agrees on the types."""
     if not lines:
         return
@@ -243,7 +251,10 @@ def _parse_lines(lines: list[tuple[int, bytes]], spec: InputSpec) -> Iterator[tu
         yield to_documents(table, pa.array([n for n, _ in lines], pa.int64()), spec)
     elif len(lines) == 1:
         line, text = lines[0]
-        yield None, bad_rows(spec, [Bad(line, "unparseable", "valid JSON that Arrow cannot read", text[:RAW_KEEP_BYTES])])
+        yield (
+            None,
+            bad_rows(spec, [Bad(line, "unparseable", "valid JSON that Arrow cannot read", text[:RAW_KEEP_BYTES])]),
+        )
     else:
         middle = len(lines) // 2
         yield from _parse_lines(lines[:middle], spec)

@@ -12,8 +12,8 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.formats.layout import Layout
 from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, read_sidecar
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
@@ -45,7 +45,9 @@ def balance(manifest: dict) -> Bars:
     """Per source: kept and rejected documents, stacked to the input count."""
     sources = manifest["sources"]
     names = list(sources)
-    return Bars(names, {"kept": [sources[n]["output"] for n in names], "rejected": [sources[n]["rejected"] for n in names]})
+    return Bars(
+        names, {"kept": [sources[n]["output"] for n in names], "rejected": [sources[n]["rejected"] for n in names]}
+    )
 
 
 def drops_per_stage(manifest: dict) -> Bars:
@@ -74,7 +76,9 @@ def drops_per_rule(manifest: dict) -> Bars:
     series = {}
     for source in sources:
         rejected_by = manifest["sources"][source]["rejected_by"]
-        series[source] = [rejected_by.get(rule, 0) for rule in kept] + ([sum(rejected_by.get(r, 0) for r in rest)] if rest else [])
+        series[source] = [rejected_by.get(rule, 0) for rule in kept] + (
+            [sum(rejected_by.get(r, 0) for r in rest)] if rest else []
+        )
     return Bars(labels, series)
 
 
@@ -82,7 +86,7 @@ def pii_counts(manifest: dict) -> Bars | None:
     """Replacements per PII type, from the ``pii.<type>`` counters of every stage."""
     counts: Counter[str] = Counter()
     for stage in manifest["stages"].values():
-        counts.update({k[len(PII_PREFIX):]: v for k, v in stage["counters"].items() if k.startswith(PII_PREFIX)})
+        counts.update({k[len(PII_PREFIX) :]: v for k, v in stage["counters"].items() if k.startswith(PII_PREFIX)})
     if not counts:
         return None
     names = sorted(counts, key=lambda k: (-counts[k], k))
@@ -122,10 +126,11 @@ def tokens_per_source(layout: Layout) -> Bars | None:
     return Bars(list(folders), {"tokens": totals})
 
 
-
 def dropped_languages(manifest: dict) -> Counter:
     """Documents dropped per detected language (and for a low score), from stage reasons."""
     counts: Counter[str] = Counter()
     for stage in manifest["stages"].values():
-        counts.update({r[len(LANG_REASON_PREFIX):]: n for r, n in stage["rejected"].items() if r.startswith(LANG_REASON_PREFIX)})
+        counts.update(
+            {r[len(LANG_REASON_PREFIX) :]: n for r, n in stage["rejected"].items() if r.startswith(LANG_REASON_PREFIX)}
+        )
     return counts

@@ -10,18 +10,20 @@ import os
 from pathlib import Path
 
 from pipeline import __version__
-from pipeline.util.atomic import atomic_path
 from pipeline.formats.layout import Layout
 from pipeline.report.collect import load_json
 from pipeline.report.sections import Context, Section, build_sections
 from pipeline.report.svg import esc
+from pipeline.util.atomic import atomic_path
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:820px;color:#222;line-height:1.4}
 h1{margin-bottom:.2em} h2{margin-top:2em;border-bottom:1px solid #ccc} h3{margin:1.2em 0 .3em;font-size:1em}
-.meta,.caption,.missing{color:#555;font-size:.9em} nav{display:flex;flex-wrap:wrap;gap:.3em 1em} nav a{white-space:nowrap}
+.meta,.caption,.missing{color:#555;font-size:.9em} nav{display:flex;flex-wrap:wrap;gap:.3em 1em} \
+nav a{white-space:nowrap}
 svg{display:block;margin:.6em 0;max-width:100%;height:auto}
-table{border-collapse:collapse;font-size:.9em;margin:.6em 0} th,td{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:right}
+table{border-collapse:collapse;font-size:.9em;margin:.6em 0} \
+th,td{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child{text-align:left}
 .example{margin:.4em 0 .8em} .where{font-size:.8em;color:#555;word-break:break-all}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;margin:.2em 0;font-size:.85em}
@@ -43,22 +45,27 @@ def render_report(run_dir: Path, mix_dir: Path | None = None) -> str:
 
 def page(ctx: Context, sections: list[Section]) -> str:
     b = ctx.manifest["balance"]
-    meta = (f"{esc(ctx.layout.out.resolve())} · config {esc(ctx.manifest.get('config_file', '?'))} · prep {esc(__version__)} · "
-            f"{b['input']:,} documents in, {b['output']:,} kept, {b['rejected']:,} rejected")
+    meta = (
+        f"{esc(ctx.layout.out.resolve())} · config {esc(ctx.manifest.get('config_file', '?'))} · "
+        f"prep {esc(__version__)} · "
+        f"{b['input']:,} documents in, {b['output']:,} kept, {b['rejected']:,} rejected"
+    )
     if ctx.manifest.get("sample", 1.0) < 1.0:
         meta += f" · a {ctx.manifest['sample']:g} sample of the inputs"
     if ctx.mix_dir is not None:
         meta += f" · mixture {esc(ctx.mix_dir.resolve())}"
     nav = "".join(f'<a href="#{s.id}">{esc(s.title)}</a>' for s in sections)
     body = "".join(
-        f'<section id="{s.id}"><h2>{esc(s.title)}</h2><p class="caption">{esc(s.caption)}</p>{s.body}</section>' for s in sections
+        f'<section id="{s.id}"><h2>{esc(s.title)}</h2><p class="caption">{esc(s.caption)}</p>{s.body}</section>'
+        for s in sections
     )
     missing = "".join(f"<li>{esc(m)}</li>" for m in ctx.missing)
     missing = f'<section class="missing"><h2>Not in this run</h2><ul>{missing}</ul></section>' if missing else ""
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
         f'<meta name="viewport" content="width=device-width"><title>prep report: {esc(ctx.layout.out.name)}</title>'
-        f"<style>{STYLE}</style></head><body><h1>prep report</h1><p class=\"meta\">{meta}</p><nav>{nav}</nav>{body}{missing}</body></html>\n"
+        f'<style>{STYLE}</style></head><body><h1>prep report</h1><p class="meta">{meta}</p>'
+        f"<nav>{nav}</nav>{body}{missing}</body></html>\n"
     )
 
 

@@ -17,8 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.kernels.hashing import hash_strings
 from pipeline.formats.layout import Layout
+from pipeline.kernels.hashing import hash_strings
 
 EXAMPLES_PER_RULE = 3
 EXAMPLE_CHARS = 300

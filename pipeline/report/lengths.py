@@ -40,7 +40,9 @@ class Histogram:
         return self.rows_seen < self.rows_total
 
     def __add__(self, other: Histogram) -> Histogram:
-        return Histogram(self.counts + other.counts, self.rows_seen + other.rows_seen, self.rows_total + other.rows_total)
+        return Histogram(
+            self.counts + other.counts, self.rows_seen + other.rows_seen, self.rows_total + other.rows_total
+        )
 
 
 def log_counts(values: np.ndarray) -> np.ndarray:

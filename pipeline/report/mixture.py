@@ -16,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.mix import MIX_JSON, MixLayout
+from pipeline.formats.token_shards import docs_path
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory
-from pipeline.formats.mix import MIX_JSON, MixLayout
-from pipeline.formats.indexed_shard import IndexedShard
-from pipeline.formats.token_shards import docs_path
 
 BINS = 200
 CHUNK = 1 << 20
@@ -132,12 +132,16 @@ def _source_lengths(name: str, source: dict) -> np.ndarray:
         except FileNotFoundError:
             raise MixtureError(f"source {name!r}: shard {prefix} of the mixture is gone") from None
         if len(sizes) != expected:
-            raise MixtureError(f"source {name!r}: shard {prefix} holds {len(sizes)} documents, the mixture expects {expected}")
+            raise MixtureError(
+                f"source {name!r}: shard {prefix} holds {len(sizes)} documents, the mixture expects {expected}"
+            )
         parts.append(np.asarray(sizes))
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
 
-def _keys(names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: str) -> tuple[list[np.ndarray] | None, str]:
+def _keys(
+    names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: str
+) -> tuple[list[np.ndarray] | None, str]:
     """The curriculum key per document of each source, as ``prep mix`` sorted by it."""
     if curriculum == "none":
         return None, ""
@@ -147,7 +151,9 @@ def _keys(names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: st
     for name, length in zip(names, lengths):
         shards = mix["sources"][name]["shards"]
         columns = pq.read_schema(docs_path(shards[0])).names if shards else []
-        column = next((c for c in QUALITY_COLUMNS if c in columns), curriculum) if curriculum == "quality" else curriculum
+        column = (
+            next((c for c in QUALITY_COLUMNS if c in columns), curriculum) if curriculum == "quality" else curriculum
+        )
         inventory = SourceInventory(name, shards, length, np.zeros(0, np.uint64), columns)
         keys.append(inventory.column(column))
     return keys, column

@@ -54,16 +54,35 @@ def _table(header: list[str], rows: list[list[object]]) -> str:
 def balance(ctx: Context) -> Section:
     bars = collect.balance(ctx.manifest)
     b = ctx.manifest["balance"]
-    rows = [[name, f"{s['input']:,}", f"{s['output']:,}", f"{s['rejected']:,}", f"{s['rejected'] / max(s['input'], 1):.1%}"]
-            for name, s in ctx.manifest["sources"].items()]
-    rows.append(["all", f"{b['input']:,}", f"{b['output']:,}", f"{b['rejected']:,}", f"{b['rejected'] / max(b['input'], 1):.1%}"])
-    return Section("balance", "Balance", "Every input document is kept or rejected with a reason: kept + rejected = input, per source.",
-                   _bars(bars, "Documents per source: kept and rejected") + _table(["source", "input", "kept", "rejected", "rejected %"], rows))
+    rows = [
+        [name, f"{s['input']:,}", f"{s['output']:,}", f"{s['rejected']:,}", f"{s['rejected'] / max(s['input'], 1):.1%}"]
+        for name, s in ctx.manifest["sources"].items()
+    ]
+    rows.append(
+        [
+            "all",
+            f"{b['input']:,}",
+            f"{b['output']:,}",
+            f"{b['rejected']:,}",
+            f"{b['rejected'] / max(b['input'], 1):.1%}",
+        ]
+    )
+    return Section(
+        "balance",
+        "Balance",
+        "Every input document is kept or rejected with a reason: kept + rejected = input, per source.",
+        _bars(bars, "Documents per source: kept and rejected")
+        + _table(["source", "input", "kept", "rejected", "rejected %"], rows),
+    )
 
 
 def drops_per_stage(ctx: Context) -> Section:
-    return Section("drops-stage", "Drops per stage", "Documents each stage removed, per source; \"read\" is bad input quarantined by the reader.",
-                   _bars(collect.drops_per_stage(ctx.manifest), "Documents dropped per stage"))
+    return Section(
+        "drops-stage",
+        "Drops per stage",
+        'Documents each stage removed, per source; "read" is bad input quarantined by the reader.',
+        _bars(collect.drops_per_stage(ctx.manifest), "Documents dropped per stage"),
+    )
 
 
 def drops_per_rule(ctx: Context) -> Section | None:
@@ -71,8 +90,12 @@ def drops_per_rule(ctx: Context) -> Section | None:
     if not bars.labels:
         ctx.missing.append("drops per rule (nothing was dropped)")
         return None
-    return Section("drops-rule", "Drops per rule", "Documents per rule (stage:reason), per source, most first.",
-                   _bars(bars, "Documents dropped per rule"))
+    return Section(
+        "drops-rule",
+        "Drops per rule",
+        "Documents per rule (stage:reason), per source, most first.",
+        _bars(bars, "Documents dropped per rule"),
+    )
 
 
 def length_distributions(ctx: Context) -> Section:
@@ -82,10 +105,14 @@ def length_distributions(ctx: Context) -> Section:
     after = lengths.char_lengths(docs, fraction)
     before = after + lengths.char_lengths(rejects, fraction)
     edges, (b, a) = lengths.trim(before.counts, after.counts)
-    charts = svg.histogram(edges, {"before (kept + rejected)": b, "after (kept)": a}, "Characters per document", "characters (log scale)")
+    charts = svg.histogram(
+        edges, {"before (kept + rejected)": b, "after (kept)": a}, "Characters per document", "characters (log scale)"
+    )
     caption = "Documents per length bin, log-scaled; before counts the rejected documents that have text."
     if before.sampled:
-        caption += f" Sampled: {before.rows_seen:,} of {before.rows_total:,} documents (each file's first {fraction:.2%})."
+        caption += (
+            f" Sampled: {before.rows_seen:,} of {before.rows_total:,} documents (each file's first {fraction:.2%})."
+        )
     folders = collect.token_folders(ctx.layout)
     if folders:
         tokens = lengths.token_lengths([p for shards in folders.values() for p in shards])
@@ -105,8 +132,11 @@ def languages(ctx: Context) -> Section | None:
     totals = kept + dropped
     top = sorted(totals, key=lambda k: (-totals[k], k))[:MAX_LANGUAGES]
     bars = Bars(top, {"kept": [kept[k] for k in top], "dropped": [dropped[k] for k in top]})
-    caption = (f"Top {len(top)} of {len(totals)} languages; kept from the documents' lang column, dropped from the langid reasons. "
-               f"{lengths.NO_LANGUAGE} is a document langid skipped (e.g. code); low-score, one it could not place.")
+    caption = (
+        f"Top {len(top)} of {len(totals)} languages; kept from the documents' lang column, "
+        "dropped from the langid reasons. "
+        f"{lengths.NO_LANGUAGE} is a document langid skipped (e.g. code); low-score, one it could not place."
+    )
     return Section("languages", "Languages", caption, _bars(bars, "Documents per language"))
 
 
@@ -116,11 +146,16 @@ def duplicate_clusters(ctx: Context) -> Section | None:
         ctx.missing.append("duplicate clusters (no duplicates in the ledger: add the dedup stage)")
         return None
     labels, counts = ledger.size_buckets(clusters.sizes)
-    caption = (f"{sum(clusters.sizes.values()):,} clusters of documents sharing one survivor; a cluster's size counts the survivor "
-               f"and the {clusters.rows_read:,} removed duplicates.")
+    caption = (
+        f"{sum(clusters.sizes.values()):,} clusters of documents sharing one survivor; "
+        "a cluster's size counts the survivor "
+        f"and the {clusters.rows_read:,} removed duplicates."
+    )
     if clusters.truncated:
         caption += f" Only the first {clusters.rows_read:,} duplicate rows of the ledger were read."
-    return Section("duplicates", "Duplicate clusters", caption, svg.hbars(labels, {"clusters": counts}, "Clusters per size"))
+    return Section(
+        "duplicates", "Duplicate clusters", caption, svg.hbars(labels, {"clusters": counts}, "Clusters per size")
+    )
 
 
 def pii(ctx: Context) -> Section | None:
@@ -128,7 +163,12 @@ def pii(ctx: Context) -> Section | None:
     if bars is None:
         ctx.missing.append("PII (no pii.* counters: add the pii stage)")
         return None
-    return Section("pii", "PII replacements", f"{bars.total():,.0f} replacements by type.", _bars(bars, "PII replacements per type"))
+    return Section(
+        "pii",
+        "PII replacements",
+        f"{bars.total():,.0f} replacements by type.",
+        _bars(bars, "PII replacements per type"),
+    )
 
 
 def tokens_per_source(ctx: Context) -> Section | None:
@@ -136,8 +176,12 @@ def tokens_per_source(ctx: Context) -> Section | None:
     if bars is None:
         ctx.missing.append("tokens (no tokens/ folder: add the tokenize stage)")
         return None
-    return Section("tokens", "Tokens per source", f"{bars.total():,.0f} tokens in all, from the shards' sidecars.",
-                   _bars(bars, "Tokens per source"))
+    return Section(
+        "tokens",
+        "Tokens per source",
+        f"{bars.total():,.0f} tokens in all, from the shards' sidecars.",
+        _bars(bars, "Tokens per source"),
+    )
 
 
 def mixture(ctx: Context) -> list[Section]:
@@ -145,18 +189,34 @@ def mixture(ctx: Context) -> list[Section]:
         ctx.missing.append("mixture (give a MIX_DIR made by prep mix)")
         return []
     mix = read_mixture(ctx.mix_dir)
-    sections = [Section(
-        "mixture", "Mixture composition",
-        f"Share of each source's tokens over training ({mix.tokens:,} tokens, {mix.positions:,} documents, {len(mix.centres)} bins).",
-        svg.stacked_area(mix.centres, mix.shares, "Source shares over training position", "training tokens", (0, mix.tokens)),
-    )]
+    sections = [
+        Section(
+            "mixture",
+            "Mixture composition",
+            f"Share of each source's tokens over training ({mix.tokens:,} tokens, {mix.positions:,} documents, "
+            f"{len(mix.centres)} bins).",
+            svg.stacked_area(
+                mix.centres, mix.shares, "Source shares over training position", "training tokens", (0, mix.tokens)
+            ),
+        )
+    ]
     if mix.key_means:
-        sections.append(Section(
-            "curriculum", "Curriculum",
-            f"Curriculum {mix.curriculum!r}: mean key ({mix.key_label}) of each source's documents per bin, over training.",
-            svg.lines(mix.centres, mix.key_means, f"Curriculum key over position: {mix.key_label}", "training tokens", mix.key_label,
-                      (0, mix.tokens)),
-        ))
+        sections.append(
+            Section(
+                "curriculum",
+                "Curriculum",
+                f"Curriculum {mix.curriculum!r}: mean key ({mix.key_label}) of each source's documents per bin, "
+                "over training.",
+                svg.lines(
+                    mix.centres,
+                    mix.key_means,
+                    f"Curriculum key over position: {mix.key_label}",
+                    "training tokens",
+                    mix.key_label,
+                    (0, mix.tokens),
+                ),
+            )
+        )
     else:
         ctx.missing.append("curriculum (the mixture has curriculum none)")
     return sections
@@ -167,7 +227,10 @@ def cpu(ctx: Context) -> Section | None:
     if bars is None:
         ctx.missing.append("CPU time (no cost.json)")
         return None
-    caption = f"CPU seconds per stage, {ctx.cost['cpu_seconds'].get('total', bars.total()):,.1f} in all; workers: {ctx.cost.get('workers', '?')}."
+    caption = (
+        f"CPU seconds per stage, {ctx.cost['cpu_seconds'].get('total', bars.total()):,.1f} in all; "
+        f"workers: {ctx.cost.get('workers', '?')}."
+    )
     projection = ctx.cost.get("projection")
     if projection:
         caption += f" Projected full run: {projection['core_hours']:,} core-hours ({projection['note']})."
@@ -184,16 +247,30 @@ def rejected_examples(ctx: Context) -> Section | None:
         parts.append(f"<h3>{svg.esc(rule)}</h3>")
         for example in examples:
             meta = " · ".join(svg.esc(x) for x in dict.fromkeys((example.id, example.where, example.detail)) if x)
-            parts.append(f'<div class="example"><div class="where">{meta}</div><pre>{svg.esc(example.text) or "<i>(no text)</i>"}</pre></div>')
-    caption = (f"Up to {ledger.EXAMPLES_PER_RULE} documents per rule (those whose ids hash lowest), "
-               f"cut at {ledger.EXAMPLE_CHARS} characters.")
+            parts.append(
+                f'<div class="example"><div class="where">{meta}</div>'
+                f"<pre>{svg.esc(example.text) or '<i>(no text)</i>'}</pre></div>"
+            )
+    caption = (
+        f"Up to {ledger.EXAMPLES_PER_RULE} documents per rule (those whose ids hash lowest), "
+        f"cut at {ledger.EXAMPLE_CHARS} characters."
+    )
     return Section("examples", "Rejected examples", caption, "".join(parts))
 
 
 def build_sections(ctx: Context) -> list[Section]:
     """All sections in page order; those without data are left out (see ``ctx.missing``)."""
     built = [
-        balance(ctx), drops_per_stage(ctx), drops_per_rule(ctx), length_distributions(ctx), languages(ctx),
-        duplicate_clusters(ctx), pii(ctx), tokens_per_source(ctx), *mixture(ctx), cpu(ctx), rejected_examples(ctx),
+        balance(ctx),
+        drops_per_stage(ctx),
+        drops_per_rule(ctx),
+        length_distributions(ctx),
+        languages(ctx),
+        duplicate_clusters(ctx),
+        pii(ctx),
+        tokens_per_source(ctx),
+        *mixture(ctx),
+        cpu(ctx),
+        rejected_examples(ctx),
     ]
     return [s for s in built if s is not None]

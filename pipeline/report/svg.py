@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -64,7 +64,10 @@ def _text(x: float, y: float, content: str, anchor: str = "start", extra: str = 
 
 
 def _rect(x: float, y: float, w: float, h: float, fill: str, tip: str) -> str:
-    return f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" height="{h:.1f}" fill="{fill}"><title>{esc(tip)}</title></rect>'
+    return (
+        f'<rect x="{x:.1f}" y="{y:.1f}" width="{max(w, 0):.1f}" height="{h:.1f}" fill="{fill}">'
+        f"<title>{esc(tip)}</title></rect>"
+    )
 
 
 def _legend(names: Sequence[str], x: float, y: float) -> list[str]:
@@ -140,19 +143,30 @@ class _Plot:
 
     def axes(self, x_ticks: list[tuple[float, str]], x_label: str, y_label: str, y_format=fmt) -> list[str]:
         base = self.top + self.inner_h
-        parts = [f'<line x1="{self.left}" y1="{base}" x2="{self.left + self.inner_w}" y2="{base}" stroke="#333"/>',
-                 f'<line x1="{self.left}" y1="{self.top}" x2="{self.left}" y2="{base}" stroke="#333"/>']
+        parts = [
+            f'<line x1="{self.left}" y1="{base}" x2="{self.left + self.inner_w}" y2="{base}" stroke="#333"/>',
+            f'<line x1="{self.left}" y1="{self.top}" x2="{self.left}" y2="{base}" stroke="#333"/>',
+        ]
         for value in self.y_ticks:
             y = self.y(value)
-            parts.append(f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.left + self.inner_w}" y2="{y:.1f}" stroke="#ddd"/>')
+            parts.append(
+                f'<line x1="{self.left}" y1="{y:.1f}" x2="{self.left + self.inner_w}" y2="{y:.1f}" stroke="#ddd"/>'
+            )
             parts.append(_text(self.left - 6, y + 4, y_format(value), "end"))
         for value, label in x_ticks:
             x = self.x(value)
             parts.append(f'<line x1="{x:.1f}" y1="{base}" x2="{x:.1f}" y2="{base + 5}" stroke="#333"/>')
             parts.append(_text(x, base + 18, label, "middle"))
         parts.append(_text(self.left + self.inner_w / 2, self.height - 6, x_label, "middle"))
-        parts.append(_text(14, self.top + self.inner_h / 2, y_label, "middle",
-                           f' transform="rotate(-90 14 {self.top + self.inner_h / 2:.1f})"'))
+        parts.append(
+            _text(
+                14,
+                self.top + self.inner_h / 2,
+                y_label,
+                "middle",
+                f' transform="rotate(-90 14 {self.top + self.inner_h / 2:.1f})"',
+            )
+        )
         return parts
 
 
@@ -171,15 +185,22 @@ def histogram(edges: np.ndarray, series: dict[str, np.ndarray], title: str, x_la
         points, base = [], plot.y(0)
         for k, count in enumerate(counts):
             points += [(plot.x(logs[k]), plot.y(count)), (plot.x(logs[k + 1]), plot.y(count))]
-        path = f"M{plot.x(logs[0]):.1f},{base:.1f} " + " ".join(f"L{x:.1f},{y:.1f}" for x, y in points) + f" L{plot.x(logs[-1]):.1f},{base:.1f} Z"
-        body.append(f'<path d="{path}" fill="{colour(index)}" fill-opacity="0.25" stroke="{colour(index)}" stroke-width="1.5">'
-                    f"<title>{esc(name)}: {fmt(float(np.sum(counts)))} documents</title></path>")
+        path = (
+            f"M{plot.x(logs[0]):.1f},{base:.1f} "
+            + " ".join(f"L{x:.1f},{y:.1f}" for x, y in points)
+            + f" L{plot.x(logs[-1]):.1f},{base:.1f} Z"
+        )
+        body.append(
+            f'<path d="{path}" fill="{colour(index)}" fill-opacity="0.25" stroke="{colour(index)}" stroke-width="1.5">'
+            f"<title>{esc(name)}: {fmt(float(np.sum(counts)))} documents</title></path>"
+        )
     body += _legend(list(series), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)
 
 
-def stacked_area(x: np.ndarray, shares: dict[str, np.ndarray], title: str, x_label: str,
-                 x_range: tuple[float, float] | None = None) -> str:
+def stacked_area(
+    x: np.ndarray, shares: dict[str, np.ndarray], title: str, x_label: str, x_range: tuple[float, float] | None = None
+) -> str:
     """Shares (summing to 1 at each x) stacked bottom to top: a mixture over training.
 
     ``x_range`` sets the axis (e.g. 0 to all tokens when ``x`` are bin centres)."""
@@ -193,14 +214,23 @@ def stacked_area(x: np.ndarray, shares: dict[str, np.ndarray], title: str, x_lab
         lower = " ".join(f"L{plot.x(a):.1f},{plot.y(b):.1f}" for a, b in zip(x[::-1], bottom[::-1]))
         path = "M" + upper[1:] + " " + lower + " Z"
         mean = float(np.mean(share)) if len(share) else 0.0
-        body.append(f'<path d="{path}" fill="{colour(index)}" fill-opacity="0.85"><title>{esc(name)}: {mean:.1%} on average</title></path>')
+        body.append(
+            f'<path d="{path}" fill="{colour(index)}" fill-opacity="0.85">'
+            f"<title>{esc(name)}: {mean:.1%} on average</title></path>"
+        )
         bottom = top
     body += _legend(list(shares), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)
 
 
-def lines(x: np.ndarray, series: dict[str, np.ndarray], title: str, x_label: str, y_label: str,
-          x_range: tuple[float, float] | None = None) -> str:
+def lines(
+    x: np.ndarray,
+    series: dict[str, np.ndarray],
+    title: str,
+    x_label: str,
+    y_label: str,
+    x_range: tuple[float, float] | None = None,
+) -> str:
     """Series as polylines over a shared x; NaN points (bins without data) are skipped and
     their neighbours joined, so a sparse series still shows its trend."""
     x = np.asarray(x, dtype=np.float64)
@@ -213,8 +243,10 @@ def lines(x: np.ndarray, series: dict[str, np.ndarray], title: str, x_label: str
     for index, (name, y) in enumerate(ys.items()):
         keep = np.isfinite(y)
         points = " ".join(f"{plot.x(a):.1f},{plot.y(b - low):.1f}" for a, b in zip(x[keep], y[keep]))
-        body.append(f'<polyline points="{points}" fill="none" stroke="{colour(index)}" stroke-width="1.5">'
-                    f"<title>{esc(name)}</title></polyline>")
+        body.append(
+            f'<polyline points="{points}" fill="none" stroke="{colour(index)}" stroke-width="1.5">'
+            f"<title>{esc(name)}</title></polyline>"
+        )
     if len(ys) > 1:
         body += _legend(list(ys), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)

@@ -231,7 +231,9 @@ def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, w
 
 
 @nb.njit(cache=True)
-def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, keep, kept_offsets, kept):
+def _sign(
+    starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, keep, kept_offsets, kept
+):
     """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every document.
 
     When ``keep`` is true the sorted unique shingle hashes are also written to ``kept``,
@@ -327,8 +329,22 @@ class Signer:
         n_shingles = np.empty(n, np.int64)
         kept_offsets = np.zeros(n + 1, np.int64)
         kept = np.empty(int((ends - starts).sum()) + n if keep_shingles else 0, np.uint64)
-        used = _sign(starts, ends, data, self.ngram, self.char_ngram, self.char_word_len, self.a, self.b,
-                     sigs, exact, n_shingles, keep_shingles, kept_offsets, kept)
+        used = _sign(
+            starts,
+            ends,
+            data,
+            self.ngram,
+            self.char_ngram,
+            self.char_word_len,
+            self.a,
+            self.b,
+            sigs,
+            exact,
+            n_shingles,
+            keep_shingles,
+            kept_offsets,
+            kept,
+        )
         out = {"sigs": sigs, "exact": exact, "n_shingles": n_shingles}
         if keep_shingles:
             out["shingle_offsets"] = kept_offsets

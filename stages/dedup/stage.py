@@ -28,9 +28,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -73,11 +73,17 @@ class Dedup(GlobalStage):
             if not 0.0 <= self.min_similarity <= 1.0:
                 raise ValueError("dedup: min_similarity must be within [0, 1]")
 
-    def __init__(self, options: "Dedup.Options"):
+    def __init__(self, options: Dedup.Options):
         super().__init__(options)
         o = options
-        self.signer = Signer(ngram=o.ngram, bands=o.bands, rows=o.rows, seed=o.seed, char_ngram=o.char_ngram,
-                             char_fallback_word_len=o.char_fallback_word_len)
+        self.signer = Signer(
+            ngram=o.ngram,
+            bands=o.bands,
+            rows=o.rows,
+            seed=o.seed,
+            char_ngram=o.char_ngram,
+            char_fallback_word_len=o.char_fallback_word_len,
+        )
         self.work_dir: Path | None = None
         self._table: UnitTable | None = None  # loaded once per process for the filter phase
         self._table_from: Path | None = None
@@ -91,8 +97,10 @@ class Dedup(GlobalStage):
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""
         o = asdict(self.options)
-        return {k: o[k] for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len",
-                                   "exact", "partitions")}
+        return {
+            k: o[k]
+            for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len", "exact", "partitions")
+        }
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
@@ -148,8 +156,11 @@ class Dedup(GlobalStage):
             pa.FixedSizeBinaryArray.from_buffers(schema.field("sig").type, n, [None, pa.py_buffer(stored.tobytes())]),
         ]
         if self.options.verify:
-            columns.append(pa.LargeListArray.from_arrays(pa.array(signed["shingle_offsets"], pa.int64()),
-                                                         pa.array(signed["shingles"], pa.uint64())))
+            columns.append(
+                pa.LargeListArray.from_arrays(
+                    pa.array(signed["shingle_offsets"], pa.int64()), pa.array(signed["shingles"], pa.uint64())
+                )
+            )
         return pa.RecordBatch.from_arrays(columns, schema=schema)
 
     # -- reduce -------------------------------------------------------------------------
@@ -200,8 +211,15 @@ class Dedup(GlobalStage):
             adj = clusters.read_adjacency(stars, q)
             star = adj[adj["v"] > adj["u"]]  # at the fixed point only a centre has larger neighbours
             clusters_seen += len(np.unique(star["u"]))
-            decisions = decide(star["u"], star["v"], store, imported=table.imported, verify=self.options.verify,
-                               min_similarity=self.options.min_similarity, exact=self.options.exact)
+            decisions = decide(
+                star["u"],
+                star["v"],
+                store,
+                imported=table.imported,
+                verify=self.options.verify,
+                min_similarity=self.options.min_similarity,
+                exact=self.options.exact,
+            )
             final = decided / f"q{q:05d}.part"
             tmp = partfile.temp_for(final)
             partfile.write(tmp, decisions, clusters.node_partition(decisions["gid"], table.total, P), P)
@@ -279,7 +297,9 @@ class Dedup(GlobalStage):
     def close_unit(self, unit: UnitContext) -> dict[str, int]:
         state, self._unit = self._unit, None
         if state is not None and state["cursor"] != len(state["reason"]):
-            raise ValueError(f"dedup: unit {unit.unit} mapped {len(state['reason'])} documents, filtered {state['cursor']}")
+            raise ValueError(
+                f"dedup: unit {unit.unit} mapped {len(state['reason'])} documents, filtered {state['cursor']}"
+            )
         return {}
 
 
@@ -290,12 +310,14 @@ def _decisions_path(work_dir: Path, document_range: int) -> Path:
 def _write_decisions(final: Path, rows: np.ndarray, survivor_ids: pa.Array) -> None:
     """One document range's removals, sorted by gid, with their survivor's id resolved
     here so that the filter phase reads only its own unit's files."""
-    table = pa.table({
-        "gid": rows["gid"],
-        "reason": rows["reason"],
-        "similarity": rows["similarity"],
-        "survivor": survivor_ids.cast(pa.string()),  # an empty gather has no type
-    })
+    table = pa.table(
+        {
+            "gid": rows["gid"],
+            "reason": rows["reason"],
+            "similarity": rows["similarity"],
+            "survivor": survivor_ids.cast(pa.string()),  # an empty gather has no type
+        }
+    )
     tmp = partfile.temp_for(final)
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)

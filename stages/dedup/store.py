@@ -93,7 +93,7 @@ class UnitTable:
             raise KeyError(f"dedup has no map output for unit {unit!r} of source {source!r}") from None
 
     @classmethod
-    def scan(cls, work_dir: Path, config: dict, index_from: str = "") -> "UnitTable":
+    def scan(cls, work_dir: Path, config: dict, index_from: str = "") -> UnitTable:
         """Build the table from the committed map outputs (and the imported index's table)."""
         sources, units, counts, docs, locked = [], [], [], [], []
         if index_from:
@@ -140,7 +140,7 @@ class UnitTable:
         os.replace(tmp, final)
 
     @classmethod
-    def load(cls, work_dir: Path) -> "UnitTable":
+    def load(cls, work_dir: Path) -> UnitTable:
         path = Path(work_dir) / UNITS_FILE
         if not path.exists():
             raise FileNotFoundError(f"{path} is missing: dedup's finalize has not run in {work_dir}")

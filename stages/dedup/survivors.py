@@ -29,8 +29,16 @@ REASONS = ("exact-duplicate", "near-duplicate")  # reason codes 0 and 1
 MAX_SURVIVORS = 1000
 
 
-def decide(roots: np.ndarray, leaves: np.ndarray, store: DocStore, *, imported: int, verify: bool,
-           min_similarity: float, exact: bool) -> np.ndarray:
+def decide(
+    roots: np.ndarray,
+    leaves: np.ndarray,
+    store: DocStore,
+    *,
+    imported: int,
+    verify: bool,
+    min_similarity: float,
+    exact: bool,
+) -> np.ndarray:
     """Decisions (DECISION records) for the components given as star edges ``leaves[i] -> roots[i]``."""
     if len(leaves) == 0:
         return np.empty(0, DECISION)
@@ -39,15 +47,22 @@ def decide(roots: np.ndarray, leaves: np.ndarray, store: DocStore, *, imported: 
     comp = np.concatenate([centres, roots])
     columns = ["id", "quality", "exact", "sig"] + (["shingles"] if verify else [])
     attrs = store.gather(gids, columns)
-    ranking = pa.table({
-        "comp": comp,
-        "locked": (gids < imported).astype(np.int8),
-        "quality": attrs.column("quality"),
-        "id": attrs.column("id"),
-        "gid": gids,
-    })
-    keys = [("comp", "ascending"), ("locked", "descending"), ("quality", "descending"), ("id", "ascending"),
-            ("gid", "ascending")]
+    ranking = pa.table(
+        {
+            "comp": comp,
+            "locked": (gids < imported).astype(np.int8),
+            "quality": attrs.column("quality"),
+            "id": attrs.column("id"),
+            "gid": gids,
+        }
+    )
+    keys = [
+        ("comp", "ascending"),
+        ("locked", "descending"),
+        ("quality", "descending"),
+        ("id", "ascending"),
+        ("gid", "ascending"),
+    ]
     order = pc.sort_indices(ranking, sort_keys=[(k, d, "at_end") for k, d in keys]).to_numpy()
     sorted_comp = comp[order]
     head = np.ones(len(order), bool)
@@ -60,8 +75,9 @@ def decide(roots: np.ndarray, leaves: np.ndarray, store: DocStore, *, imported: 
     else:
         values, offsets = np.empty(0, np.uint64), np.zeros(1, np.int64)
     locked = gids[order] < imported
-    survivor, similarity, reason = _greedy(bounds, sig, hashes, locked, exact, verify, values, offsets,
-                                           float(min_similarity))
+    survivor, similarity, reason = _greedy(
+        bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity)
+    )
     removed = survivor >= 0
     out = np.empty(int(removed.sum()), DECISION)
     out["gid"] = gids[order][removed]

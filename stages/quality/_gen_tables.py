@@ -43,9 +43,9 @@ FLAGS = {
 
 def _char_flags() -> list[int]:
     import spacy
+    from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION
     from spacy.lang.char_classes import ALPHA, ALPHA_LOWER, ALPHA_UPPER, CONCAT_QUOTES, LIST_ICONS
     from spacy.pipeline import Sentencizer
-    from datatrove.utils.text import PUNCTUATION_SET, TERMINAL_PUNCTUATION
 
     tok = spacy.blank("en").tokenizer
     sp_alpha = re.compile(f"[{ALPHA}]")
@@ -138,7 +138,11 @@ def main(path: Path) -> None:
     ]
     for i in range(0, len(runs), 8):
         lines.append("    " + " ".join(f"({a}, {b})," for a, b in runs[i : i + 8]))
-    lines += ["]", "# spaCy English special cases: (string, its tokens, tokens without special cases if re-merged).", "SPECIALS = ["]
+    lines += [
+        "]",
+        "# spaCy English special cases: (string, its tokens, tokens without special cases if re-merged).",
+        "SPECIALS = [",
+    ]
     lines += [f"    ({k!r}, {v!r}, {m!r})," for k, v, m in _specials()]
     lines += ["]", f"UNITS = {UNITS.split('|')!r}", f"CURRENCY = {CURRENCY.replace(chr(92), '').split('|')!r}", ""]
     path.write_text("\n".join(lines), encoding="utf-8")

@@ -44,7 +44,20 @@ from stages.quality.words import word_stats
 
 @kernel
 def web_batch(
-    T, data, offsets, params, no_space_min, stop_blob, stop_off, policy_blob, policy_off, top_ns, dup_ns, sig, out, out_off
+    T,
+    data,
+    offsets,
+    params,
+    no_space_min,
+    stop_blob,
+    stop_off,
+    policy_blob,
+    policy_off,
+    top_ns,
+    dup_ns,
+    sig,
+    out,
+    out_off,
 ):
     """Gopher quality + repetition on each document, C4 rewriting into ``out``, FineWeb on
     the result. ``out_off`` receives the rewritten texts' offsets. Documents whose

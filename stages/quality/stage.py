@@ -69,8 +69,18 @@ class QualityStage(Stage):
         out_offsets = np.zeros(len(offsets), np.int64)
         no_space_min = float(self.options.no_space_script_min_frac)
         kernels.web_batch(
-            self._tables, data, offsets, self._params, no_space_min, *self._stop_words, *self._policy_substrings,
-            self._top_ngram_sizes, self._dup_ngram_sizes, signals, out, out_offsets,
+            self._tables,
+            data,
+            offsets,
+            self._params,
+            no_space_min,
+            *self._stop_words,
+            *self._policy_substrings,
+            self._top_ngram_sizes,
+            self._dup_ngram_sizes,
+            signals,
+            out,
+            out_offsets,
         )
         rewritten = string_array(out[: out_offsets[-1]], out_offsets, text.type) if self.options.c4 else None
         return signals, rewritten

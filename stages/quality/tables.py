@@ -55,6 +55,7 @@ NO_SPACE_RANGES = [
     (0x20000, 0x3134F),  # CJK extensions B-G
 ]
 
+
 def char_flags() -> np.ndarray:
     runs = np.array(tables_data.CHAR_RUNS, dtype=np.int64)
     starts = runs[:, 0]
