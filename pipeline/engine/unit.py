@@ -7,6 +7,7 @@ has no marker and simply runs again, producing the same bytes.
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections import Counter
@@ -36,12 +37,14 @@ TOKENS = "n_tokens"
 
 Progress = Callable[[int, int, int], None]  # (documents, input bytes, tokens) since the last call
 
-_built: dict[tuple[int, str, str], Stage] = {}
+_built: dict[tuple[int, str, str, str], Stage] = {}
 
 
 def built_stage(index: int, stage: StageConfig, source: str) -> Stage:
-    """Stages are built once per process and source (models and tables load once)."""
-    key = (index, stage.name, source)
+    """Stages are built once per process, source and options (models and tables load
+    once); the options belong to the key, since one process may run several configs."""
+    options = json.dumps([stage.options, stage.per_source.get(source, {})], sort_keys=True, default=str)
+    key = (index, stage.name, source, options)
     if key not in _built:
         _built[key] = stage.build(source)
     return _built[key]
