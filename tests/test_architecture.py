@@ -21,8 +21,20 @@ MAY_IMPORT = {
     "loader": {"formats", "kernels", "util"},
     "mix": {"loader", "formats", "kernels", "util"},
     "report": {"mix", "formats", "kernels", "util"},
+    "classifier": {"readers", "formats", "kernels", "util"},  # prep classifier train/eval
     "engine": {"contract", "readers", "formats", "kernels", "util"},
-    "commands": {"engine", "report", "mix", "loader", "readers", "contract", "formats", "kernels", "util"},
+    "commands": {
+        "engine",
+        "report",
+        "mix",
+        "classifier",
+        "loader",
+        "readers",
+        "contract",
+        "formats",
+        "kernels",
+        "util",
+    },
     "entry": {"commands"},  # pipeline/__main__.py
 }
 

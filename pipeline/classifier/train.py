@@ -1,0 +1,229 @@
+"""``prep classifier train`` as a library: labeled documents in; a fastText model, its
+sidecar and its held-out metrics out.
+
+1. With ``max_per_label``, a first pass keeps the N smallest id hashes of each label
+   (``sampling.Quota``); nothing else of the documents is held.
+2. The second pass preprocesses each picked document (``fasttext_model.preprocess``, the
+   one preprocessing the ``classify`` stage also uses) into a ``__label__<label> <text>``
+   line: held-out documents (by a second hash of the id) to one temporary file, the rest
+   to fastText's training file, in hash order (``shuffle.ShuffledLines``).
+3. fastText's own trainer (``fasttext.train_supervised``) reads the training file.
+4. The held-out lines are scored (``predict.score_lines``) and measured (``metrics``).
+5. The model is written under a temporary name and renamed; the sidecar (what trained it
+   on what, the counts, the metrics and the model's sha256) likewise, just before it.
+
+Temporary files live beside the model (``.<name>.<tag>.<random>.tmp``) and are removed
+whatever happens. Problems the user can fix are ``ClassifierError``; fastText's own
+complaints too.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import __version__
+from pipeline.classifier.inputs import ClassifierError, ReadLog, Source, describe, read_documents, skipped_lines
+from pipeline.classifier.metrics import classification_metrics, positive_label
+from pipeline.classifier.predict import score_lines
+from pipeline.classifier.sampling import Quota, Selector, held_out, keys
+from pipeline.classifier.shuffle import ShuffledLines, temp_file
+from pipeline.formats import fasttext_model
+from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preprocess
+from pipeline.kernels.hashing import file_sha256, id_hashes
+from pipeline.util.atomic import atomic_path, write_json_atomic
+from pipeline.util.printable import error_line, printable, printable_path
+
+
+def default_threads() -> int:
+    """fastText's training threads: the CPUs this process may use, at most 4."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        cpus = os.cpu_count() or 1
+    return max(1, min(4, cpus))
+
+
+@dataclass(frozen=True)
+class Hyperparameters:
+    """fastText's supervised options (the command's ``--help`` says why these defaults)."""
+
+    epoch: int = 5
+    lr: float = 0.1
+    word_ngrams: int = 2
+    dim: int = 100
+    ws: int = 5
+    min_count: int = 1
+    bucket: int = 2_000_000
+    loss: str = "softmax"
+    threads: int = field(default_factory=default_threads)
+    seed: int = 0
+
+    def fasttext_args(self) -> dict:
+        """The same, under ``fasttext.train_supervised``'s names."""
+        names = {"word_ngrams": "wordNgrams", "min_count": "minCount", "threads": "thread"}
+        return {names.get(key, key): value for key, value in asdict(self).items()}
+
+
+def train(
+    sources: list[Source],
+    out: Path,
+    hyper: Hyperparameters,
+    *,
+    max_per_label: int | None = None,
+    holdout: float = 0.1,
+    positive: str | None = None,
+    log: Callable[[str], None] = lambda _: None,
+    verbose: int = 0,
+) -> dict:
+    """Train on ``sources``, write ``out`` and its sidecar; return the sidecar."""
+    out = Path(out)
+    if out.is_dir():
+        raise ClassifierError(f"--out {printable_path(out)} is a folder; name the model file (MODEL.bin)")
+    names = ", ".join(printable_path(s.origin) for s in sources)
+    log(f"reading {len(sources)} input(s), {sum(len(s.files) for s in sources)} file(s): {names}")
+    selector, available = Selector(), None
+    if max_per_label is not None:
+        quota = Quota(max_per_label)
+        for batch in read_documents(sources, ReadLog()):
+            quota.add(batch.labels, id_hashes(batch.ids))
+        available = dict(sorted(quota.seen.items()))
+        selector = quota.selector()
+        log(f"found {_label_counts(available)}; keeping at most {max_per_label:,} per label, by id hash")
+    read_log = ReadLog()
+    shuffled = ShuffledLines(out)
+    heldout_file = train_file = None
+    try:
+        heldout_file = temp_file(out, "heldout")
+        counts = _split(sources, read_log, selector, holdout, shuffled, heldout_file)
+        for line in skipped_lines(read_log):
+            log(line)
+        positive = _check_counts(counts, positive, names)
+        train_file = shuffled.close()
+        train_count = sum(c["train"] for c in counts.values())
+        log(
+            f"training fastText on {train_count:,} documents ({shuffled.bytes / 1e6:,.1f} MB), "
+            f"holding out {sum(c['heldout'] for c in counts.values()):,}: epoch {hyper.epoch}, lr {hyper.lr:g}, "
+            f"wordNgrams {hyper.word_ngrams}, dim {hyper.dim}, {hyper.threads} thread(s)"
+        )
+        started = time.monotonic()
+        model = _fit(train_file, hyper, verbose)
+        log(f"trained in {time.monotonic() - started:.1f} s")
+        metrics = _heldout_metrics(model, heldout_file, positive)
+    finally:
+        shuffled.discard()
+        for path in (heldout_file, train_file):
+            if path is not None:
+                path.unlink(missing_ok=True)
+    for label, count in counts.items():  # documents of the label before --max-per-label
+        count["available"] = available[label] if available is not None else count["train"] + count["heldout"]
+    sidecar = {
+        "prep_version": __version__,
+        "preprocessing": PREPROCESSING,
+        "labels": fasttext_model.labels(model),
+        "positive_label": positive,
+        "hyperparameters": hyper.fasttext_args(),
+        "sampling": {"max_per_label": max_per_label, "holdout": holdout, "by": "id hash"},
+        "inputs": describe(sources, read_log),
+        "counts": counts,
+        "skipped": {file: dict(sorted(kinds.items())) for file, kinds in read_log.skipped.items()},
+        "heldout_metrics": metrics,
+    }
+    with atomic_path(out) as model_tmp:
+        model.save_model(str(model_tmp))
+        sidecar["model_sha256"] = file_sha256(model_tmp)
+        _shareable(model_tmp)
+        side = fasttext_model.sidecar_path(out)
+        write_json_atomic(side, sidecar)
+        _shareable(side)
+    log(f"wrote {printable_path(out)} ({out.stat().st_size / 1e6:,.1f} MB) and its sidecar")
+    return sidecar
+
+
+def _split(
+    sources: list[Source],
+    read_log: ReadLog,
+    selector: Selector,
+    holdout: float,
+    shuffled: ShuffledLines,
+    heldout_file: Path,
+) -> dict[str, dict[str, int]]:
+    """Write each picked document's line to the training lines or the held-out file."""
+    train_counts: Counter = Counter()
+    heldout_counts: Counter = Counter()
+    with open(heldout_file, "w", encoding="utf-8") as heldout:
+        for batch in read_documents(sources, read_log):
+            sample, holdout_keys, order = keys(batch.ids)
+            picked = selector.take(batch.labels, sample)
+            held = held_out(holdout_keys, holdout)
+            for i in np.flatnonzero(picked):
+                label = batch.labels[i]
+                line = f"{LABEL_PREFIX}{label} {preprocess(batch.texts[i])}"
+                if held[i]:
+                    heldout.write(line + "\n")
+                    heldout_counts[label] += 1
+                else:
+                    shuffled.add(int(order[i]), line)
+                    train_counts[label] += 1
+    return {
+        label: {"train": train_counts[label], "heldout": heldout_counts[label]}
+        for label in sorted(set(train_counts) | set(heldout_counts))
+    }
+
+
+def _check_counts(counts: dict[str, dict[str, int]], wanted_positive: str | None, names: str) -> str:
+    """The positive label, once the counts are fit to train on."""
+    if not counts:
+        raise ClassifierError(f"no documents in {names}")
+    if len(counts) == 1:
+        (label,) = counts
+        raise ClassifierError(f"only one label ({printable(label)}) in {names}: a classifier needs two or more")
+    for label, count in counts.items():
+        if not count["train"]:
+            raise ClassifierError(
+                f"label {printable(label)} has no training documents ({count['heldout']} held out): "
+                "add documents or lower --holdout"
+            )
+    return positive_label(list(counts), wanted_positive)
+
+
+def _fit(train_file: Path, hyper: Hyperparameters, verbose: int):
+    import fasttext  # fasttext-community
+
+    try:
+        return fasttext.train_supervised(input=str(train_file), verbose=verbose, **hyper.fasttext_args())
+    except (RuntimeError, ValueError) as error:
+        raise ClassifierError(f"fastText could not train: {error_line(error)}") from None
+
+
+def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:
+    """The model's metrics on the held-out lines; None when there are none."""
+
+    def items():
+        with open(heldout_file, encoding="utf-8") as f:
+            for line in f:
+                label, _, text = line.rstrip("\n").partition(" ")
+                yield label.removeprefix(LABEL_PREFIX), text
+
+    truth, probs = score_lines(model, items())
+    if not truth:
+        return None
+    return classification_metrics(truth, probs, fasttext_model.labels(model), positive)
+
+
+def _shareable(path: Path) -> None:
+    """Give ``path`` the mode a plain ``open`` would (atomic temporaries are private, 0600):
+    a model is made to be read by other users and jobs."""
+    umask = os.umask(0o022)
+    os.umask(umask)
+    os.chmod(path, 0o666 & ~umask)
+
+
+def _label_counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{printable(label)} {n:,}" for label, n in counts.items())

@@ -1,0 +1,81 @@
+"""A fastText classifier on disk: the model file, its sidecar, and the one preprocessing.
+
+``prep classifier train`` writes a model and its sidecar; the ``classify`` stage and
+``prep classifier eval`` read them. Both sides must show the model the same text, so the
+preprocessing lives here, once. It follows DCLM's fastText quality classifier
+(``classify_fasttext_hq_prob`` in mlfoundations/dclm): strip the document, then join its
+lines with single spaces, case kept. fastText reads one line per example and turns a line
+break into an end-of-sentence token, so a multi-line document must become one line; runs
+of spaces need no collapsing, since fastText splits on any run of whitespace.
+
+A model file is checked before any work starts: a missing file, or one that does not
+begin with fastText's magic number and version, is one line naming the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import struct
+from pathlib import Path
+from typing import Any
+
+PREPROCESSING = "dclm"  # the name the sidecar records
+LABEL_PREFIX = "__label__"
+# fastText's file header: FASTTEXT_FILEFORMAT_MAGIC_INT32 and FASTTEXT_VERSION, little-endian.
+MAGIC = 793712314
+VERSION = 12
+
+
+class ModelError(ValueError):
+    """A model file that is missing or is not a fastText model."""
+
+
+def preprocess(text: str | None) -> str:
+    """The one line fastText reads for ``text`` (None reads as empty)."""
+    return " ".join((text or "").strip().splitlines())
+
+
+def sidecar_path(model: str | os.PathLike) -> Path:
+    """``model.bin`` -> ``model.bin.json``: what trained it and how well it did."""
+    model = Path(model)
+    return model.with_name(model.name + ".json")
+
+
+def check_model_file(path: str | os.PathLike) -> Path:
+    """``path`` if it holds a fastText model (``.bin`` or ``.ftz``); ``ModelError`` otherwise."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as file:
+            header = file.read(8)
+    except OSError as error:
+        raise ModelError(f"cannot read model {path}: {error.strerror}") from None
+    if len(header) < 8 or struct.unpack("<ii", header) != (MAGIC, VERSION):
+        raise ModelError(f"{path} is not a fastText model (no fastText header)")
+    return path
+
+
+@functools.lru_cache(maxsize=8)
+def load(path: str):
+    """The fastText model at ``path``, loaded once per process (checked first)."""
+    import fasttext  # fasttext-community
+
+    check_model_file(path)
+    try:
+        return fasttext.load_model(path)
+    except ValueError as error:  # a header that looks right over a damaged body
+        raise ModelError(f"{path} is not a readable fastText model: {error}") from None
+
+
+def labels(model) -> list[str]:
+    """The model's labels without fastText's ``__label__`` prefix, in the model's order."""
+    return [label.removeprefix(LABEL_PREFIX) for label in model.get_labels()]
+
+
+def read_sidecar(model: str | os.PathLike) -> dict[str, Any] | None:
+    """The sidecar of ``model``, or None when it has none (a published model, say)."""
+    try:
+        return json.loads(sidecar_path(model).read_text())
+    except FileNotFoundError:
+        return None
