@@ -99,6 +99,13 @@ class GlobalStage(Stage):
        per-document stage.
     """
 
+    @classmethod
+    def runs_globally(cls, options: Any) -> bool:
+        """Whether these options need the whole-corpus phases. A stage whose options do not
+        (``classify`` without ``keep_top``) runs as a per-document stage: never bound, its
+        ``process`` does the work alone, and the run saves a pass over the documents."""
+        return True
+
     def bind(self, work_dir: Path) -> None:
         """Tell a fresh instance where the earlier phases left their files."""
         self.work_dir = Path(work_dir)

@@ -207,6 +207,8 @@ def test_min_score_drops_with_reason_and_detail(shared_data, tmp_path, tiny_mode
         + _model_table("english", LID, "en", min_score=0.5)
         + _model_table("math", tiny_model, "math"),  # a score column, no selection
     )
+    (stage,) = load_config(config).stages
+    assert not stage.is_global  # no keep_top: scored per document, no extra pass
     manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     kept = _read(tmp_path / "out" / "docs" / "web")
     ledger = _read(tmp_path / "out" / "rejects" / "web")
@@ -272,6 +274,7 @@ def corpus(tmp_path_factory, tiny_model):
         f'[[stages]]\nname = "classify"\n{web_models}[stages.per_source.mixed]\n{mixed_models}'
         f'[stages.per_source.same]\nmodels = [{{name = "english", path = "{LID}", label = "en", keep_top = 0.275}}]\n',
     )
+    assert load_config(config).stages[0].is_global  # keep_top: the whole-run phases
     run_pipeline(config, root / "w1", workers=1, quiet=True)
     return root, config, tiny_model
 

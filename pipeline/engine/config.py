@@ -87,7 +87,12 @@ class StageConfig:
 
     @property
     def is_global(self) -> bool:
-        return issubclass(registry()[self.name], GlobalStage)
+        """A global stage class whose options, for some source, need its global phases."""
+        cls = registry()[self.name]
+        if not issubclass(cls, GlobalStage):
+            return False
+        overrides = [{}, *self.per_source.values()]
+        return any(cls.runs_globally(cls.Options(**{**self.options, **extra})) for extra in overrides)
 
 
 @dataclass

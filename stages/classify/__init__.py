@@ -44,8 +44,8 @@ missing file or one without fastText's header is one line). The label is checked
 worker first loads the model (a one-line error naming the model's labels): loading a
 multi-GB model in the driver only to read its labels would cost its memory for the run.
 
-Phases (a ``GlobalStage``; the engine decides that by class, so a config without
-keep_top pays for it too):
+Phases: with a keep_top model the stage is global (``runs_globally``); with none it runs
+per document like any other stage, scoring in ``process``, and costs no extra pass.
 
 * ``map_unit`` loads each model once per worker process and scores every document once,
   writing ``scores/<source>/<unit>.arrow`` under the work folder (the id hash and one
@@ -57,9 +57,8 @@ keep_top pays for it too):
 * ``open_unit`` + ``process`` read the unit's scores back (no model is loaded), check the
   ids against them, add the score columns and drop.
 
-What being global costs a config without keep_top: the documents reaching the stage are
-written once to the work folder (zstd Parquet) and read twice (map, then filter), plus a
-finalize step with nothing to do; the model still runs once per document.
+Global, the documents reaching the stage are written once to the work folder (zstd
+Parquet) and read twice (map, then filter), plus the finalize step.
 """
 
 from stages.classify.stage import Classify

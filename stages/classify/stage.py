@@ -47,6 +47,11 @@ class Classify(GlobalStage):
         self.work_dir: Path | None = None
         self._unit: dict | None = None
 
+    @classmethod
+    def runs_globally(cls, options: Classify.Options) -> bool:
+        """Only a keep_top model needs the whole run; min_score alone scores in ``process``."""
+        return any(spec.keep_top is not None for spec in options.specs)
+
     def partitions(self) -> int:
         return 0  # nothing to reduce: finalize reads the scores of every unit itself
 
@@ -122,11 +127,9 @@ class Classify(GlobalStage):
 
     def open_unit(self, unit: UnitContext) -> None:
         self._unit = None
-        if unit.source in self.options.skip_sources:
-            return
         work_dir = self.work_dir
-        if work_dir is None:
-            raise RuntimeError("classify: bind(work_dir) must come before open_unit (see GlobalStage)")
+        if unit.source in self.options.skip_sources or work_dir is None:  # skipped, or run per document
+            return
         path = work_dir / THRESHOLDS
         if not path.exists():
             raise RuntimeError(f"classify: finalize has not completed in {work_dir}")
@@ -145,31 +148,36 @@ class Classify(GlobalStage):
             for spec in self.specs:
                 batch = set_column(batch, spec.column, pa.nulls(n, pa.float32()))
             return StageOutput(batch=batch, drop_reason=pa.nulls(n, pa.string()))
-        state = self._unit
-        if state is None:
+        state, lo, hi = self._unit, 0, n
+        if self.work_dir is None:  # per document (no keep_top model): score here
+            scores = [score(spec, batch.column(TEXT)) for spec in self.specs]
+        elif state is None:
             raise RuntimeError("classify: process called before open_unit")
-        lo, hi = state["cursor"], state["cursor"] + n
-        if hi > len(state["hashes"]) or not np.array_equal(state["hashes"][lo:hi], id_hashes(batch.column(ID))):
-            raise ValueError("classify: documents differ from those scored in map_unit (order or content)")
-        state["cursor"] = hi
+        else:  # global: the scores map_unit stored for this unit
+            lo, hi = state["cursor"], state["cursor"] + n
+            if hi > len(state["hashes"]) or not np.array_equal(state["hashes"][lo:hi], id_hashes(batch.column(ID))):
+                raise ValueError("classify: documents differ from those scored in map_unit (order or content)")
+            state["cursor"] = hi
+            scores = [stored[lo:hi] for stored in state["scores"]]
         reason = np.full(n, -1, np.int64)
         detail = np.full(n, None, object)
         for j, spec in enumerate(self.specs):
-            scores = state["scores"][j][lo:hi]
-            batch = set_column(batch, spec.column, pa.array(scores, pa.float32()))
-            dropped, threshold = self._dropped(spec, scores, state, lo, hi)
+            batch = set_column(batch, spec.column, pa.array(scores[j], pa.float32()))
+            dropped, threshold = self._dropped(spec, scores[j], state, lo, hi)
             for row in np.flatnonzero(dropped & (reason < 0)):
                 reason[row] = j
-                detail[row] = _detail(scores[row], threshold, spec.keep_top)
+                detail[row] = _detail(scores[j][row], threshold, spec.keep_top)
         drop = pc.take(pa.array([s.reason for s in self.specs], pa.string()), pa.array(reason, mask=reason < 0))
         return StageOutput(batch=batch, drop_reason=drop, detail=pa.array(detail, pa.string()))
 
-    def _dropped(self, spec: ModelSpec, scores: np.ndarray, state: dict, lo: int, hi: int) -> tuple[np.ndarray, float]:
+    def _dropped(self, spec: ModelSpec, scores: np.ndarray, state: dict | None, lo: int, hi: int) -> tuple[np.ndarray, float]:
         """Which rows ``spec`` drops, and the score threshold it held them to."""
         if spec.min_score is not None:
             return scores < np.float32(spec.min_score), spec.min_score
         if spec.keep_top is None:
             return np.zeros(len(scores), bool), 0.0
+        if state is None:
+            raise RuntimeError(f"classify: model {spec.name!r} has keep_top but the stage was never bound")
         t = state["thresholds"].get(spec.name)
         if t is None:
             raise RuntimeError(f"classify: no keep_top threshold for model {spec.name!r} (finalize incomplete?)")
