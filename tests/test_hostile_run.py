@@ -25,7 +25,7 @@ from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore
-from pipeline.util.atomic import is_temporary, temp_path
+from pipeline.util.atomic import FILE_MODE, is_temporary, temp_path
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 LENGTH = '[[stages]]\nname = "length"\nmin_chars = 5\n'
@@ -402,3 +402,13 @@ def test_a_worker_that_died_idle_is_replaced_before_the_next_phase():
         assert executor.run([(_square, (i,)) for i in range(5)], bar) == [0, 1, 4, 9, 16]
     finally:
         executor.close()  # returns: no worker waits on a lock the dead one held
+
+
+def test_written_files_get_the_umask_mode_not_a_private_temporary_one(tmp_path):
+    """Atomic writes go through mkstemp (mode 0600); what they leave must be readable as a
+    plain open would make it, or a team's shared run folder serves its writer alone."""
+    out = tmp_path / "out"
+    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q")
+    assert result.returncode == 0, result.stderr
+    written = [p for p in out.rglob("*") if p.is_file() and ".prep" not in p.parts]
+    assert written and {oct(p.stat().st_mode & 0o777) for p in written} == {oct(FILE_MODE)}

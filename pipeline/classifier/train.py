@@ -138,10 +138,8 @@ def train(
     with atomic_path(out) as model_tmp:
         model.save_model(str(model_tmp))
         sidecar["model_sha256"] = file_sha256(model_tmp)
-        _shareable(model_tmp)
         side = fasttext_model.sidecar_path(out)
         write_json_atomic(side, sidecar)
-        _shareable(side)
     log(f"wrote {printable_path(out)} ({out.stat().st_size / 1e6:,.1f} MB) and its sidecar")
     return sidecar
 
@@ -215,14 +213,6 @@ def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:
     if not truth:
         return None
     return classification_metrics(truth, probs, fasttext_model.labels(model), positive)
-
-
-def _shareable(path: Path) -> None:
-    """Give ``path`` the mode a plain ``open`` would (atomic temporaries are private, 0600):
-    a model is made to be read by other users and jobs."""
-    umask = os.umask(0o022)
-    os.umask(umask)
-    os.chmod(path, 0o666 & ~umask)
 
 
 def _label_counts(counts: dict[str, int]) -> str:

@@ -18,6 +18,18 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
+def _current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# A file written in place gets 0o666 less the umask; mkstemp's private 0o600 must not
+# outlive the rename (a team's shared run folder would be readable by its writer alone).
+# Read once, at import, before any thread could race the two umask calls.
+FILE_MODE = 0o666 & ~_current_umask()
+
+
 def temp_path(final: str | os.PathLike) -> Path:
     """The temporary name of ``final`` for this process (the pid keeps two processes
     that write the same file, such as a retried task and its first try, apart)."""
@@ -37,6 +49,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:
         yield Path(tmp)
