@@ -323,3 +323,21 @@ def test_shuffled_lines_spill_and_merge_in_key_order(tmp_path):
     assert outputs[0] == outputs[1]
     assert outputs[0].splitlines() == [line for _, line in sorted(pairs, key=lambda p: p[0])]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_model_rewritten_in_place_is_loaded_again(tmp_path):
+    """Loading is cached per process, but by the file's version, not its name alone."""
+    import fasttext
+
+    from pipeline.formats import fasttext_model
+
+    def train(label: str) -> None:
+        data = tmp_path / "train.txt"
+        data.write_text("".join(f"__label__{label} word{i} text\n__label__other filler{i}\n" for i in range(20)))
+        fasttext.train_supervised(str(data), epoch=1, dim=4, bucket=1000, thread=1, verbose=0).save_model(str(path))
+
+    path = tmp_path / "m.bin"
+    train("first")
+    assert "first" in fasttext_model.labels(fasttext_model.load(str(path)))
+    train("second")
+    assert "second" in fasttext_model.labels(fasttext_model.load(str(path)))

@@ -56,12 +56,18 @@ def check_model_file(path: str | os.PathLike) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=8)
 def load(path: str):
-    """The fastText model at ``path``, loaded once per process (checked first)."""
+    """The fastText model at ``path``, loaded once per process while the file stays the
+    same (checked first; a model rewritten in place is loaded again)."""
+    check_model_file(path)
+    version = os.stat(path)
+    return _load(str(path), version.st_mtime_ns, version.st_size, version.st_ino)
+
+
+@functools.lru_cache(maxsize=8)
+def _load(path: str, *version: int):
     import fasttext  # fasttext-community
 
-    check_model_file(path)
     try:
         return fasttext.load_model(path)
     except ValueError as error:  # a header that looks right over a damaged body
