@@ -72,6 +72,12 @@ class Stage:
     def __init__(self, options: Any):
         self.options = options
 
+    @classmethod
+    def files(cls, options: Any) -> list[str]:
+        """Files the stage reads besides the documents (models): their contents are part of
+        what makes a run this run, so a model replaced before a resume is never mixed in."""
+        return []
+
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         raise NotImplementedError
 

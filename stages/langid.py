@@ -148,6 +148,10 @@ class LangId(Stage):
             if self.model_path and not Path(self.model_path).is_file():
                 raise FileNotFoundError(f"model_path {self.model_path!r} does not exist")
 
+    @classmethod
+    def files(cls, options: LangId.Options) -> list[str]:
+        return [options.model_path or str(bundled_model_path())]
+
     def _model(self):
         return load_model(self.options.model_path or str(bundled_model_path()))
 

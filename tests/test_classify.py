@@ -9,6 +9,7 @@ import json
 import math
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -227,6 +228,8 @@ def test_min_score_drops_with_reason_and_detail(shared_data, tmp_path, tiny_mode
     (code,) = _read(tmp_path / "out" / "docs" / "code")
     assert code["english_score"] is None and code["math_score"] is None
     assert manifest["stages"]["classify"]["rejected"] == {"classify:english": len(ledger)}
+    # a reason that already names its stage is not prefixed again (not classify:classify:english)
+    assert manifest["sources"]["web"]["rejected_by"] == {"classify:english": len(ledger)}
 
 
 # A run over real web pages (5 files) and a mixed source (2 files, English and German, with
@@ -365,3 +368,15 @@ def test_a_run_killed_in_the_global_phase_resumes_byte_identical(corpus):
     assert not list(out.rglob(".*.tmp"))
     assert _digest(root / "w1") == _digest(out)
     assert os.path.exists(out / "manifest.json")
+
+
+def test_a_model_replaced_before_a_resume_makes_it_another_run(tmp_path, tiny_model):
+    """The run's fingerprint holds each model's sha256: scores of two models never mix."""
+    model = tmp_path / "model.bin"
+    shutil.copyfile(tiny_model, model)
+    config = _config(tmp_path, _model_table("m", model, "math", min_score=0.5))
+    run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    run_pipeline(config, tmp_path / "out", workers=1, quiet=True)  # the same model: resumes
+    shutil.copyfile(LID, model)
+    with pytest.raises(ConfigError, match="different models"):
+        run_pipeline(config, tmp_path / "out", workers=1, quiet=True)

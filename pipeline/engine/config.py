@@ -85,14 +85,21 @@ class StageConfig:
         merged = {**self.options, **self.per_source.get(source, {})}
         return cls(cls.Options(**merged))
 
+    def all_options(self) -> list:
+        """The stage's options as each source sees them (the shared ones, then each override)."""
+        cls = registry()[self.name]
+        return [cls.Options(**{**self.options, **extra}) for extra in [{}, *self.per_source.values()]]
+
+    def files(self) -> list[str]:
+        """Every file the stage reads besides the documents (its models), sorted."""
+        cls = registry()[self.name]
+        return sorted({path for options in self.all_options() for path in cls.files(options)})
+
     @property
     def is_global(self) -> bool:
         """A global stage class whose options, for some source, need its global phases."""
         cls = registry()[self.name]
-        if not issubclass(cls, GlobalStage):
-            return False
-        overrides = [{}, *self.per_source.values()]
-        return any(cls.runs_globally(cls.Options(**{**self.options, **extra})) for extra in overrides)
+        return issubclass(cls, GlobalStage) and any(cls.runs_globally(options) for options in self.all_options())
 
 
 @dataclass

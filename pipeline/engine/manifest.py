@@ -14,6 +14,7 @@ from importlib import metadata
 
 from pipeline import __version__
 from pipeline.engine.config import Config
+from pipeline.formats.documents import rule_name
 
 VERSIONED_PACKAGES = ("pyarrow", "numpy", "numba", "orjson", "tiktoken", "sentencepiece", "datasketch")
 
@@ -63,7 +64,7 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
             per_source["rejected"] += sum(tally["rejected"].values())
             stage["changed"] += tally["changed"]
             stage["counters"].update(tally["counters"])
-            by_reason[stats["source"]].update({f"{label}:{r}": n for r, n in tally["rejected"].items()})
+            by_reason[stats["source"]].update({rule_name(label, r): n for r, n in tally["rejected"].items()})
     for label, counters in global_stats.items():
         stages.setdefault(
             label,

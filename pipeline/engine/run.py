@@ -31,6 +31,7 @@ from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore, input_sha256, input_stat
 from pipeline.engine.unit import built_stage, commit, run_unit
 from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_files, unit_files
+from pipeline.kernels.hashing import file_sha256
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable, printable_path
@@ -156,13 +157,21 @@ def _executor(name: str, address: str | None, workers: int | None):
 
 
 def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
-    """What makes a run this run: the config, the list of inputs and the sample.
+    """What makes a run this run: the config, the list of inputs, the sample, and the
+    contents of the files stages read besides the documents (models, by sha256).
 
     Each input's version (``input_stat``) is kept beside it in the state file and checked
     by ``_check_inputs``, so touching a file does not make it another run."""
     inputs = [[unit.source, unit.file_key] for unit in units]
-    digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample]).encode()).hexdigest()
-    return {"config": config.raw, "config_file": str(config.path), "sample": sample, "fingerprint": digest}
+    stage_files = {path: file_sha256(path) for stage in config.stages for path in stage.files()}
+    digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample, stage_files]).encode()).hexdigest()
+    return {
+        "config": config.raw,
+        "config_file": str(config.path),
+        "sample": sample,
+        "stage_files": stage_files,
+        "fingerprint": digest,
+    }
 
 
 def _claim_output(
@@ -185,7 +194,7 @@ def _claim_output(
     if not force:
         if previous is not None:
             raise ConfigError(
-                f"{out} holds a run of a different config or different inputs "
+                f"{out} holds a run of a different config, different inputs or different models "
                 f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
             )
         if names:

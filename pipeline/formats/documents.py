@@ -38,6 +38,14 @@ LEDGER_SCHEMA = pa.schema(
 )
 
 
+def rule_name(stage: str, reason: str) -> str:
+    """A rule as the manifest and the report name it: ``stage:reason``; bad input, and a
+    reason that already starts with its stage's name (``classify:<model>``), as it is."""
+    if reason.startswith(("bad-input:", f"{stage}:")):
+        return reason
+    return f"{stage}:{reason}"
+
+
 def ledger_rows(
     batch: pa.RecordBatch,
     *,

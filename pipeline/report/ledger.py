@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.formats.documents import rule_name
 from pipeline.formats.layout import Layout
 from pipeline.kernels.hashing import hash_strings
 
@@ -37,11 +38,6 @@ class Example:
 
 def ledger_files(layout: Layout, sources: list[str]) -> list[Path]:
     return [p for source in sources for p in layout.reject_files(source)]
-
-
-def rule_name(stage: str, reason: str) -> str:
-    """A rule as the manifest names it: ``stage:reason``, bad input by its reason alone."""
-    return reason if reason.startswith("bad-input:") else f"{stage}:{reason}"
 
 
 def examples(files: list[Path]) -> dict[str, list[Example]]:

@@ -48,6 +48,10 @@ class Classify(GlobalStage):
         self._unit: dict | None = None
 
     @classmethod
+    def files(cls, options: Classify.Options) -> list[str]:
+        return [spec.path for spec in options.specs]
+
+    @classmethod
     def runs_globally(cls, options: Classify.Options) -> bool:
         """Only a keep_top model needs the whole run; min_score alone scores in ``process``."""
         return any(spec.keep_top is not None for spec in options.specs)
@@ -170,7 +174,9 @@ class Classify(GlobalStage):
         drop = pc.take(pa.array([s.reason for s in self.specs], pa.string()), pa.array(reason, mask=reason < 0))
         return StageOutput(batch=batch, drop_reason=drop, detail=pa.array(detail, pa.string()))
 
-    def _dropped(self, spec: ModelSpec, scores: np.ndarray, state: dict | None, lo: int, hi: int) -> tuple[np.ndarray, float]:
+    def _dropped(
+        self, spec: ModelSpec, scores: np.ndarray, state: dict | None, lo: int, hi: int
+    ) -> tuple[np.ndarray, float]:
         """Which rows ``spec`` drops, and the score threshold it held them to."""
         if spec.min_score is not None:
             return scores < np.float32(spec.min_score), spec.min_score
