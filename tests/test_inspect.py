@@ -186,6 +186,36 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     assert once.count("other-02: kept") == 1 and "documents have id" not in once  # no header for one
 
 
+def test_show_prints_a_documents_classifier_scores(tmp_path):
+    """classify's float32 ``<name>_score`` columns print like any signal (shortest form, not
+    float32's 0.7300000190734863); a dropped document's score and threshold are its detail."""
+    docs = tmp_path / "docs" / "web" / "a.parquet"
+    docs.parent.mkdir(parents=True)
+    scores = {"quality_score": [0.73, 0.12345678], "lang_score": [None, 0.9]}
+    table = pa.table(
+        {
+            "id": ["good", "other"],
+            "text": ["kept text", "more"],
+            "source": ["web", "web"],
+            **{name: pa.array(values, pa.float32()) for name, values in scores.items()},
+        }
+    )
+    pq.write_table(table, docs)
+    detail = '{"score": 0.31, "threshold": 0.5}'
+    write_ledger(
+        tmp_path / "rejects" / "web" / "r.parquet",
+        [rejected("bad", "classify", "classify:lang", "a.jsonl", 3, detail=detail)],
+    )
+    out = invoke_show(tmp_path, "good").output
+    assert "good: kept (web)" in out and "  quality_score: 0.73\n" in out
+    assert "lang_score" not in out  # a null score (a source classify skipped) is not printed
+    assert "  lang_score: 0.9\n" in invoke_show(tmp_path, "other").output
+    assert "  quality_score: 0.1235\n" in invoke_show(tmp_path, "other").output
+    out = invoke_show(tmp_path, "bad").output
+    assert "bad: DROPPED by stage 'classify', rule 'classify:lang' (web, a.jsonl:3)" in out
+    assert f"  detail: {detail}\n" in out
+
+
 def test_show_names_a_file_it_cannot_read(tmp_path, monkeypatch):
     write_docs(tmp_path / "docs" / "web" / "a.parquet", [kept("doc")])
     bad = tmp_path / "rejects" / "web" / "bad.parquet"

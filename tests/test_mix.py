@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +13,20 @@ import pytest
 from click.testing import CliRunner
 
 from pipeline.commands.main import main
-from pipeline.formats.token_shards import SIDECAR_FORMAT, SIDECAR_VERSION, ShardWriter, docs_path, sidecar_path
+from pipeline.formats.token_shards import (
+    SIDECAR_FORMAT,
+    SIDECAR_VERSION,
+    ShardWriter,
+    docs_path,
+    list_shards,
+    sidecar_path,
+)
 from pipeline.kernels.hashing import hash_strings
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
 from pipeline.mix.order import window_shares
 from pipeline.mix.plan import parse_tokens
+from pipeline.stage import UnitContext
 
 SIDECAR = {
     "format": SIDECAR_FORMAT,
@@ -132,6 +141,72 @@ def test_quality_curriculum_uses_the_score_column(three_sources):
     assert len(order.source)
     with pytest.raises(MixError, match="no numeric column 'qualty'.*did you mean 'quality_score'"):
         plan_mixture([three_sources], {}, budget="3M", curriculum="qualty")
+
+
+def tokenized_run(root: Path) -> Path:
+    """A run folder written by the tokenize stage itself, after a classify stage: float32
+    ``quality_score`` and ``lang_score`` columns, a unit whose documents were all dropped
+    before tokenize (an empty shard, its docs file without those columns), and a source
+    classify skipped (null scores)."""
+    from stages.tokenize import Tokenize
+
+    stage, rng = Tokenize(Tokenize.Options(tokenizer="gpt2")), np.random.default_rng(11)
+    units = {"web": {"a": 0, "b": 60, "c": 40}, "code": {"a": 30}}
+    for source, sizes in units.items():
+        for unit, n in sizes.items():
+            ctx = UnitContext(out_dir=root, source=source, unit=unit)
+            stage.open_unit(ctx)
+            if n:  # the runner calls process only while documents are left
+                scores = {name: pa.array(rng.random(n), pa.float32()) for name in ("quality", "lang")}
+                if source == "code":
+                    scores = {name: pa.nulls(n, pa.float32()) for name in scores}
+                batch = pa.RecordBatch.from_pydict(
+                    {
+                        "id": [f"{source}-{unit}-{i}" for i in range(n)],
+                        "text": [" ".join(["word"] * int(rng.integers(1, 40))) for _ in range(n)],
+                        "source": [source] * n,
+                        "quality_score": scores["quality"],
+                        "lang_score": scores["lang"],
+                        "_line": list(range(n)),
+                    }
+                )
+                stage.process(batch, source)
+            stage.close_unit(ctx)
+            for tmp, final in ctx.pending.items():
+                os.replace(tmp, final)
+    return root
+
+
+def source_column(run: Path, source: str, name: str) -> np.ndarray:
+    """A column of a source's documents in the order prep mix numbers them (shards by name)."""
+    parts = [pq.read_table(docs_path(p)) for p in list_shards(run / "tokens" / source)]
+    return np.concatenate([t.column(name).to_numpy(zero_copy_only=False) for t in parts if t.num_rows])
+
+
+def test_a_classifier_score_orders_each_source(tmp_path):
+    run = tokenized_run(tmp_path / "run")
+    schema = pq.read_schema(docs_path(run / "tokens" / "web" / "b"))
+    assert schema.field("quality_score").type == pa.float32() == schema.field("lang_score").type
+    assert "quality_score" not in pq.read_schema(docs_path(run / "tokens" / "web" / "a")).names  # empty shard
+    web = {name: source_column(run, "web", name) for name in ("quality_score", "lang_score")}
+    for curriculum, column, sign in (("lang_score", "lang_score", 1), ("quality", "quality_score", -1)):
+        description, order = plan_mixture([run], {}, curriculum=curriculum)
+        index = order.sources.index("web")
+        documents = order.document[order.source == index]
+        assert sorted(documents.tolist()) == list(range(100))  # one whole pass over web's documents
+        assert np.all(np.diff(sign * web[column][documents]) >= 0), curriculum  # ascending; quality: best first
+        assert description["curriculum"] == curriculum
+        # code's scores are null (skipped by classify): it is mixed in, in hash order.
+        assert (order.source == order.sources.index("code")).sum() == 30
+    unknown = r"no numeric column 'lang_scor'.*did you mean 'lang_score'.*has: .*quality_score"
+    with pytest.raises(MixError, match=unknown):
+        plan_mixture([run], {}, curriculum="lang_scor")
+    result = CliRunner().invoke(main, ["mix", str(run), "--curriculum", "lang_scor", "--dry-run"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith("Error: ") and "did you mean 'lang_score'" in result.output
+    result = CliRunner().invoke(main, ["mix", str(run), "--curriculum", "quality_score", "--out", str(tmp_path / "m")])
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "m" / "mix.json").read_text())["curriculum"] == "quality_score"
 
 
 @pytest.mark.parametrize(

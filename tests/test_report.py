@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from test_mix import make_run
+from test_mix import tokenized_run as make_tokenized_run
 from test_run import SAMPLE_CONFIG
 
 import pipeline.report.html as report_html
@@ -27,7 +28,7 @@ from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.formats.layout import Layout
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
-from pipeline.report import ReportError, collect, ledger, lengths, render_report, svg, write_report
+from pipeline.report import ReportError, collect, ledger, lengths, render_report, scores, svg, write_report
 from pipeline.report.mixture import read_mixture
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -228,6 +229,7 @@ def test_stage_sections_from_their_outputs(staged_run):
     page = render_report(staged_run)
     assert {"Languages", "Duplicate clusters", "PII replacements", "Rejected examples"} <= set(sections_of(page))
     assert "Tokens per source" not in sections_of(page) and "tokens (no tokens/ folder" in page
+    assert "Classifier scores" not in sections_of(page) and "classifier scores (no <name>_score" in html.unescape(page)
     # Duplicate clusters: d0 heads a cluster of 3 (JSON details), d1 one of 2 (a text detail).
     duplicates = page.split('id="duplicates"')[1].split("</section>")[0]
     assert "2 clusters" in duplicates and "3 removed duplicates" in duplicates
@@ -254,6 +256,139 @@ def test_examples_are_deterministic_and_at_most_three_per_rule(tmp_path):
     again = ledger.examples([shuffled])
     assert [e.id for e in again["length:too-short"]] == [e.id for e in first["length:too-short"]]
     assert all(e.text == f"text {e.id[4:]}" for e in first["length:too-short"])
+
+
+# --- classifier scores: a fabricated run with a classify stage ------------------------------
+
+CLASSIFY_CONFIG = {
+    "name": "classify",
+    "skip_sources": ["code"],
+    "models": [
+        {"name": "quality", "path": "q.bin", "label": "hq", "keep_top": 0.75},
+        {"name": "lang", "path": "lid.ftz", "label": "en", "min_score": 0.3},
+    ],
+}
+
+
+@pytest.fixture
+def classified_run(tmp_path) -> dict:
+    """A run shaped like one with classify (two models; code skipped, with null scores) and
+    tokenize: float32 score columns in docs/ and the token shards, drops with their detail."""
+    run = make_tokenized_run(tmp_path / "run")
+    rng = np.random.default_rng(8)
+    quality = rng.random(80).astype(np.float32)
+    threshold = float(str(np.sort(quality)[20]))  # keep_top 0.75 keeps the best 60; the detail's shortest form
+    kept, dropped = quality[quality >= np.float32(threshold)], quality[quality < np.float32(threshold)]
+    lang = rng.uniform(0.3, 1.0, len(kept)).astype(np.float32)  # min_score 0.3 dropped none of web
+    (run / "docs" / "web").mkdir(parents=True)
+    (run / "docs" / "code").mkdir(parents=True)
+    pq.write_table(
+        pa.table(
+            {
+                "id": [f"w{i}" for i in range(len(kept))],
+                "text": ["kept"] * len(kept),
+                "source": ["web"] * len(kept),
+                "quality_score": kept,
+                "lang_score": lang,
+            }
+        ),
+        run / "docs" / "web" / "0.parquet",
+        row_group_size=16,
+    )
+    nulls = pa.nulls(5, pa.float32())
+    pq.write_table(
+        pa.table(
+            {"id": [f"c{i}" for i in range(5)], "text": ["code"] * 5, "quality_score": nulls, "lang_score": nulls}
+        ),
+        run / "docs" / "code" / "0.parquet",
+    )
+    detail = '{{"score": {}, "threshold": {}, "keep_top": 0.75}}'
+    rows = [
+        {"id": f"d{i}", "stage": "classify", "reason": "classify:quality", "detail": detail.format(score, threshold)}
+        for i, score in enumerate(float(str(s)) for s in dropped)
+    ]
+    rows.append(
+        {"id": "dup", "stage": "dedup", "reason": "exact-duplicate", "detail": '{"survivor": "w0", "score": 0}'}
+    )
+    rows.append({"id": "short", "stage": "length", "reason": "too-short"})
+    (run / "rejects" / "web").mkdir(parents=True)
+    pq.write_table(ledger_table(rows), run / "rejects" / "web" / "0.s0.parquet", row_group_size=8)
+    manifest = {
+        "config_file": "classify.toml",
+        "config": {"stages": [CLASSIFY_CONFIG, {"name": "dedup"}]},
+        "balance": {"input": 87, "output": 65, "rejected": 22},
+        "sources": {
+            "code": {"input": 5, "output": 5, "rejected": 0, "rejected_by": {}},
+            "web": {
+                "input": 82,
+                "output": 60,
+                "rejected": 22,
+                "rejected_by": {"classify:classify:quality": 20, "dedup:exact-duplicate": 1, "length:too-short": 1},
+            },
+        },
+        "stages": {"classify": _stage({"classify:quality": 20}, "web", 80), "dedup": _stage({}, "web", 60)},
+        "bad_input": {},
+        "warnings": [],
+    }
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    return {"run": run, "kept": kept, "dropped": dropped, "lang": lang, "threshold": threshold}
+
+
+def test_classifier_scores_kept_against_dropped_with_the_threshold(classified_run, tmp_path):
+    run, threshold = classified_run["run"], classified_run["threshold"]
+    found = scores.score_histograms(Layout(run), json.loads((run / "manifest.json").read_text()))
+    assert list(found) == [("quality", "web"), ("lang", "web")]  # config order; code's scores are null
+    quality, lang = found[("quality", "web")], found[("lang", "web")]
+    assert np.array_equal(quality.kept, np.histogram(classified_run["kept"], scores.EDGES)[0])
+    assert np.array_equal(quality.dropped, np.histogram(classified_run["dropped"], scores.EDGES)[0])
+    assert quality.thresholds == {threshold}  # from the ledger detail
+    assert np.array_equal(lang.kept, np.histogram(classified_run["lang"], scores.EDGES)[0]) and not lang.dropped.any()
+    assert lang.thresholds == {0.3}  # nothing dropped: the configured min_score
+
+    # A mixture ordered by the classifier's score: --curriculum quality finds quality_score
+    # (web's first shard is empty, without the column).
+    description, order = plan_mixture([run], {}, curriculum="quality")
+    write_mix(tmp_path / "mix", description, order)
+    page = render_report(run, tmp_path / "mix")
+    assert "Classifier scores" in sections_of(page) and "Curriculum" in sections_of(page)
+    assert "mean key (quality_score)" in page
+    section = page.split('id="classify"')[1].split("</section>")[0]
+    assert "<td>quality</td><td>web</td><td>60</td><td>20</td>" in section
+    assert "<td>lang</td><td>web</td><td>60</td><td>0</td><td>0.3</td>" in section and "<td>code</td>" not in section
+    assert re.findall(r"<h3>(.*?)</h3>", section) == ["quality_score in web", "lang_score in web"]
+    charts = [parse_svg(m) for m in re.findall(r"<svg.*?</svg>", section, flags=re.S)]
+    assert [c.find(f"{SVG_NS}title").text for c in charts] == [
+        "quality_score in web: 60 kept, 20 dropped",
+        "lang_score in web: 60 kept, 0 dropped",
+    ]
+    (line,) = [x for x in charts[0].iter(f"{SVG_NS}line") if x.get("stroke-dasharray")]
+    label = f"threshold {threshold:g}"
+    assert line.find(f"{SVG_NS}title").text == label and label in texts(charts[0])
+    assert {"0", "0.2", "0.4", "0.6", "0.8", "1"} <= set(texts(charts[0]))  # a linear score axis
+    tips = [p.find(f"{SVG_NS}title").text for p in charts[0].iter(f"{SVG_NS}path")]
+    assert tips == ["kept: 60 documents", "dropped (classify:quality): 20 documents"]
+    # The threshold sits where the kept scores start.
+    x_at = float(line.get("x1"))
+    plot = svg._Plot((0.0, 1.0), 1)
+    assert x_at == pytest.approx(plot.x(threshold), abs=0.1)
+
+
+def test_classifier_models_per_source_and_from_reasons():
+    manifest = {
+        "sources": {"web": {}, "code": {}},
+        "config": {
+            "stages": [{**CLASSIFY_CONFIG, "per_source": {"code": {"models": [{"name": "lang", "min_score": 0.6}]}}}]
+        },
+        "stages": {"classify": {"rejected": {"classify:old": 3, "too-short": 1}}},
+    }
+    assert scores.classifiers(manifest) == {
+        "quality": {"web": None},
+        "lang": {"web": 0.3, "code": 0.6},
+        "old": {},
+    }
+    assert scores.bin_counts(np.array([0.0, 0.019, 0.02, 0.5, 1.0, np.nan])).tolist() == [2, 1] + [0] * 23 + [1] + [
+        0
+    ] * 23 + [1]
 
 
 # --- a real run and a mixture --------------------------------------------------------------

@@ -7,7 +7,10 @@ from pathlib import Path
 
 import click
 
-CURRICULA = "none, length, quality, or a numeric column of the shards' metadata"
+CURRICULA = (
+    "none, length, quality (best first), or any numeric column of the documents, ascending "
+    "(a signal such as n_chars, a classifier's <name>_score)"
+)
 
 
 def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float]]:

@@ -22,8 +22,8 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
     """Write one self-contained HTML page about RUN_DIR (and the mixture MIX_DIR, if given).
 
     Charts of what was dropped and why, length distributions before and after, languages,
-    duplicate clusters, PII, tokens, CPU time, the mixture over training position, and a
-    few rejected documents per rule. The page has no scripts and loads nothing: open it
+    classifier scores, duplicate clusters, PII, tokens, CPU time, the mixture over training
+    position, and a few rejected documents per rule. The page has no scripts and loads nothing: open it
     anywhere, or attach it to a ticket.
     """
     from pipeline.mix.inventory import MixError

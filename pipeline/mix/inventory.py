@@ -43,8 +43,11 @@ class SourceInventory:
             raise MixError(_unknown_column(name, self.name, self.metadata_columns))
         values = []
         for prefix in self.shards:
-            table = pq.read_table(docs_path(prefix), columns=[name])
-            values.append(table.column(name).to_numpy(zero_copy_only=False).astype(np.float64))
+            parquet = pq.ParquetFile(docs_path(prefix))
+            if parquet.metadata.num_rows == 0:
+                continue  # an empty shard's file may lack the column (see common_columns)
+            column = parquet.read(columns=[name]).column(name)
+            values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))  # a null is NaN: sorted last
         return np.concatenate(values) if values else np.zeros(0)
 
 
@@ -52,6 +55,23 @@ class SourceInventory:
 class Inventory:
     sources: dict[str, SourceInventory]
     tokenizer: dict  # the sidecar every shard agrees with (tokenizer, vocabulary, dtype, ...)
+
+
+def numeric_columns(schema: pa.Schema) -> list[str]:
+    return [f.name for f in schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
+
+
+def common_columns(columns: list[str] | None, schema: pa.Schema, rows: int) -> list[str] | None:
+    """The numeric columns every shard with documents has, given one more shard's schema.
+
+    A shard without documents does not count: tokenize writes the columns of the batches
+    it saw, so a unit whose documents were all dropped earlier (by classify's keep_top,
+    say) has a docs file with the base columns only, and must not hide a score column
+    that all of the source's documents have."""
+    if rows == 0:
+        return columns
+    numeric = numeric_columns(schema)
+    return numeric if columns is None else [c for c in columns if c in numeric]
 
 
 def _unknown_column(name: str, source: str, columns: list[str]) -> str:
@@ -83,12 +103,12 @@ def take_inventory(runs: list[Path]) -> Inventory:
                 check_compatible(reference, meta, prefix)
             shard = IndexedShard(prefix)
             lengths.append(shard.sizes.astype(np.int64))
-            table = pq.read_table(docs_path(prefix))
-            if table.num_rows != len(shard):
-                raise MixError(f"{docs_path(prefix)} has {table.num_rows} rows for {len(shard)} documents")
-            hashes.append(hash_strings(table.column("id").combine_chunks()))
-            numeric = [f.name for f in table.schema if pa.types.is_integer(f.type) or pa.types.is_floating(f.type)]
-            columns = numeric if columns is None else [c for c in columns if c in numeric]
+            parquet = pq.ParquetFile(docs_path(prefix))
+            rows = parquet.metadata.num_rows
+            if rows != len(shard):
+                raise MixError(f"{docs_path(prefix)} has {rows} rows for {len(shard)} documents")
+            hashes.append(hash_strings(parquet.read(columns=["id"]).column("id").combine_chunks()))
+            columns = common_columns(columns, parquet.schema_arrow, rows)
         sources[name] = SourceInventory(
             name=name,
             shards=prefixes,

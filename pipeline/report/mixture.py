@@ -20,7 +20,7 @@ from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.formats.token_shards import docs_path
 from pipeline.mix.build import QUALITY_COLUMNS
-from pipeline.mix.inventory import SourceInventory
+from pipeline.mix.inventory import SourceInventory, common_columns
 
 BINS = 200
 CHUNK = 1 << 20
@@ -150,7 +150,11 @@ def _keys(
     keys, column = [], curriculum
     for name, length in zip(names, lengths):
         shards = mix["sources"][name]["shards"]
-        columns = pq.read_schema(docs_path(shards[0])).names if shards else []
+        columns = None
+        for prefix in shards:  # footers only; a shard without documents has no say
+            parquet = pq.ParquetFile(docs_path(prefix))
+            columns = common_columns(columns, parquet.schema_arrow, parquet.metadata.num_rows)
+        columns = columns or []
         column = (
             next((c for c in QUALITY_COLUMNS if c in columns), curriculum) if curriculum == "quality" else curriculum
         )

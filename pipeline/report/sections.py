@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline.formats.layout import Layout
-from pipeline.report import collect, ledger, lengths, svg
+from pipeline.report import collect, ledger, lengths, scores, svg
 from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture
 
@@ -140,6 +140,38 @@ def languages(ctx: Context) -> Section | None:
     return Section("languages", "Languages", caption, _bars(bars, "Documents per language"))
 
 
+def classifier_scores(ctx: Context) -> Section | None:
+    found = scores.score_histograms(ctx.layout, ctx.manifest)
+    if not found:
+        ctx.missing.append("classifier scores (no <name>_score columns: add the classify stage)")
+        return None
+    charts, rows = [], []
+    for (name, source), found_scores in found.items():
+        kept, dropped = int(found_scores.kept.sum()), int(found_scores.dropped.sum())
+        thresholds = sorted(found_scores.thresholds)
+        marks = [(t, f"threshold {t:g}") for t in thresholds]
+        charts.append(f"<h3>{svg.esc(scores.column(name))} in {svg.esc(source)}</h3>")
+        charts.append(
+            svg.histogram(
+                scores.EDGES,
+                {"kept": found_scores.kept, f"dropped ({scores.REASON_PREFIX}{name})": found_scores.dropped},
+                f"{scores.column(name)} in {source}: {kept:,} kept, {dropped:,} dropped",
+                "score",
+                log_x=False,
+                marks=marks,
+            )
+        )
+        rows.append([name, source, f"{kept:,}", f"{dropped:,}", ", ".join(f"{t:g}" for t in thresholds) or "none"])
+    caption = (
+        "Documents per score bin of each classifier, per source: kept (the score columns of the run's documents) "
+        "against dropped by that classifier (the scores in its ledger detail), the threshold dashed. A document "
+        "dropped by another stage or classifier is in neither; a source a classifier skipped (null scores) has "
+        "no chart."
+    )
+    table = _table(["classifier", "source", "kept", "dropped", "threshold"], rows)
+    return Section("classify", "Classifier scores", caption, table + "".join(charts))
+
+
 def duplicate_clusters(ctx: Context) -> Section | None:
     clusters = ledger.duplicate_clusters(ledger.ledger_files(ctx.layout, ctx.sources))
     if clusters is None:
@@ -266,6 +298,7 @@ def build_sections(ctx: Context) -> list[Section]:
         drops_per_rule(ctx),
         length_distributions(ctx),
         languages(ctx),
+        classifier_scores(ctx),
         duplicate_clusters(ctx),
         pii(ctx),
         tokens_per_source(ctx),

@@ -1,4 +1,4 @@
-"""Charts as inline SVG strings: horizontal bars, histogram, stacked area, line.
+"""Charts as inline SVG strings: horizontal bars, histogram (with threshold marks), stacked area, line.
 
 Why our own: the report must be one self-contained page that opens anywhere, so charts
 are plain SVG markup in the HTML (no JS library, no image files, no matplotlib). The
@@ -170,17 +170,32 @@ class _Plot:
         return parts
 
 
-def histogram(edges: np.ndarray, series: dict[str, np.ndarray], title: str, x_label: str) -> str:
-    """Counts per bin on a log-scaled x axis; several series are overlaid as outlined,
-    translucent steps so a 'before' and an 'after' can be compared bin by bin.
+def histogram(
+    edges: np.ndarray,
+    series: dict[str, np.ndarray],
+    title: str,
+    x_label: str,
+    *,
+    log_x: bool = True,
+    marks: Sequence[tuple[float, str]] = (),
+) -> str:
+    """Counts per bin on a log-scaled x axis (linear with ``log_x=False``); several series
+    are overlaid as outlined, translucent steps so a 'before' and an 'after' (or kept and
+    dropped) can be compared bin by bin. Each of ``marks``, (x value, label), is a dashed
+    vertical line across the plot, labelled at its top: a threshold, say.
 
-    ``edges`` are the bin edges (positive, increasing); each series has len(edges) - 1 counts.
+    ``edges`` are the bin edges (increasing, positive when log-scaled); each series has
+    len(edges) - 1 counts.
     """
-    logs = np.log10(np.asarray(edges, dtype=np.float64))
+    edges = np.asarray(edges, dtype=np.float64)
+    logs = np.log10(edges) if log_x else edges
     high = max((float(np.max(c)) for c in series.values() if len(c)), default=0.0)
     plot = _Plot((float(logs[0]), float(logs[-1])), high)
-    decades = range(int(math.ceil(logs[0] - 1e-9)), int(math.floor(logs[-1] + 1e-9)) + 1)
-    body = plot.axes([(d, fmt(10.0**d)) for d in decades], x_label, "documents")
+    if log_x:
+        decades = range(int(math.ceil(logs[0] - 1e-9)), int(math.floor(logs[-1] + 1e-9)) + 1)
+        body = plot.axes([(d, fmt(10.0**d)) for d in decades], x_label, "documents")
+    else:
+        body = plot.axes(_linear_ticks(plot), x_label, "documents")
     for index, (name, counts) in enumerate(series.items()):
         points, base = [], plot.y(0)
         for k, count in enumerate(counts):
@@ -194,8 +209,26 @@ def histogram(edges: np.ndarray, series: dict[str, np.ndarray], title: str, x_la
             f'<path d="{path}" fill="{colour(index)}" fill-opacity="0.25" stroke="{colour(index)}" stroke-width="1.5">'
             f"<title>{esc(name)}: {fmt(float(np.sum(counts)))} documents</title></path>"
         )
+    body += _marks(plot, [(math.log10(v) if log_x else v, label) for v, label in marks if v > 0 or not log_x])
     body += _legend(list(series), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)
+
+
+def _marks(plot: _Plot, marks: Sequence[tuple[float, str]]) -> list[str]:
+    """Dashed vertical lines at x values inside the plot, each labelled at its top (on the
+    line's left when it stands in the right half, so the label stays inside the chart)."""
+    parts, base = [], plot.top + plot.inner_h
+    for value, label in marks:
+        if not plot.x0 <= value <= plot.x1:
+            continue
+        x = plot.x(value)
+        right_half = x > plot.left + plot.inner_w / 2
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{plot.top}" x2="{x:.1f}" y2="{base}" stroke="#000" stroke-width="1.5" '
+            f'stroke-dasharray="5 3"><title>{esc(label)}</title></line>'
+        )
+        parts.append(_text(x - 4 if right_half else x + 4, plot.top + 12, label, "end" if right_half else "start"))
+    return parts
 
 
 def stacked_area(
