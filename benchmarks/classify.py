@@ -48,6 +48,16 @@ loops. CPU seconds (of the best repeat) show each side is single-threaded (fastT
 difference, and documents kept at 0.5) as a check that every side did the same work;
 documents the preprocessing leaves empty are left out of that comparison: prep scores
 them 0 by design, fastText answers with whatever its end-of-line token predicts.
+
+Where the time goes (``py-spy --native``, this machine): for prep on the quality model
+about 82% is fastText's C++ (tokenising, word lookup and bigram hashing about 34%,
+summing rows of the 239 MB input matrix about 31%), the Python side (line splitting,
+strings) about 15%; on lid.176, 65% is fastText splitting words into character n-grams
+(34% in the quantized model's lookup of pruned n-grams). datatrove spends about 79% of
+its filter in ``predict`` on the quality model and 55% on lid.176, where 39% goes to a
+dict and an ``np.mean`` per label per document. So the speed-up over datatrove any
+fastText-based scorer can reach is what the C++ line shows: about 1.1-1.2x on a 2-label
+model and 2.1x on lid.176.
 """
 
 from __future__ import annotations
