@@ -4,8 +4,10 @@ after SIGKILL, refusing to mix runs, and configs that fail loudly."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +21,7 @@ from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
 
 from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
-from pipeline.engine.run import run_pipeline
+from pipeline.engine.run import print_summary, run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
@@ -237,3 +239,99 @@ def test_json_progress_lines(tmp_path):
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     assert records and records[-1]["fraction"] == 1.0 and records[-1]["units_done"] == records[-1]["units_total"]
+
+
+FIGURE = r"\d[\d.,]*[kMBT]?(?: [a-zA-Z]+)?|\?"  # 1,440  2.80M  4.70 s  20.5 MB  ? (unknown)
+PROJECTION_ROW = re.compile(rf"^  (?P<label>[A-Za-z -]+?)\s{{2,}}(?P<full>{FIGURE})\s+(?P<sample>{FIGURE})")
+SCALES = {"k": 1e3, "M": 1e6, "B": 1e9, "T": 1e12}  # after a count, without a space: 2.80M, 18.2B
+UNITS = {"s": 1, "min": 60, "h": 3600, "days": 86400, "B": 1, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+
+
+def printed_number(text: str) -> float | None:
+    """A figure as the summary prints it ("4.70 s", "2.80M", "20.5 MB", "1,440"; "?" when
+    unknown) as a number."""
+    if text == "?":
+        return None
+    number, _, unit = text.partition(" ")
+    scale = UNITS[unit] if unit else 1
+    if number[-1] in SCALES:
+        number, scale = number[:-1], SCALES[number[-1]]
+    return float(number.replace(",", "")) * scale
+
+
+def projection(output: str) -> dict[str, tuple[float, float]]:
+    """The projection block of a run's summary: label -> (full input, sample)."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("projected for the full input"))
+    rows = {}
+    for line in lines[start + 2 :]:
+        match = PROJECTION_ROW.match(line)
+        if match:
+            rows[match["label"]] = (printed_number(match["full"]), printed_number(match["sample"]))
+    return rows
+
+
+def test_a_sampled_run_prints_what_it_projects(tmp_path):
+    out = tmp_path / "trial"
+    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
+    assert result.returncode == 0, result.stderr
+    assert "projected for the full input from a 20% sample (cost.json has the details):" in result.stderr
+    cost = json.loads((out / "cost.json").read_text())
+    balance = json.loads((out / "manifest.json").read_text())["balance"]
+    full = cost["projection"]
+    expected = {
+        "CPU time": (full["cpu_seconds"], cost["cpu_seconds"]["total"]),
+        "core-hours": (full["core_hours"], cost["core_hours"]),
+        "documents read": (full["input_documents"], balance["input"]),
+        "documents kept": (full["output_documents"], balance["output"]),
+        "tokens": (full["output_tokens"], cost["output_tokens"]),
+        "on disk": (full["output_bytes"], cost["output_bytes"]),
+    }
+    printed = projection(result.stderr)
+    assert printed.keys() == expected.keys()
+    for label, (projected, measured) in expected.items():  # three significant figures, or exact counts
+        assert printed[label] == (pytest.approx(projected, rel=0.006), pytest.approx(measured, rel=0.006)), label
+    assert printed["documents read"] == (full["input_documents"], balance["input"])
+    assert full["output_tokens"] == pytest.approx(cost["output_tokens"] / 0.2, abs=1)
+    assert f"only {balance['input']:,} documents were sampled" in result.stderr  # a few hundred: a rough projection
+
+    # Run again: a resume that finds every unit done projects the same from the same files.
+    again = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
+    assert again.returncode == 0, again.stderr
+    assert projection(again.stderr) == printed
+
+
+def test_quiet_and_unsampled_runs_print_no_projection(tmp_path):
+    quiet = prep("run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "q"), "-w", "1", "--sample", "0.2", "-q")
+    assert quiet.returncode == 0 and quiet.stdout == quiet.stderr == "", quiet.stderr
+    assert "projection" in json.loads((tmp_path / "q" / "cost.json").read_text())
+    full = prep("run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "f"), "-w", "1", "--progress", "none")
+    assert full.returncode == 0 and "done:" in full.stderr, full.stderr
+    assert "projected" not in full.stderr + full.stdout
+
+
+def test_projection_summary_survives_a_missing_or_partial_cost_json(tmp_path):
+    manifest = {
+        "balance": {"input": 4000, "output": 3000, "rejected": 1000},
+        "sources": {},
+        "stages": {"length": {"input": 4000, "rejected": {}, "changed": 0, "counters": {}}},
+        "bad_input": {},
+        "warnings": [],
+        "sample": 0.01,
+    }
+
+    def summary(cost_text: str | None) -> str:
+        (tmp_path / "cost.json").unlink(missing_ok=True)
+        if cost_text is not None:
+            (tmp_path / "cost.json").write_text(cost_text)
+        stream = io.StringIO()
+        print_summary(manifest, tmp_path, stream)
+        return stream.getvalue()
+
+    for text in (None, "{not json", "[]", '{"cpu_seconds": {"total": 1.0}}', '{"projection": "n/a"}'):
+        assert "projected for the full input from a 1% sample: not available" in summary(text), text
+    partial = summary('{"projection": {"output_documents": 300000, "cpu_seconds": "?", "output_bytes": 2.5e9}}')
+    assert projection(partial) == {"documents kept": (300000, 3000), "on disk": (2.5e9, None)}
+    assert "CPU time" not in partial and "tokens" not in partial and "documents were sampled" not in partial
+    manifest["sample"] = 1.0
+    assert "projected" not in summary('{"projection": {"output_documents": 1}}')

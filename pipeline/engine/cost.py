@@ -55,7 +55,7 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
             "note": f"full run projected from a {fraction:g} sample: stage CPU scaled by 1/{fraction:g}; reading, "
             "reduce and finalize are not (a sample reads every input; reduce and finalize work per partition)",
             "cpu_seconds": round(scaled, 1),
-            "core_hours": round(scaled / 3600, 4),
+            "core_hours": round(scaled / 3600, 6),
             "wall_seconds_on_this_machine": round(scaled / max(workers, 1), 1),
             "input_documents": round(manifest["balance"]["input"] / fraction),
             "output_documents": round(manifest["balance"]["output"] / fraction),
@@ -63,3 +63,91 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
             "output_bytes": round(summary["output_bytes"] / fraction),
         }
     return summary
+
+
+def projection_lines(manifest: dict, cost: dict | None) -> list[str]:
+    """What a sampled run projects for the full input, for the end-of-run summary: each
+    figure of ``cost.json``'s projection beside what the sample measured.
+
+    Empty for an unsampled run. A ``cost.json`` that is missing or lacks pieces (an
+    older prep's, a damaged one) gives a line saying so, or fewer rows: never an error.
+    """
+    fraction = manifest.get("sample", 1.0)
+    if not _is_number(fraction) or not 0 < fraction < 1:
+        return []
+    title = f"projected for the full input from a {fraction * 100:g}% sample"
+    projection = cost.get("projection") if isinstance(cost, dict) else None
+    if not isinstance(projection, dict):
+        return [f"{title}: not available ({'no' if cost is None else 'no projection in'} {Layout.COST_SUMMARY})"]
+    balance = manifest.get("balance", {})
+    cpu = cost.get("cpu_seconds")
+    tokenized = any("tokens" in stage.get("counters", {}) for stage in manifest.get("stages", {}).values())
+    rows = [
+        ("CPU time", _duration, "cpu_seconds", cpu.get("total") if isinstance(cpu, dict) else None),
+        ("core-hours", _figure, "core_hours", cost.get("core_hours")),
+        ("documents read", _count, "input_documents", balance.get("input")),
+        ("documents kept", _count, "output_documents", balance.get("output")),
+        *([("tokens", _count, "output_tokens", cost.get("output_tokens"))] if tokenized else []),
+        ("on disk", _bytes, "output_bytes", cost.get("output_bytes")),
+    ]
+    lines = [f"{title} ({Layout.COST_SUMMARY} has the details):", f"  {'':<16}{'full input':>12}{'sample':>12}"]
+    for label, show, key, measured in rows:
+        if _is_number(projection.get(key)):
+            sample = show(measured) if _is_number(measured) else "?"
+            note = "   stages scaled, reading not: a sample reads every input" if key == "cpu_seconds" else ""
+            lines.append(f"  {label:<16}{show(projection[key]):>12}{sample:>12}{note}")
+    sampled = balance.get("input")
+    if _is_number(sampled) and sampled < 1000:
+        if sampled == 0:
+            lines.append("  no document was sampled: raise --sample")
+        else:
+            lines.append(
+                f"  only {sampled:,} documents were sampled: counts alone vary by about "
+                f"±{100 / sampled**0.5:.0f}%; a larger --sample narrows that"
+            )
+    return lines
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value  # not NaN
+
+
+def _three_figures(value: float) -> str:
+    """``value`` (under 1000) to three significant figures: 0.000358, 4.70, 12.3, 205."""
+    if value >= 99.95 or value == 0:
+        return f"{value:,.0f}"
+    if value >= 9.995:
+        return f"{value:.1f}"
+    if value >= 0.9995:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _in_units(value: float, units: tuple[tuple[float, str], ...]) -> tuple[str, str]:
+    """``value`` in the largest of ``units`` (ascending) it reaches once rounded."""
+    size, unit = units[0]
+    for s, u in units:
+        if value >= s * 0.9995:
+            size, unit = s, u
+    return _three_figures(value / size), unit
+
+
+def _count(value: float) -> str:
+    if value < 9999.5:
+        return f"{value:,.0f}"
+    number, unit = _in_units(value, ((1e3, "k"), (1e6, "M"), (1e9, "B"), (1e12, "T")))
+    return number + unit
+
+
+def _bytes(value: float) -> str:
+    if value < 999.5:
+        return f"{value:.0f} B"
+    return "{} {}".format(*_in_units(value, ((1e3, "kB"), (1e6, "MB"), (1e9, "GB"), (1e12, "TB"), (1e15, "PB"))))
+
+
+def _duration(seconds: float) -> str:
+    return "{} {}".format(*_in_units(seconds, ((1, "s"), (60, "min"), (3600, "h"), (86400, "days"))))
+
+
+def _figure(value: float) -> str:
+    return f"{value:,.0f}" if value >= 999.5 else _three_figures(value)

@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import summarize_cost, write_cost
+from pipeline.engine.cost import projection_lines, summarize_cost, write_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.manifest import build_manifest
@@ -368,6 +368,8 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
 
 
 def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
+    """The end-of-run lines: the balance per source and stage, bad input, warnings, and
+    for a sampled run what it projects for the full input (from cost.json)."""
     balance = manifest["balance"]
     w = (stream or sys.stderr).write
     w(
@@ -389,3 +391,16 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
+    if manifest.get("sample", 1.0) < 1:
+        for line in projection_lines(manifest, _read_cost(out)):
+            w(f"{line}\n")
+
+
+def _read_cost(out: str | Path) -> dict | None:
+    """cost.json of the run in ``out`` (local or on an object store), or None when it
+    cannot be read: the summary goes on without it."""
+    try:
+        text = RunStore(str(out)).read_text(Layout.COST_SUMMARY)
+        return json.loads(text) if text is not None else None
+    except (OSError, ValueError):
+        return None
