@@ -21,7 +21,8 @@ from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
 
 from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
-from pipeline.engine.run import print_summary, run_pipeline
+from pipeline.engine.run import run_pipeline
+from pipeline.engine.summary import print_summary
 from pipeline.formats.documents import LEDGER_SCHEMA
 
 SAMPLE_CONFIG = REPO / "configs" / "sample.toml"

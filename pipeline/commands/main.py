@@ -139,7 +139,8 @@ def run(
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
-    from pipeline.engine.run import print_summary, run_pipeline
+    from pipeline.engine.run import run_pipeline
+    from pipeline.engine.summary import print_summary
     from pipeline.readers.common import StrictModeError
 
     try:

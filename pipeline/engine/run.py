@@ -14,14 +14,13 @@ import fnmatch
 import hashlib
 import json
 import os
-import sys
 import time
 from pathlib import Path, PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import projection_lines, summarize_cost, write_cost
+from pipeline.engine.cost import summarize_cost, write_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.manifest import build_manifest
@@ -34,7 +33,7 @@ from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_fil
 from pipeline.kernels.hashing import file_sha256
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import is_temporary, write_json_atomic
-from pipeline.util.printable import printable, printable_path
+from pipeline.util.printable import printable_path
 
 
 def run_pipeline(
@@ -365,42 +364,3 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
     write_json_atomic(marker, {"counters": counters})
     store.push([cost], marker=marker)
     return counters
-
-
-def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
-    """The end-of-run lines: the balance per source and stage, bad input, warnings, and
-    for a sampled run what it projects for the full input (from cost.json)."""
-    balance = manifest["balance"]
-    w = (stream or sys.stderr).write
-    w(
-        f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, "
-        f"{balance['rejected']:,} rejected -> {out}\n"
-    )
-    for name, source in manifest["sources"].items():
-        w(f"  {name:<12} in {source['input']:>10,}  kept {source['output']:>10,}  rejected {source['rejected']:>10,}\n")
-    for label, stage in manifest["stages"].items():
-        rejected = sum(stage["rejected"].values())
-        reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(stage["rejected"].items(), key=lambda kv: -kv[1])[:4])
-        w(
-            f"  stage {label:<12} {stage['input']:>10,} in  {rejected:>10,} rejected  "
-            f"{stage['changed']:>8,} changed  {reasons}\n"
-        )
-    if manifest["bad_input"]:
-        total = sum(manifest["bad_input"].values())
-        kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())
-        w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
-    for warning in manifest["warnings"]:
-        w(f"  warning: {printable(warning)}\n")
-    if manifest.get("sample", 1.0) < 1:
-        for line in projection_lines(manifest, _read_cost(out)):
-            w(f"{line}\n")
-
-
-def _read_cost(out: str | Path) -> dict | None:
-    """cost.json of the run in ``out`` (local or on an object store), or None when it
-    cannot be read: the summary goes on without it."""
-    try:
-        text = RunStore(str(out)).read_text(Layout.COST_SUMMARY)
-        return json.loads(text) if text is not None else None
-    except (OSError, ValueError):
-        return None

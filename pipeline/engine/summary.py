@@ -1,0 +1,52 @@
+"""The lines ``prep run`` prints when a run ends: what each source and stage kept and
+dropped, bad input, warnings, and for a sampled run what it projects for the full input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from pipeline.engine.cost import projection_lines
+from pipeline.engine.storage import RunStore
+from pipeline.formats.layout import Layout
+from pipeline.util.printable import printable
+
+
+def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
+    """The end-of-run lines: the balance per source and stage, bad input, warnings, and
+    for a sampled run what it projects for the full input (from cost.json)."""
+    balance = manifest["balance"]
+    w = (stream or sys.stderr).write
+    w(
+        f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, "
+        f"{balance['rejected']:,} rejected -> {out}\n"
+    )
+    for name, source in manifest["sources"].items():
+        w(f"  {name:<12} in {source['input']:>10,}  kept {source['output']:>10,}  rejected {source['rejected']:>10,}\n")
+    for label, stage in manifest["stages"].items():
+        rejected = sum(stage["rejected"].values())
+        reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(stage["rejected"].items(), key=lambda kv: -kv[1])[:4])
+        w(
+            f"  stage {label:<12} {stage['input']:>10,} in  {rejected:>10,} rejected  "
+            f"{stage['changed']:>8,} changed  {reasons}\n"
+        )
+    if manifest["bad_input"]:
+        total = sum(manifest["bad_input"].values())
+        kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())
+        w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
+    for warning in manifest["warnings"]:
+        w(f"  warning: {printable(warning)}\n")
+    if manifest.get("sample", 1.0) < 1:
+        for line in projection_lines(manifest, _read_cost(out)):
+            w(f"{line}\n")
+
+
+def _read_cost(out: str | Path) -> dict | None:
+    """cost.json of the run in ``out`` (local or on an object store), or None when it
+    cannot be read: the summary goes on without it."""
+    try:
+        text = RunStore(str(out)).read_text(Layout.COST_SUMMARY)
+        return json.loads(text) if text is not None else None
+    except (OSError, ValueError):
+        return None
