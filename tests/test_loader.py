@@ -1,5 +1,6 @@
 """The DataLoader: windows and boundaries against the true stream, exactly-once sharding,
-exact and elastic resume, caching, and a two-process DDP run on CPU.
+exact and elastic resume, caching, a mixture's shares in what the model sees, and a
+two-process DDP run on CPU.
 
 Corpora are written with ``ShardWriter`` into temporary folders. The expected token
 stream is rebuilt here from what was written (never from the loader's internals, except
@@ -8,6 +9,7 @@ the document order, which is checked to be a permutation per epoch).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -23,9 +25,19 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from benchmarks.mix_stream import (
+    make_mixture,
+    source_lengths,
+    stream_sources,
+    target_shares,
+    training_counts,
+    training_windows,
+    worst,
+)
 from pipeline.formats.token_shards import ShardWriter, write_index
 from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
 from pipeline.loader.cache import CACHE_DIRNAME
+from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WindowOrder, balanced_order
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -377,6 +389,10 @@ def test_load_state_rejects_other_data(corpus):
     for other in (TokenDataset(path, seq_len=5, seed=0), TokenDataset(path, seq_len=4, seed=1)):
         with pytest.raises(ValueError, match="other data"):
             build_dataloader(other, 2, num_workers=0).load_state_dict(state)
+    # A state saved before the window order kept shares (no "window_order") names other windows.
+    former = {key: value for key, value in state.items() if key != "window_order"}
+    with pytest.raises(ValueError, match="saved under window order 'plain blocks.*other batches"):
+        build_dataloader(TokenDataset(path, seq_len=4, seed=0), 2, num_workers=0).load_state_dict(former)
 
 
 def test_a_finished_pass_starts_the_next_one_with_the_same_windows(corpus):
@@ -514,3 +530,129 @@ def test_mixture_folder_order_is_followed(corpus, tmp_path):
     assert sample_ids(batches) == list(range(len(dataset)))
     for batch in batches:
         check_batch(batch, stream, doc_starts, 4)
+
+
+# -- a mixture's shares in training order ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def mixture(tmp_path_factory):
+    """``prep mix``'s library on token shards: --code 0.25 --math 0.08 (web the rest), 8M
+    tokens, documents of 50-4,000 tokens (``tests/test_mix.py``'s fixture, half the size)."""
+    return make_mixture(tmp_path_factory.mktemp("mixture"), 8_000_000, source_lengths(scale=0.5))
+
+
+def test_a_mixture_read_in_training_order_holds_its_shares_in_every_1m_window(mixture):
+    """Shares per 1M tokens of what the loader delivers, counted from the mixture's own
+    files (``order_source.npy`` and the shards' sizes), never from the loader's internals."""
+    dataset = TokenDataset(mixture, seq_len=1024, seed=0)
+    windows = training_windows(dataset, batch_size=8)
+    assert len(windows) * 1024 > 7 * SHARE_WINDOW_TOKENS
+    targets, sources = target_shares(mixture), stream_sources(mixture)
+    names = list(targets)
+    assert targets == pytest.approx({"code": 0.25, "math": 0.08, "web": 0.67})
+
+    def worst_points(order):
+        aligned, sliding = training_counts(sources, order, 1024, len(names))
+        return max(worst(aligned, names, targets, SHARE_WINDOW_TOKENS).values()), max(
+            worst(sliding, names, targets, SHARE_WINDOW_TOKENS).values()
+        )
+
+    aligned, sliding = worst_points(windows)
+    assert aligned <= 0.25 and sliding <= 0.25, (aligned, sliding)  # 0.14 and 0.20 when written
+    # The same data under the former plain shuffle in blocks of 4,096 windows drifts by points.
+    before = WindowOrder(len(dataset), 0, 4096).span(0, len(windows))
+    assert min(worst_points(before)) > 1.0
+    # Curriculum order beyond the share window: no window leaves its 1M tokens of the stream.
+    positions = np.arange(len(windows))
+    assert np.array_equal(positions * 1024 // SHARE_WINDOW_TOKENS, windows * 1024 // SHARE_WINDOW_TOKENS)
+    # Two ranks deliver the same global order, and so does a dataset opened afresh.
+    again = TokenDataset(mixture, seq_len=1024, seed=0)
+    assert np.array_equal(training_windows(again, batch_size=4, world_size=2), windows)
+    # A window's kind does not depend on its place in its block: documents per window alike
+    # in the first and last tenth of the blocks.
+    starts = np.unique(np.asarray(dataset.stream.cumulative))
+    begin = windows * 1024
+    pieces = np.searchsorted(starts, begin + 1024, "left") - np.searchsorted(starts, begin, "right")
+    order = dataset.window_order()
+    block = positions * 1024 // SHARE_WINDOW_TOKENS
+    first, end = (np.array([order.block_start(b) for b in block + k]) for k in (0, 1))
+    tenth = (positions - first) * 10 // (end - first)
+    assert abs(pieces[tenth == 0].mean() - pieces[tenth >= 9].mean()) < 0.1
+
+
+def test_window_order_starts_anywhere_and_is_a_permutation_of_each_block(mixture, corpus):
+    dataset = TokenDataset(mixture, seq_len=1024, seed=3)
+    # What the order balances: each source's tokens per window, as the mixture's files say.
+    per_token = stream_sources(mixture)[: len(dataset) * 1024].reshape(-1, 1024)
+    counts = np.stack([(per_token == s).sum(axis=1) for s in range(3)], axis=1)
+    assert np.array_equal(dataset.window_order().sources(0, len(dataset)), counts)
+    full = dataset.window_order().span(0, len(dataset))
+    assert sorted(full.tolist()) == list(range(len(dataset)))
+    rng = np.random.default_rng(0)
+    for start, stop in [(0, 1), (976, 978), (len(dataset) - 5, len(dataset))] + [
+        tuple(sorted(rng.integers(0, len(dataset), 2))) for _ in range(5)
+    ]:
+        assert np.array_equal(dataset.window_order().span(start, stop), full[start:stop]), (start, stop)
+    # Another seed, another order; shuffle_block sets blocks of that many windows, still balanced.
+    assert not np.array_equal(TokenDataset(mixture, seq_len=1024, seed=4).window_order().span(0, 977), full[:977])
+    blocks = TokenDataset(mixture, seq_len=1024, seed=3, shuffle_block=100).window_order().span(0, 1000)
+    assert np.array_equal(np.sort(blocks.reshape(10, 100), axis=1), np.arange(1000).reshape(10, 100))
+    # One source: nothing to balance, exactly the seeded permutation of each block.
+    path, _ = corpus
+    single = TokenDataset(path / "tokens" / "web", seq_len=2, seed=5, shuffle_block=16)
+    plain = WindowOrder(len(single), 5, 16).span(0, len(single))
+    assert np.array_equal(single.window_order().span(0, len(single)), plain)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    size=st.integers(1, 60),
+    sources=st.integers(1, 4),
+    seq_len=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_balanced_order_is_a_permutation_and_leaves_one_source_alone(size, sources, seq_len, seed):
+    rng = np.random.default_rng(seed)
+    cuts = np.sort(rng.integers(0, seq_len + 1, (size, sources - 1)), axis=1)
+    tokens = np.diff(np.concatenate([np.zeros((size, 1), int), cuts, np.full((size, 1), seq_len)], axis=1), axis=1)
+    shuffled = rng.permutation(size)
+    order = balanced_order(tokens, shuffled)
+    assert sorted(order.tolist()) == list(range(size))
+    assert np.array_equal(balanced_order(tokens, shuffled), order)
+    if sources == 1:
+        assert np.array_equal(order, shuffled)
+
+
+def batch_digest(batch: dict) -> tuple:
+    """What a batch is, small: its window ids and a hash of its tensors."""
+    h = hashlib.sha256()
+    for key in ("input_ids", "labels", "position_ids", "cu_seqlens"):
+        h.update(batch[key].numpy().tobytes())
+    return tuple(batch["sample_index"].tolist()), h.hexdigest()
+
+
+def test_resume_from_a_middle_step_of_a_mixture_gives_the_same_stream(mixture):
+    dataset = TokenDataset(mixture, seq_len=1024, seed=1)
+
+    def make():
+        return build_dataloader(dataset, 8, rank=1, world_size=2, num_workers=2, prefetch_factor=2, batches_per_fetch=3)
+
+    reference = [batch_digest(b) for b in make()]
+    global_order = dataset.window_order().span(0, len(reference) * 16)
+    assert [i for ids, _ in reference for i in ids] == global_order.reshape(-1, 2, 8)[:, 1].ravel().tolist()
+    # Resume at the first step, inside a block, at a step whose batches straddle two blocks
+    # (positions 2928-2943; block 3 starts at 2930), and late in the pass.
+    for stop in (1, 100, 183, len(reference) - 3):
+        first = make()
+        resumed = []
+        for step, batch in enumerate(first):
+            resumed.append(batch_digest(batch))
+            if step + 1 == stop:
+                break
+        state = json.loads(json.dumps(first.state_dict()))
+        del first
+        second = make()
+        second.load_state_dict(state)
+        resumed.extend(batch_digest(b) for b in second)
+        assert resumed == reference, stop

@@ -8,7 +8,8 @@ Three lines in a training script::
 
 Modules: ``corpus`` (documents of the shards), ``order`` (the document order, pluggable:
 shuffled epochs, or a mixture's from ``mixture``), ``ring`` (shared batch slots), ``windows``
-(windows -> document pieces), ``sampler`` (rank sharding and window order), ``dataset`` and
+(windows -> document pieces, and each source's tokens in them), ``sampler`` (rank sharding
+and the window shuffle, which keeps a mixture's shares in every 1M tokens), ``dataset`` and
 ``dataloader`` (the torch side).
 Only ``dataset`` and ``dataloader`` import torch.
 """

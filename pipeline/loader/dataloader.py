@@ -11,8 +11,9 @@ of workers.
 The state is counted where batches leave the loader for the training loop, not where
 workers produce them: batches prefetched but never handed over are produced again after
 a resume. It is a handful of integers: the pass number and the global count of samples
-consumed in the pass (by all ranks, in lockstep), plus what identifies the data. It is
-the same on every rank, so rank 0 can save it for all.
+consumed in the pass (by all ranks, in lockstep), plus what identifies the data and the
+window order (``sampler.WINDOW_ORDER_SCHEME``). It is the same on every rank, so rank 0
+can save it for all.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from torch.utils.data import DataLoader
 
 from pipeline.loader.dataset import PackedBatch, TokenDataset, largest_packed_size, unpack
 from pipeline.loader.ring import RingWorkerInit, SlotRing
-from pipeline.loader.sampler import RankBatchSampler
+from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler
 
 STATE_VERSION = 1
 
@@ -145,6 +146,7 @@ class TokenDataLoader(DataLoader):
         dataset: TokenDataset = self.dataset
         return {
             "version": STATE_VERSION,
+            "window_order": WINDOW_ORDER_SCHEME,
             "dataset": dataset.identity,
             "num_samples": len(dataset),
             "seq_len": dataset.seq_len,
@@ -164,6 +166,12 @@ class TokenDataLoader(DataLoader):
         """
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"unsupported loader state version {state.get('version')!r}")
+        scheme = state.get("window_order", "plain blocks of 4,096 windows (before share windows)")
+        if scheme != WINDOW_ORDER_SCHEME:
+            raise ValueError(
+                f"loader state was saved under window order {scheme!r}, this loader draws {WINDOW_ORDER_SCHEME!r}: "
+                "resuming would give other batches; resume with the loader version that saved it"
+            )
         dataset: TokenDataset = self.dataset
         expected = {"dataset": dataset.identity, "num_samples": len(dataset), "seq_len": dataset.seq_len}
         for key, value in expected.items():

@@ -29,8 +29,8 @@ from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
 from pipeline.loader.ring import active_ring
-from pipeline.loader.sampler import BatchChunk, WindowOrder
-from pipeline.loader.windows import count_segments, fill_segments, locate, read_windows
+from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WINDOW_ORDER_SCHEME, BatchChunk, WindowOrder
+from pipeline.loader.windows import WindowSources, count_segments, fill_segments, locate, read_windows
 
 
 class PackedBatch(NamedTuple):
@@ -88,8 +88,11 @@ class TokenDataset(Dataset):
 
     ``order`` chooses the document order (see ``pipeline.loader.order``); by default a
     mixture folder's own order (``mix.json``; ``epochs`` is then the mixture's business)
-    or else ``ShuffledEpochs(seed, epochs)``. ``shuffle_block`` windows are shuffled together
-    when the loader draws them (1: stream order). Indexes are cached in
+    or else ``ShuffledEpochs(seed, epochs)``. The loader draws windows shuffled inside
+    blocks, each block in an order that holds the sources' shares in every stretch of it
+    (see ``pipeline.loader.sampler``): by default the blocks are the stream's 1M-token
+    share windows (a window never moves out of its 1M tokens); ``shuffle_block`` sets
+    blocks of that many windows instead (1: stream order). Indexes are cached in
     ``cache_dir`` (default: ``.loader_cache`` beside the shards).
 
     Every shard is checked once, here, before any window is read (see
@@ -112,7 +115,7 @@ class TokenDataset(Dataset):
         seed: int = 0,
         epochs: int = 1,
         order: DocumentOrder | None = None,
-        shuffle_block: int = 4096,
+        shuffle_block: int | None = None,
         cache_dir: str | os.PathLike | None = None,
         verify: bool = False,
     ):
@@ -140,6 +143,9 @@ class TokenDataset(Dataset):
             seq_len,
             seed,
             shuffle_block,
+            WINDOW_ORDER_SCHEME,
+            SHARE_WINDOW_TOKENS,
+            [(source.first_document, source.documents) for source in self.corpus.sources],  # what it balances
         )
 
     def __len__(self) -> int:
@@ -147,7 +153,13 @@ class TokenDataset(Dataset):
 
     def window_order(self) -> WindowOrder:
         """The order in which a loader draws windows (same for every rank and world size)."""
-        return WindowOrder(self.num_samples, self.seed, self.shuffle_block)
+        if self.shuffle_block is None:
+            block, per = SHARE_WINDOW_TOKENS, self.seq_len
+        else:
+            block, per = self.shuffle_block, 1
+        sources = WindowSources(self.stream, self.seq_len)
+        # One source: nothing to balance, the seeded permutation is the balanced order.
+        return WindowOrder(self.num_samples, self.seed, block, per, sources if sources.count > 1 else None)
 
     def warm_up(self) -> None:
         """Build one batch in this process, so that forked workers inherit compiled kernels.

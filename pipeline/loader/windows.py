@@ -14,6 +14,10 @@ cast and copy per output) cost more than the work itself. Each kernel here is on
 that writes its output in place: ``locate`` the pieces, ``fill_tokens`` the inputs and
 labels of one shard's pieces (the token cast happens in the copy), ``fill_segments`` the
 ``cu_seqlens`` and position ids. No torch.
+
+``WindowSources`` counts, for consecutive windows, the tokens of each source (the corpus's
+``sources``: a mixture's, or a run's ``tokens/<source>/`` folders) in their inputs: what
+the window shuffle (``pipeline.loader.sampler``) balances.
 """
 
 from __future__ import annotations
@@ -150,4 +154,45 @@ def read_windows(stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: n
         tokens = stream.corpus.shard_tokens(shard)
         fill_tokens(
             tokens, shard, pieces.shard, pieces.source, pieces.row, pieces.begin, pieces.length, seq_len, inputs, labels
+        )
+
+
+@numba.njit(cache=True)
+def _source_tokens(cumulative, order, source_first, first, count, seq_len, sources):
+    """Tokens of each source in the inputs (``seq_len`` stream positions) of windows
+    ``first .. first + count - 1``: a ``(count, sources)`` int64 array."""
+    out = np.zeros((count, sources), np.int64)
+    for r in range(count):
+        window_begin = (first + r) * seq_len
+        window_end = window_begin + seq_len
+        k = np.searchsorted(cumulative, window_begin, side="right") - 1
+        while k + 1 < len(cumulative) and cumulative[k] < window_end:
+            piece = min(cumulative[k + 1], window_end) - max(cumulative[k], window_begin)
+            if piece > 0:  # skips empty documents
+                out[r, np.searchsorted(source_first, order[k], side="right") - 1] += piece
+            k += 1
+    return out
+
+
+class WindowSources:
+    """Tokens of each source in the inputs of consecutive windows (no torch).
+
+    A window's inputs are stream positions ``[w * seq_len, (w + 1) * seq_len)``, so the
+    windows of a pass partition the stream and their counts add up to its composition.
+    Picklable: the stream sends paths, not arrays.
+    """
+
+    def __init__(self, stream: DocumentStream, seq_len: int):
+        self.stream = stream
+        self.seq_len = seq_len
+        self.source_first = np.array([s.first_document for s in stream.corpus.sources], dtype=np.int64)
+
+    @property
+    def count(self) -> int:
+        return len(self.source_first)
+
+    def __call__(self, first: int, count: int) -> np.ndarray:
+        """A ``(count, sources)`` int64 array: row ``r`` is window ``first + r``."""
+        return _source_tokens(
+            self.stream.cumulative, self.stream.order, self.source_first, first, count, self.seq_len, self.count
         )
