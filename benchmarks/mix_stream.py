@@ -97,20 +97,25 @@ def source_lengths(kind: str = "uniform", seed: int = 1, scale: float = 1.0) -> 
     raise ValueError(f"unknown length distribution {kind!r}")
 
 
-def write_run(root: Path, lengths: dict[str, list[np.ndarray]], seed: int = 0) -> Path:
-    """A run folder ``root/tokens/<source>/<shard>`` with sidecars and docs files."""
+def make_run(root: Path, sizes: dict[str, list[np.ndarray]], seed: int = 0, sidecar: dict = SIDECAR) -> Path:
+    """A run folder with tokens/<source>/<shard>.{bin,idx,json,docs.parquet}: random tokens
+    and a random ``quality_score`` per document (tests/test_mix.py builds its runs here too)."""
     rng = np.random.default_rng(seed)
-    for source, shards in lengths.items():
+    for source, shards in sizes.items():
         folder = root / "tokens" / source
         folder.mkdir(parents=True, exist_ok=True)
-        for k, sizes in enumerate(shards):
+        for k, lengths in enumerate(shards):
             prefix = folder / f"{k:05d}-part"
-            writer = ShardWriter(f"{prefix}.bin", f"{prefix}.idx", np.int32)
-            writer.add_documents(rng.integers(0, 1000, int(sizes.sum()), dtype=np.int32), sizes)
+            writer = ShardWriter(str(prefix) + ".bin", str(prefix) + ".idx", np.int32)
+            writer.add_documents(rng.integers(0, 1000, int(lengths.sum())), lengths)
             writer.close()
-            ids = [f"{source}-{k}-{i}" for i in range(len(sizes))]
-            pq.write_table(pa.table({"id": ids, "source": [source] * len(ids), "n_tokens": sizes}), docs_path(prefix))
-            meta = {**SIDECAR, "documents": len(sizes), "tokens": int(sizes.sum())}
+            ids = [f"{source}-{k}-{i}" for i in range(len(lengths))]
+            quality = rng.random(len(lengths))
+            pq.write_table(
+                pa.table({"id": ids, "source": [source] * len(ids), "n_tokens": lengths, "quality_score": quality}),
+                docs_path(prefix),
+            )
+            meta = {**sidecar, "documents": len(lengths), "tokens": int(lengths.sum())}
             sidecar_path(prefix).write_text(json.dumps(meta))
     return root
 
@@ -119,7 +124,7 @@ def make_mixture(
     root: Path, budget: int, lengths: dict[str, list[np.ndarray]], weights: dict = WEIGHTS, seed: int = 0
 ) -> Path:
     """Shards under ``root/run``, a mixture of them under ``root/mix``, as ``prep mix`` makes it."""
-    run = write_run(root / "run", lengths)
+    run = make_run(root / "run", lengths)
     description, order = plan_mixture([run], weights, budget=budget, seed=seed)
     write_mix(root / "mix", description, order)
     return root / "mix"

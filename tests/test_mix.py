@@ -12,14 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.mix_stream import SIDECAR, make_run
 from pipeline.commands.main import main
 from pipeline.formats.token_shards import (
-    SIDECAR_FORMAT,
-    SIDECAR_VERSION,
-    ShardWriter,
     docs_path,
     list_shards,
-    sidecar_path,
 )
 from pipeline.kernels.hashing import hash_strings
 from pipeline.mix.build import plan_mixture
@@ -27,40 +24,6 @@ from pipeline.mix.inventory import MixError
 from pipeline.mix.order import window_shares
 from pipeline.mix.plan import parse_tokens
 from pipeline.stage import UnitContext
-
-SIDECAR = {
-    "format": SIDECAR_FORMAT,
-    "version": SIDECAR_VERSION,
-    "tokenizer": "cl100k_base",
-    "vocab_size": 100277,
-    "vocab_sha256": "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
-    "eod_id": 100257,
-    "bos_id": None,
-    "dtype": "int32",
-}
-
-
-def make_run(root: Path, sizes: dict[str, list[np.ndarray]], seed: int = 0, sidecar: dict = SIDECAR) -> Path:
-    """A run folder with tokens/<source>/<shard>.{bin,idx,json,docs.parquet}."""
-    rng = np.random.default_rng(seed)
-    for source, shards in sizes.items():
-        folder = root / "tokens" / source
-        folder.mkdir(parents=True, exist_ok=True)
-        for k, lengths in enumerate(shards):
-            prefix = folder / f"{k:05d}-part"
-            writer = ShardWriter(str(prefix) + ".bin", str(prefix) + ".idx", np.int32)
-            writer.add_documents(rng.integers(0, 1000, int(lengths.sum())), lengths)
-            writer.close()
-            ids = [f"{source}-{k}-{i}" for i in range(len(lengths))]
-            quality = rng.random(len(lengths))
-            pq.write_table(
-                pa.table({"id": ids, "source": [source] * len(ids), "n_tokens": lengths, "quality_score": quality}),
-                docs_path(prefix),
-            )
-            sidecar_path(prefix).write_text(
-                json.dumps({**sidecar, "documents": len(lengths), "tokens": int(lengths.sum())})
-            )
-    return root
 
 
 @pytest.fixture
