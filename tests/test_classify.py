@@ -380,3 +380,13 @@ def test_a_model_replaced_before_a_resume_makes_it_another_run(tmp_path, tiny_mo
     shutil.copyfile(LID, model)
     with pytest.raises(ConfigError, match="different models"):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+
+
+@pytest.mark.parametrize("keep", [8, 100, 4096, 200_000])
+def test_a_model_cut_short_is_refused_before_fasttext_reads_it(tmp_path, keep):
+    """fastText reads each dictionary word up to its NUL byte without checking for the end
+    of the file: a model cut inside its dictionary would hang the run, not fail it."""
+    cut = tmp_path / "cut.ftz"
+    cut.write_bytes(LID.read_bytes()[:keep])
+    with pytest.raises(ConfigError, match="cut short"):
+        load_config(_config(tmp_path, _model_table("q", cut, "en")))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import mmap
 import os
 import struct
 from pathlib import Path
@@ -53,7 +54,33 @@ def check_model_file(path: str | os.PathLike) -> Path:
         raise ModelError(f"cannot read model {path}: {error.strerror}") from None
     if len(header) < 8 or struct.unpack("<ii", header) != (MAGIC, VERSION):
         raise ModelError(f"{path} is not a fastText model (no fastText header)")
+    _check_dictionary(path)
     return path
+
+
+# After the header: 12 int32 arguments and one double, then the dictionary's counts.
+_ARGS_END = 8 + 12 * 4 + 8
+_COUNTS = struct.Struct("<iiiqq")  # size, nwords, nlabels, ntokens, pruneidx_size
+
+
+def _check_dictionary(path: Path) -> None:
+    """Walk the dictionary as fastText will read it. fastText reads each word up to its NUL
+    byte without looking for the end of the file, so a model cut inside its dictionary
+    would make it loop forever instead of failing: refuse such a file here."""
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        if len(data) < _ARGS_END + _COUNTS.size:
+            raise ModelError(f"{path} is cut short (a fastText model of {len(data)} bytes)")
+        size, nwords, nlabels, _, pruned = _COUNTS.unpack_from(data, _ARGS_END)
+        if not 0 <= nwords <= size or nlabels != size - nwords or pruned < -1:
+            raise ModelError(f"{path} is damaged (fastText dictionary counts {size}, {nwords}, {nlabels})")
+        at = _ARGS_END + _COUNTS.size
+        for _ in range(size):
+            end = data.find(b"\0", at)
+            if end < 0 or end + 9 > len(data):
+                raise ModelError(f"{path} is cut short inside its fastText dictionary")
+            at = end + 9  # the word's NUL, its int64 count and its int8 type
+        if at + max(pruned, 0) * 8 > len(data):
+            raise ModelError(f"{path} is cut short inside its fastText dictionary")
 
 
 def load(path: str):
