@@ -22,8 +22,12 @@ MAY_IMPORT = {
     "mix": {"loader", "formats", "kernels", "util"},
     "report": {"mix", "formats", "kernels", "util"},
     "classifier": {"readers", "formats", "kernels", "util"},  # prep classifier train/eval
+    # prep ablate: trains through the loader, evaluates text read by the readers and framed
+    # as the tokenize stage frames it, projects with prep estimate's formula.
+    "ablate": {"loader", "mix", "readers", "stages", "formats", "kernels", "util"},
     "engine": {"contract", "readers", "formats", "kernels", "util"},
     "commands": {
+        "ablate",
         "engine",
         "report",
         "mix",
@@ -114,8 +118,9 @@ def test_each_room_imports_only_the_rooms_below_it():
     assert not wrong, "\n".join(wrong)
 
 
-def test_only_the_commands_speak_click():
-    speakers = []
+def _importers_of(package: str) -> set[str]:
+    """The modules that import ``package`` (at the top or inside a function)."""
+    found = set()
     for module, path in _modules(REPO).items():
         for node in ast.walk(ast.parse(path.read_text())):
             names = (
@@ -125,9 +130,29 @@ def test_only_the_commands_speak_click():
                 if isinstance(node, ast.ImportFrom)
                 else []
             )
-            if any(n == "click" or n.startswith("click.") for n in names) and _room(module) != "commands":
-                speakers.append(module)
-    assert not speakers
+            if any(n == package or n.startswith(package + ".") for n in names):
+                found.add(module)
+    return found
+
+
+def test_only_the_commands_speak_click():
+    assert {module for module in _importers_of("click") if _room(module) != "commands"} == set()
+
+
+# torch is an optional extra (the loader's, prep ablate's): only these modules import it:
+# the loader's torch side (dataset, dataloader, its shared ring) and the ablate trainer.
+TORCH_IMPORTERS = {
+    "pipeline.loader.dataset",
+    "pipeline.loader.dataloader",
+    "pipeline.loader.ring",
+    "pipeline.ablate.model",
+    "pipeline.ablate.trial",
+    "pipeline.commands.ablate",  # inside the command, to say how to install it when missing
+}
+
+
+def test_only_the_loader_and_ablate_import_torch():
+    assert _importers_of("torch") <= TORCH_IMPORTERS
 
 
 def test_no_module_is_longer_than_a_reader_takes_in():

@@ -12,6 +12,7 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
 
     from pipeline import __version__
+    from pipeline.commands.ablate import ablate
     from pipeline.commands.classifier import classifier_group
     from pipeline.commands.estimate import estimate
     from pipeline.commands.mix import mix
@@ -177,6 +178,7 @@ main.add_command(estimate)
 main.add_command(shards_group)
 main.add_command(tokenizer_group)
 main.add_command(classifier_group)
+main.add_command(ablate)
 
 
 if __name__ == "__main__":

@@ -86,7 +86,8 @@ def unpack(packed: PackedBatch, buffer: torch.Tensor | None = None) -> dict:
 class TokenDataset(Dataset):
     """Packed windows over a shard folder, a run folder (``tokens/<source>/``) or a mixture.
 
-    ``order`` chooses the document order (see ``pipeline.loader.order``); by default a
+    ``order`` chooses the document order (see ``pipeline.loader.order``), over the
+    documents of the folder (a mixture's numbered as ``mixture_corpus`` does); by default a
     mixture folder's own order (``mix.json``; ``epochs`` is then the mixture's business)
     or else ``ShuffledEpochs(seed, epochs)``. The loader draws windows shuffled inside
     blocks, each block in an order that holds the sources' shares in every stretch of it
@@ -126,8 +127,9 @@ class TokenDataset(Dataset):
         self.seq_len = seq_len
         self.seed = seed
         self.shuffle_block = shuffle_block
-        if order is None and is_mixture(path):
-            self.corpus, order = mixture_corpus(path, cache_dir, verify), MixtureOrder(path)
+        if is_mixture(path):  # a mixture's own order, unless another is asked for
+            self.corpus = mixture_corpus(path, cache_dir, verify)
+            order = MixtureOrder(path) if order is None else order
         else:
             self.corpus = ShardCorpus(path, cache_dir, verify=verify)
         self.stream = DocumentStream(self.corpus, order if order is not None else ShuffledEpochs(seed, epochs))

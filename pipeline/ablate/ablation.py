@@ -1,0 +1,190 @@
+"""``prep ablate`` as a library: every DATA x seed trial, the ledger, the verdict.
+
+An ablation is identified by what decides its results (the DATA by content, the model,
+the budget, the seeds, the eval sets), so running the same command again is the same
+experiment: each trial whose record is already in the ledger is read back, not trained
+again, and an interrupted ablation resumes at the first unfinished trial. A trial's
+record is written once, when it ends (``pipeline.formats.experiments``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import __version__
+from pipeline.ablate.data import AblationData, check_same_tokenizer, open_data
+from pipeline.ablate.evalsets import EvalSet, Vocabulary, file_set, held_out_set
+from pipeline.ablate.presets import PRESETS
+from pipeline.ablate.projection import project
+from pipeline.ablate.trial import TrialPlan, choose_device, describe_device, run_trial
+from pipeline.ablate.verdict import verdict_lines
+from pipeline.formats.experiments import LEDGER_DIR, find_trial, write_record
+from pipeline.loader.cache import fingerprint
+from pipeline.util.atomic import write_json_atomic
+
+TRIAL_SCHEME = 1  # bump when a change to the trainer changes what a trial computes
+
+
+@dataclass
+class AblationOptions:
+    data: list[Path]
+    out: Path
+    tokens: int
+    preset: str = "tiny"
+    seq_len: int | None = None  # default: the preset's
+    batch_size: int | None = None
+    lr: float | None = None
+    seeds: int = 1
+    first_seed: int = 0
+    eval_files: list[Path] = field(default_factory=list)
+    held_out: float = 0.02
+    eval_tokens: int = 65_536
+    eval_points: int = 8
+    workers: int = 1
+    device: str = "auto"
+    threads: int | None = None
+    ledger: Path | None = None  # default: out/ledger
+    remap_vocab: bool = True
+    target_params: float = 1e9
+    target_tokens: int | None = None  # default: each DATA's (full) tokens
+
+    @property
+    def ledger_dir(self) -> Path:
+        return self.ledger if self.ledger is not None else self.out / LEDGER_DIR
+
+
+@dataclass
+class AblationResult:
+    experiment: str
+    records: list[dict]
+    verdict: list[str]
+    trained: int  # trials trained in this call (the others were read from the ledger)
+
+
+def data_names(paths: list[Path]) -> list[str]:
+    """Each DATA's name: its folder's name, numbered when two folders share one."""
+    names, seen = [], {}
+    for path in paths:
+        base = path.resolve().name or str(path)
+        seen[base] = seen.get(base, 0) + 1
+        names.append(base if seen[base] == 1 else f"{base}-{seen[base]}")
+    return names
+
+
+def prepare(
+    options: AblationOptions, progress: Callable[[str], None]
+) -> tuple[list[AblationData], list[EvalSet], Vocabulary]:
+    """Open and check every DATA, build the eval sets and the vocabulary every trial shares."""
+    if options.preset not in PRESETS:
+        raise ValueError(f"unknown model preset {options.preset!r}; choose one of {', '.join(PRESETS)}")
+    cache = options.out / ".loader_cache"
+    datas = [
+        open_data(path, name, options.held_out, cache)
+        for path, name in zip(options.data, data_names(options.data), strict=True)
+    ]
+    check_same_tokenizer(datas)
+    for data in datas:
+        if data.sample:
+            progress(f"{data.name} is a --sample {data.sample:g} run: its projection scales its tokens to the full input")
+    seq_len = options.seq_len or PRESETS[options.preset].seq_len
+    sets = [held_out_set(data, seq_len, options.eval_tokens) for data in datas]
+    sets += [file_set(path, datas[0].tokenizer, seq_len, options.eval_tokens) for path in options.eval_files]
+    for eval_set in sets:
+        progress(f"eval set {eval_set.name}: {eval_set.tokens:,} tokens from {eval_set.documents:,} documents")
+    vocab_size = int(datas[0].tokenizer["vocab_size"])
+    vocab = Vocabulary.occurring(vocab_size, datas, sets) if options.remap_vocab else Vocabulary(vocab_size, None)
+    if vocab.used is not None:
+        progress(f"vocabulary: the {vocab.size:,} of {vocab_size:,} token ids that occur in the DATA and eval sets")
+    return datas, sets, vocab
+
+
+def run_ablation(options: AblationOptions, progress: Callable[[str], None] = print) -> AblationResult:
+    datas, sets, vocab = prepare(options, progress)
+    device = choose_device(options.device, options.threads)
+    preset = PRESETS[options.preset]
+    seq_len, batch_size = options.seq_len or preset.seq_len, options.batch_size or preset.batch_size
+    settings = {
+        "scheme": TRIAL_SCHEME,
+        "preset": options.preset,
+        "seq_len": seq_len,
+        "batch_size": batch_size,
+        "lr": options.lr or preset.lr,
+        "tokens": options.tokens,
+        "held_out": options.held_out,
+        "eval_points": options.eval_points,
+        "vocab": [vocab.size, fingerprint("ids", vocab.used.tobytes()) if vocab.used is not None else None],
+        "eval_sets": [(s.name, fingerprint("set", s.labels.tobytes())) for s in sets],
+        "dtype": describe_device(device)["dtype"],
+    }
+    seeds = list(range(options.first_seed, options.first_seed + options.seeds))
+    experiment = "exp-" + fingerprint("experiment", settings, [d.fingerprint for d in datas], seeds)[:12]
+    records, trained = [], 0
+    for seed in seeds:
+        for data in datas:
+            trial = "trial-" + fingerprint("trial", settings, data.fingerprint, seed)[:16]
+            record = find_trial(options.ledger_dir, trial)
+            if record is not None:
+                progress(f"{data.name} seed {seed}: done before ({record['date']}), read from the ledger")
+            else:
+                plan = TrialPlan(
+                    data, seed, options.tokens, preset, seq_len, batch_size, settings["lr"], options.eval_points,
+                    options.workers,
+                )  # fmt: skip
+                progress(f"{data.name} seed {seed}: training {plan.steps:,} steps of {batch_size} x {seq_len} tokens")
+                measured = run_trial(plan, vocab, sets, device, progress)
+                record = _record(options, experiment, trial, data, seed, plan, vocab, sets, device, measured)
+                write_record(options.ledger_dir, record)
+                trained += 1
+            records.append(record)
+    verdict = verdict_lines(records)
+    write_json_atomic(
+        options.out / "ablation.json",
+        {"experiment": experiment, "trials": [r["trial"] for r in records], "verdict": verdict, "settings": settings},
+    )
+    return AblationResult(experiment, records, verdict, trained)
+
+
+def _record(options, experiment, trial, data, seed, plan, vocab, sets, device, measured) -> dict:
+    described = describe_device(device)
+    wall_hours = measured["wall_s"] / 3600
+    if described["kind"] == "cuda":
+        compute = {"gpu_hours": wall_hours}
+    else:
+        compute = {"core_hours": wall_hours * described["threads"]}
+    target_tokens = options.target_tokens or int(data.tokens / (data.sample or 1.0))
+    projection = project(
+        trial_params=measured["compute_params"],
+        tokens_per_s=measured["tokens_per_s"] or 0.0,
+        target_params=options.target_params,
+        target_tokens=target_tokens,
+        sample=data.sample if not options.target_tokens else None,
+    )
+    return {
+        "experiment": experiment,
+        "trial": trial,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "prep_version": __version__,
+        "data": data.describe(),
+        "model": {
+            "preset": options.preset,
+            **plan.preset.describe(),
+            "seq_len": plan.seq_len,
+            "batch_size": plan.batch_size,
+            "lr": plan.lr,
+            "params": measured["params"],
+            "output": measured["output"],
+            "vocab": vocab.describe(),
+        },
+        "device": described["device"],
+        "dtype": described["dtype"],
+        "host": os.uname().nodename,
+        "seed": seed,
+        "eval_sets": {s.name: s.describe() for s in sets},
+        **{key: measured[key] for key in measured if key not in ("params", "compute_params", "output")},
+        **compute,
+        "projection": projection,
+    }

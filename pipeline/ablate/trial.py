@@ -1,0 +1,224 @@
+"""One trial: train the small model on one DATA with one seed, through prep's own loader.
+
+The batches come from ``build_dataloader`` over a ``TokenDataset`` (the real training
+path: packed windows, position ids that restart at each document, which the model turns
+into a document mask), in the DATA's own order without its held-out documents. The model
+starts from ``torch.manual_seed(seed)``, so every DATA of a seed starts from the same
+weights. AdamW, a linear warmup over the first 5% of steps, then a cosine decay to a tenth
+of the peak; gradients clipped at norm 1.
+
+Timing: a step's time runs from asking the loader for a batch to the optimizer step done
+(``loss.item()`` waits for the device); its data wait is the part spent in the loader. The
+first step (workers starting, kernels compiling) is left out of both. Evaluation runs at
+``eval_points`` evenly spaced steps (and before the first), outside the step times.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from pipeline.ablate.data import AblationData
+from pipeline.ablate.evalsets import EvalSet, Vocabulary
+from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
+from pipeline.ablate.model import TinyGPT
+from pipeline.ablate.presets import Preset
+from pipeline.loader import TokenDataset, build_dataloader
+
+CURVE_POINTS = 200
+EVAL_BATCH = 16
+
+
+class TrialError(ValueError):
+    """A trial that cannot run as asked (too little data for one batch, say)."""
+
+
+@dataclass
+class TrialPlan:
+    data: AblationData
+    seed: int
+    tokens: int  # the token budget; whole steps of batch_size x seq_len are trained
+    preset: Preset
+    seq_len: int
+    batch_size: int
+    lr: float
+    eval_points: int
+    workers: int
+
+    @property
+    def steps(self) -> int:
+        return self.tokens // (self.batch_size * self.seq_len)
+
+
+def choose_device(name: str, threads: int | None = None) -> torch.device:
+    """The device to train on (``auto``: CUDA when present); ``threads`` caps torch's CPU threads."""
+    if threads:
+        torch.set_num_threads(threads)
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise TrialError("--device cuda: no CUDA device is available")
+    return torch.device(name)
+
+
+def describe_device(device: torch.device) -> dict:
+    if device.type == "cuda":
+        return {"device": torch.cuda.get_device_name(device), "dtype": "bf16", "kind": "cuda", "threads": 1}
+    threads = torch.get_num_threads()
+    return {"device": f"cpu ({threads} threads)", "dtype": "fp32", "kind": "cpu", "threads": threads}
+
+
+def build_model(plan: TrialPlan, vocab: Vocabulary, device: torch.device) -> TinyGPT:
+    torch.manual_seed(plan.seed)
+    return TinyGPT(plan.preset, vocab.size, plan.seq_len).to(device)
+
+
+def run_trial(
+    plan: TrialPlan,
+    vocab: Vocabulary,
+    eval_sets: list[EvalSet],
+    device: torch.device,
+    progress: Callable[[str], None] = print,
+) -> dict:
+    """Train and evaluate; the record's measurements (the caller adds what the trial was)."""
+    if plan.steps < 1:
+        raise TrialError(f"--tokens {plan.tokens:,} is less than one batch of {plan.batch_size} x {plan.seq_len}")
+    dataset = TokenDataset(
+        plan.data.path,
+        plan.seq_len,
+        seed=plan.seed,
+        order=plan.data.train_order(plan.seed, plan.tokens),
+        cache_dir=plan.data.corpus.cache_dir,
+    )
+    if len(dataset) < plan.batch_size:
+        raise TrialError(f"{plan.data.name}: {len(dataset)} windows of {plan.seq_len}, fewer than one batch")
+    loader = build_dataloader(dataset, plan.batch_size, num_workers=plan.workers, persistent_workers=plan.workers > 0)
+    model = build_model(plan, vocab, device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=plan.lr, betas=(0.9, 0.95), weight_decay=0.1, fused=True)
+    table = torch.from_numpy(vocab.table).to(device) if vocab.table is not None else None
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda")
+    per_step = plan.batch_size * plan.seq_len
+    eval_steps = {round(plan.steps * k / plan.eval_points) for k in range(1, plan.eval_points + 1)}
+    monitor, curve = HealthMonitor(), _Curve(max(1, plan.steps // CURVE_POINTS))
+    evals = {eval_set.name: [] for eval_set in eval_sets}
+    _evaluate_all(model, eval_sets, table, device, autocast, 0, evals)
+    wait = busy = 0.0
+    stopped = None
+    started = time.perf_counter()
+    batches = iter(loader)
+    for step in range(1, plan.steps + 1):
+        begin = time.perf_counter()
+        batch = next(batches, None)
+        if batch is None:  # a pass ended before the budget: the loader starts the next one
+            batches = iter(loader)
+            batch = next(batches)
+        fetched = time.perf_counter()
+        inputs, positions, labels = _on_device(
+            batch["input_ids"], batch["position_ids"], batch["labels"], device, table
+        )
+        for group in optimizer.param_groups:
+            group["lr"] = _learning_rate(plan.lr, step, plan.steps)
+        with autocast:
+            loss = model.loss(inputs, positions, labels)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        value = loss.item()
+        if step > 1:
+            wait += fetched - begin
+            busy += time.perf_counter() - begin
+        try:
+            monitor.observe(step, step * per_step, value)
+        except NonFiniteLoss as error:
+            stopped = str(error)
+            progress(f"{plan.data.name} seed {plan.seed}: {stopped}")
+            break
+        curve.add(step * per_step, value)
+        if step in eval_steps:
+            _evaluate_all(model, eval_sets, table, device, autocast, step * per_step, evals)
+            shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in evals.items())
+            rate = (step - 1) * per_step / busy if busy else 0.0
+            progress(
+                f"{plan.data.name} seed {plan.seed}: step {step:,}/{plan.steps:,}, train loss {value:.3f}, "
+                f"{rate:,.0f} tokens/s; eval {shown}"
+            )
+    wall = time.perf_counter() - started
+    timed = max(0, len(monitor.losses) - 1)
+    share = wait / busy if busy else 0.0
+    return {
+        "params": model.parameters_count,
+        "compute_params": model.compute_parameters,
+        "output": model.output,
+        "steps": len(monitor.losses),
+        "tokens": len(monitor.losses) * per_step,
+        "wall_s": wall,
+        "step_s": busy / timed if timed else None,
+        "tokens_per_s": timed * per_step / busy if busy else None,
+        "data_wait_share": share,
+        "train_curve": curve.points,
+        "eval": evals,
+        "final": {} if stopped else {name: points[-1][1] for name, points in evals.items()},
+        "health": monitor.summary(share, stopped),
+    }
+
+
+def _on_device(inputs, positions, labels, device: torch.device, table: torch.Tensor | None):
+    """The batch on the device, token ids through the vocabulary remap if there is one."""
+    inputs, positions, labels = (t.to(device, non_blocking=True) for t in (inputs, positions, labels))
+    if table is not None:
+        inputs, labels = table[inputs], table[labels]
+    return inputs, positions, labels
+
+
+def _learning_rate(peak: float, step: int, steps: int) -> float:
+    warmup = max(1, steps // 20)
+    if step <= warmup:
+        return peak * step / warmup
+    progress = (step - warmup) / max(1, steps - warmup)
+    return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+class _Curve:
+    """The training loss, averaged over buckets of steps so a record stays small."""
+
+    def __init__(self, bucket: int):
+        self.bucket, self.points, self._sum, self._count = bucket, [], 0.0, 0
+
+    def add(self, tokens: int, loss: float) -> None:
+        self._sum += loss
+        self._count += 1
+        if self._count == self.bucket:
+            self.points.append([tokens, self._sum / self._count])
+            self._sum, self._count = 0.0, 0
+
+
+@torch.no_grad()
+def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> float:
+    """Mean loss per token over the eval set, in nats."""
+    model.eval()
+    total = 0.0
+    for begin in range(0, len(eval_set.inputs), EVAL_BATCH):
+        rows = slice(begin, begin + EVAL_BATCH)
+        inputs, positions, labels = _on_device(
+            *(
+                torch.from_numpy(np.ascontiguousarray(a[rows]))
+                for a in (eval_set.inputs, eval_set.position_ids, eval_set.labels)
+            ),
+            device,
+            table,
+        )
+        with autocast:
+            total += model.loss(inputs, positions, labels).item() * labels.numel()
+    model.train()
+    return total / eval_set.tokens
+
+
+def _evaluate_all(model, eval_sets, table, device, autocast, tokens: int, evals: dict) -> None:
+    for eval_set in eval_sets:
+        evals[eval_set.name].append([tokens, evaluate(model, eval_set, table, device, autocast)])

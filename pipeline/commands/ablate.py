@@ -1,0 +1,160 @@
+"""``prep ablate``: the command line over ``pipeline.ablate``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipeline.ablate.presets import PRESETS
+from pipeline.mix.inventory import MixError
+from pipeline.mix.plan import parse_tokens
+
+
+def _tokens(ctx, param, value):
+    if value is None:
+        return None
+    try:
+        return float(value) if "e" in value.lower() else parse_tokens(value)
+    except (ValueError, MixError) as error:
+        raise click.BadParameter(str(error).replace("--tokens ", "")) from None
+
+
+@click.command()
+@click.argument("data", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--tokens", callback=_tokens, default="20M", show_default=True, help="Training tokens per trial.")
+@click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Folder for the ablation.")
+@click.option(
+    "--model",
+    "preset",
+    type=click.Choice(list(PRESETS)),
+    default="tiny",
+    show_default=True,
+    help="Model size: tiny trains millions of tokens in minutes on a CPU; gpt2-124m wants a GPU.",
+)
+@click.option("--seeds", type=click.IntRange(min=1), default=1, show_default=True, help="Trials per DATA.")
+@click.option(
+    "--eval",
+    "eval_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Also evaluate on this JSON lines or Parquet file of texts (repeatable).",
+)
+@click.option(
+    "--held-out",
+    type=click.FloatRange(0, 0.5, min_open=True),
+    default=0.02,
+    show_default=True,
+    help="Share of each DATA's documents (by id hash) kept out of training for evaluation.",
+)
+@click.option(
+    "--eval-tokens", type=click.IntRange(min=1), default=65_536, show_default=True, help="Tokens per eval set, at most."
+)
+@click.option(
+    "--eval-points", type=click.IntRange(min=1), default=8, show_default=True, help="Evaluations during training."
+)
+@click.option("--seq-len", type=click.IntRange(min=8), help="Context length [default: the model preset's].")
+@click.option("--batch-size", type=click.IntRange(min=1), help="Windows per step [default: the preset's].")
+@click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Peak learning rate [default: the preset's].")
+@click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True, help="Loader worker processes.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
+@click.option("--full-vocab", is_flag=True, help="Keep every id of the tokenizer instead of those that occur.")
+@click.option("--ledger", type=click.Path(file_okay=False, path_type=Path), help="Ledger folder [default: OUT/ledger].")
+@click.option("--target-params", callback=_tokens, default="1B", show_default=True, help="Full run's model size.")
+@click.option("--target-tokens", callback=_tokens, help="Full run's tokens [default: each DATA's, full input].")
+@click.option("--history", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Print a ledger.")
+def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, eval_points, seq_len, batch_size, lr,
+           workers, device, threads, full_vocab, ledger, target_params, target_tokens, history) -> None:  # fmt: skip
+    """Train the same small model on each DATA and compare them on held-out text.
+
+    Each DATA is a run folder, a token-shard folder or a prep mix folder, all tokenized
+    alike. Every trial starts from the same initialization (per seed) and trains the same
+    token budget through prep's loader; each is evaluated during training on every DATA's
+    held-out documents (chosen by id hash) and on each --eval file (JSON lines or Parquet
+    with a text field). The verdict says which DATA wins each eval set and whether the
+    difference exceeds the seed spread (--seeds 3 or more to know). Every trial is recorded
+    in the ledger (OUT/ledger); running the same command again skips finished trials.
+
+    \b
+      prep ablate out/raw out/filtered --tokens 5M --seeds 3 --eval speeches.jsonl --out ablation
+      prep ablate --history ablation/ledger
+      prep report ablation            # loss curves as an HTML page
+
+    Needs torch: pip install -e ".[ablate]".
+    """
+    from pipeline.formats.experiments import LedgerError, find_ledger, read_ledger
+
+    if history is not None:
+        from pipeline.ablate.history import history_table
+
+        try:
+            click.echo(history_table(read_ledger(find_ledger(history) or history)))
+        except LedgerError as error:
+            raise click.ClickException(str(error)) from None
+        return
+    if len(data) < 1 or out is None:
+        raise click.UsageError("give one or more DATA folders and --out (or --history LEDGER)")
+    from pipeline.ablate.ablation import AblationOptions
+
+    options = AblationOptions(
+        data=list(data),
+        out=out,
+        tokens=int(tokens),
+        preset=preset,
+        seq_len=seq_len,
+        batch_size=batch_size,
+        lr=lr,
+        seeds=seeds,
+        eval_files=list(eval_files),
+        held_out=held_out,
+        eval_tokens=eval_tokens,
+        eval_points=eval_points,
+        workers=workers,
+        device=device,
+        threads=threads,
+        ledger=ledger,
+        remap_vocab=not full_vocab,
+        target_params=float(target_params),
+        target_tokens=int(target_tokens) if target_tokens else None,
+    )
+    _run(options)
+
+
+def _run(options) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise click.ClickException('prep ablate needs torch: pip install -e ".[ablate]"') from None
+    from pipeline.ablate.ablation import run_ablation
+    from pipeline.ablate.data import AblationDataError
+    from pipeline.ablate.evalsets import EvalSetError
+    from pipeline.ablate.projection import describe
+    from pipeline.ablate.trial import TrialError
+    from pipeline.formats.experiments import LedgerError
+
+    def progress(line: str) -> None:
+        click.echo(line, err=True)
+
+    try:
+        result = run_ablation(options, progress)
+    except (AblationDataError, EvalSetError, TrialError, LedgerError) as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"experiment {result.experiment}: {len(result.records)} trial(s), {result.trained} trained now")
+    for record in result.records:
+        health = record["health"]
+        rate = f"{record['tokens_per_s']:,.0f} tokens/s" if record["tokens_per_s"] else "no timed steps"
+        click.echo(
+            f"  {record['data']['name']} seed {record['seed']}: {record['tokens']:,} tokens, {rate}, "
+            f"data wait {record['data_wait_share']:.1%}; {health['message']}"
+        )
+    click.echo("verdict:")
+    for line in result.verdict:
+        click.echo(f"  {line}" if line else "")
+    seen = set()
+    for record in result.records:
+        if record["data"]["name"] not in seen:
+            seen.add(record["data"]["name"])
+            click.echo(f"{record['data']['name']}: {describe(record['projection'])}")
+    ledger = options.ledger_dir
+    click.echo(f"ledger: {ledger} (prep ablate --history {ledger}; prep report {options.out} -o ablation.html)")

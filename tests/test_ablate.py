@@ -1,0 +1,215 @@
+"""`prep ablate`: a clean corpus beats its word-shuffled copy on held-out clean prose by more
+than the seed noise; the ledger, resume, history and report; the pieces on small cases."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+import random
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from click.testing import CliRunner
+
+from pipeline.ablate.data import AblationDataError, held_out, open_data
+from pipeline.ablate.evalsets import Vocabulary, windows
+from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
+from pipeline.ablate.model import document_mask
+from pipeline.ablate.verdict import Comparison, compare
+from pipeline.commands.main import main
+from pipeline.formats.experiments import REQUIRED_FIELDS, SUFFIX, read_ledger
+from pipeline.kernels.hashing import in_sample
+from pipeline.loader import TokenDataset
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+WEB = DATA / "web" / "web_gold.jsonl.gz"
+SPEECHES = DATA / "eval" / "us_speeches.jsonl.gz"
+DOCUMENTS = 300
+
+
+def _prep_run(root: Path, name: str, docs: list[dict], tokenizer: str = "gpt2") -> Path:
+    (root / f"{name}.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs))
+    config = root / f"{name}.toml"
+    config.write_text(
+        f'[sources.web]\npaths = ["{name}.jsonl"]\n[[stages]]\nname = "tokenize"\ntokenizer = "{tokenizer}"\n'
+    )
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(root / name)])
+    assert result.exit_code == 0, result.output
+    return root / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """Two runs of the same real web pages (same ids): as they are, and with the words of
+    each page shuffled (the vocabulary kept, the language destroyed)."""
+    root = tmp_path_factory.mktemp("ablate")
+    docs = []
+    with gzip.open(WEB, "rt", encoding="utf-8") as lines:
+        for line in lines:
+            doc = json.loads(line)
+            if len(doc["text"]) > 800:
+                docs.append({"id": doc["id"], "text": doc["text"]})
+            if len(docs) == DOCUMENTS:
+                break
+    rng = random.Random(0)
+
+    def shuffled(text: str) -> str:
+        words = text.split()
+        rng.shuffle(words)
+        return " ".join(words)
+
+    return {
+        "clean": _prep_run(root, "clean", docs),
+        "shuffled": _prep_run(root, "shuffled", [{**doc, "text": shuffled(doc["text"])} for doc in docs]),
+        "root": root,
+    }
+
+
+def _ablate(*args: str):
+    return CliRunner().invoke(main, ["ablate", *args])
+
+
+def test_clean_text_beats_shuffled_words_beyond_the_seed_noise(runs):
+    out = runs["root"] / "ablation"
+    args = [str(runs["clean"]), str(runs["shuffled"]), "--tokens", "100K", "--seeds", "2", "--out", str(out)]
+    args += ["--eval", str(SPEECHES), "--eval-tokens", "8192", "--eval-points", "2"]
+    result = _ablate(*args)
+    assert result.exit_code == 0, result.output
+    assert "4 trained now" in result.output
+    records = read_ledger(out / "ledger")
+    assert len(records) == 4 and all(set(REQUIRED_FIELDS) <= set(record) for record in records)
+
+    speeches = next(c for c in compare(records) if c.eval_set == "eval:us_speeches.jsonl.gz")
+    assert (speeches.winner, speeches.loser, speeches.seeds) == ("clean", "shuffled", 2)
+    assert speeches.level == "clear" and speeches.difference > 2 * speeches.spread, speeches.sentence()
+    assert "on eval:us_speeches.jsonl.gz: clean beats shuffled by" in result.output
+    assert "the seed spread" in result.output and "a real difference" in result.output
+
+    by_key = {(r["data"]["name"], r["seed"]): r for r in records}
+    # Same seed, same initialization: before any step both models score the same.
+    for seed in (0, 1):
+        start = [by_key[name, seed]["eval"]["eval:us_speeches.jsonl.gz"][0] for name in ("clean", "shuffled")]
+        assert start[0] == start[1] and start[0][0] == 0
+    assert (
+        by_key["clean", 0]["eval"]["eval:us_speeches.jsonl.gz"][0]
+        != by_key["clean", 1]["eval"]["eval:us_speeches.jsonl.gz"][0]
+    )
+    record = by_key["clean", 0]
+    assert record["data"]["fingerprint"] != by_key["shuffled", 0]["data"]["fingerprint"]
+    assert record["data"]["shares"] == {"web": 1.0} and record["data"]["kind"] == "run"
+    assert record["model"]["vocab"]["remapped"] and record["model"]["vocab"]["model_size"] < 50257
+    assert record["model"]["params"] > record["model"]["vocab"]["model_size"] * 128
+    assert record["device"].startswith("cpu") and record["dtype"] == "fp32" and record["core_hours"] > 0
+    assert record["tokens"] == 100_000 // (16 * 128) * 16 * 128 and record["steps"] == 48
+    assert 0 <= record["data_wait_share"] < 1 and record["tokens_per_s"] > 0 and record["step_s"] > 0
+    assert record["health"]["status"] == "ok" and record["health"]["loss_falling"]
+    assert set(record["final"]) == {"held-out:clean", "held-out:shuffled", "eval:us_speeches.jsonl.gz"}
+    assert [tokens for tokens, _ in record["eval"]["held-out:clean"]] == [0, 24 * 2048, 48 * 2048]
+    projection = record["projection"]
+    assert projection["target_tokens"] == record["data"]["tokens"] and projection["target_params"] == 1e9
+    assert projection["device_hours_at_measured_rate"] > 0 and projection["formula"]["gpu_hours"] > 0
+
+    # Resume: the same command trains nothing; a trial whose record is gone is trained again.
+    again = _ablate(*args)
+    assert again.exit_code == 0 and "0 trained now" in again.output
+    assert read_ledger(out / "ledger") == records
+    (out / "ledger" / f"{by_key['shuffled', 1]['trial']}{SUFFIX}").unlink()
+    resumed = _ablate(*args)
+    assert resumed.exit_code == 0 and "1 trained now" in resumed.output
+    assert len(read_ledger(out / "ledger")) == 4
+
+    history = _ablate("--history", str(out))
+    assert history.exit_code == 0, history.output
+    table = history.output.strip().splitlines()
+    assert len(table) == 5 and table[0].startswith("date")
+    assert [row.split()[3] for row in table[1:]].count("shuffled") == 2  # date, time, experiment, data
+    page = runs["root"] / "ablation.html"
+    assert CliRunner().invoke(main, ["report", str(out), "-o", str(page)]).exit_code == 0
+    assert page.read_text().count("<svg") >= 4
+
+
+def test_data_tokenized_otherwise_or_without_sidecar_is_refused(runs, tmp_path):
+    docs = [{"id": f"d{i}", "text": "words of a small document " * 20} for i in range(20)]
+    other = _prep_run(tmp_path, "other", docs, tokenizer="cl100k_base")
+    result = _ablate(str(runs["clean"]), str(other), "--tokens", "10K", "--out", str(tmp_path / "a"))
+    assert result.exit_code == 1 and "tokenizer" in result.output and "Traceback" not in result.output
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    for path in (runs["clean"] / "tokens" / "web").glob("*"):
+        if path.suffix in (".bin", ".idx"):
+            shutil.copy(path, bare / path.name)
+    with pytest.raises(AblationDataError, match="without a prep sidecar"):
+        open_data(bare, "bare", 0.02)
+    result = _ablate(str(tmp_path / "a"), "--tokens", "10K", "--out", str(tmp_path / "b"))
+    assert result.exit_code == 1 and "no token shards" in result.output
+
+
+def test_training_order_never_visits_a_held_out_document(runs, tmp_path):
+    data = open_data(runs["clean"], "clean", 0.1, tmp_path / "cache")
+    assert 0 < data.held_out.sum() < len(data.held_out)
+    dataset = TokenDataset(data.path, 64, order=data.train_order(0, 10**6), cache_dir=data.corpus.cache_dir)
+    order = np.asarray(dataset.stream.order)
+    assert not data.held_out[order].any()
+    assert set(order) == set(np.flatnonzero(~data.held_out))
+
+
+def test_held_out_slice_depends_on_the_id_alone_and_not_on_the_sample():
+    ids = pa.array([f"doc-{i}" for i in range(200_000)])
+    sampled = ids.filter(pa.array(in_sample(ids, 0.05)))  # what prep run --sample 0.05 keeps
+    share = held_out(sampled, 0.02).mean()
+    assert 0.015 < share < 0.025  # not all of them: the held-out hash is salted apart from the sample's
+    assert np.array_equal(held_out(ids, 0.02)[in_sample(ids, 0.05)], held_out(sampled, 0.02))
+
+
+def test_eval_windows_restart_positions_at_documents_and_windows():
+    tokens = np.arange(100, 111)  # documents of 4, 3 and 4 tokens
+    ev = windows("x", tokens, np.array([4, 3, 4]), seq_len=5)
+    assert ev.inputs.tolist() == [[100, 101, 102, 103, 104], [105, 106, 107, 108, 109]]
+    assert ev.labels.tolist() == [[101, 102, 103, 104, 105], [106, 107, 108, 109, 110]]
+    assert ev.position_ids.tolist() == [[0, 1, 2, 3, 0], [0, 1, 0, 1, 2]]
+
+
+def test_vocabulary_orders_the_occurring_ids_by_frequency():
+    vocab = Vocabulary(10, np.array([7, 2, 5]))
+    assert vocab.size == 3 and vocab.table[[7, 2, 5]].tolist() == [0, 1, 2]
+    assert vocab.describe() == {"tokenizer_size": 10, "model_size": 3, "remapped": True}
+
+
+def test_document_mask_is_causal_within_each_document():
+    mask = document_mask(torch.tensor([[0, 1, 2, 0, 1]]))[0, 0].int().tolist()
+    assert mask == [[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [1, 1, 1, 0, 0], [0, 0, 0, 1, 0], [0, 0, 0, 1, 1]]
+
+
+def test_health_flags_spikes_stops_on_nan_and_flags_data_wait():
+    monitor = HealthMonitor()
+    for step in range(1, 41):
+        monitor.observe(step, step * 10, 5.0 - step * 0.01)
+    monitor.observe(41, 410, 9.0)
+    summary = monitor.summary(data_wait_share=0.08)
+    assert summary["spike_count"] == 1 and summary["spikes"][0]["step"] == 41
+    assert summary["data_wait_flagged"] and "waited for data 8.0%" in summary["message"]
+    with pytest.raises(NonFiniteLoss, match="loss became nan at step 42"):
+        monitor.observe(42, 420, math.nan)
+    stopped = monitor.summary(0.0, stopped="loss became nan")
+    assert stopped["status"] == "stopped" and stopped["message"].startswith("loss became nan")
+
+
+def _record(name: str, seed: int, loss: float, status: str = "ok") -> dict:
+    return {"data": {"name": name}, "seed": seed, "final": {"eval:x": loss}, "health": {"status": status}}
+
+
+def test_verdict_weighs_differences_against_the_seed_spread():
+    clear = compare([_record("a", 0, 3.00), _record("a", 1, 3.02), _record("b", 0, 3.20), _record("b", 1, 3.22)])
+    assert clear[0].level == "clear" and clear[0].winner == "a"
+    assert "a beats b on" not in clear[0].sentence() and "a beats b by 0.200 nats/token" in clear[0].sentence()
+    noise = compare([_record("a", 0, 3.00), _record("a", 1, 3.10), _record("b", 0, 3.05), _record("b", 1, 3.08)])
+    assert noise[0].level == "noise" and "do not differ beyond the noise" in noise[0].sentence()
+    single = Comparison("eval:x", "a", "b", 0.1, None, 1)
+    assert single.level == "unknown" and "--seeds 3" in single.sentence()
+    stopped = compare([_record("a", 0, 1.0, status="stopped"), _record("b", 0, 3.0)])
+    assert stopped == []  # a stopped trial is no evidence
