@@ -19,20 +19,35 @@ import click
     help="The HTML page to write.",
 )
 def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
-    """Write one self-contained HTML page about RUN_DIR (and the mixture MIX_DIR, if given).
+    """Write one self-contained HTML page about RUN_DIR (and the mixture MIX_DIR, if given),
+    or about the trials of `prep ablate`.
 
-    Charts of what was dropped and why, length distributions before and after, languages,
-    classifier scores, duplicate clusters, PII, tokens, CPU time, the mixture over training
-    position, and a few rejected documents per rule. The page has no scripts and loads nothing: open it
-    anywhere, or attach it to a ticket.
+    \b
+      prep report RUN_DIR [MIX_DIR]   a prep run (and its mixture)
+      prep report ABLATE_OUT          the trials `prep ablate --out ABLATE_OUT` recorded
+
+    For a run: charts of what was dropped and why, length distributions before and after,
+    languages, classifier scores, duplicate clusters, PII, tokens, CPU time, the mixture
+    over training position, and a few rejected documents per rule.
+
+    For an ablation (ABLATE_OUT, its ledger/ folder, or any folder of *.trial.json
+    records): a table of every trial with its final losses, and per experiment the final
+    loss per data and the loss curves over tokens trained, one chart per evaluation set
+    and one of the training loss.
+
+    The page has no scripts and loads nothing: open it anywhere, or attach it to a ticket.
     """
     from pipeline.mix.inventory import MixError
+    from pipeline.report.experiments import LedgerError, find_ledger, write_experiments_report
     from pipeline.report.html import ReportError, write_report
     from pipeline.report.mixture import MixtureError
 
+    ledger = find_ledger(run_dir)
+    if ledger is not None and mix_dir is not None:
+        raise click.UsageError(f"{run_dir} holds ablation trials; MIX_DIR goes with a prep run only")
     try:
-        path = write_report(run_dir, out, mix_dir)
-    except (ReportError, MixtureError, MixError) as error:  # a page that cannot be written too
+        path = write_experiments_report(ledger, out) if ledger is not None else write_report(run_dir, out, mix_dir)
+    except (ReportError, MixtureError, MixError, LedgerError) as error:  # a page that cannot be written too
         raise click.ClickException(str(error)) from None
     except OSError as error:  # a file of the run or mixture that cannot be read
         raise click.ClickException(f"cannot read {error.filename or run_dir}: {error.strerror or error}") from None
