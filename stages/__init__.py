@@ -1,3 +1,15 @@
 """Built-in stages. Importing this package registers each of them under its config name."""
 
-from stages import classify, dedup, langid, length, normalize, pii, quality, tokenize  # noqa: F401
+from stages import (  # noqa: F401
+    classify,
+    decontaminate,
+    dedup,
+    fix_text,
+    langid,
+    length,
+    normalize,
+    pii,
+    quality,
+    tokenize,
+    url_filter,
+)

@@ -1,0 +1,171 @@
+"""``decontaminate``: remove evaluation data (benchmarks) from training documents.
+
+A document that shares ``min_matches`` or more word n-grams (default 13, as GPT-3) with
+a benchmark's examples is contaminated; ``mode = "drop"`` drops it, ``mode = "cut"``
+removes only its paragraphs (blocks between blank lines) that hold a matched n-gram
+and keeps the rest (a document left with nothing but whitespace is dropped). Words are
+normalised as ``kernels`` says: lower-case, punctuation deleted, whitespace splits,
+so reformatted numbers (``1000`` / ``1,000``), changed whitespace and line breaks
+still match. A benchmark field of fewer than ``n`` words cannot be matched (the
+index's ``meta.json`` counts the examples indexed).
+
+Ledger: the drop reason is the benchmark's name (``decontaminate:gsm8k`` in the
+manifest), the detail a JSON object ``{"benchmark", "example", "id", "ngram",
+"matches"}``: the example's position in the benchmark (and its id, where the benchmark
+names an id field), the first matched n-gram as the document wrote it, and how many
+of the document's n-grams matched.
+
+The index is built once per run, not per worker or document: every benchmark n-gram's
+64-bit key, sorted and unique (``hashes.npy``), beside its first owner (``owners.npy``:
+benchmark number, example position), under ``work/decontaminate/<fingerprint>/`` of the
+run folder, memory-mapped by each worker. Why lazily, in ``open_unit``: the contract's
+only whole-run hook is ``GlobalStage``, whose map phase would read every document one
+extra time (and split the chain into segments) just to build an index that depends on
+the benchmark files alone. So the first unit of each worker process calls
+``reference.load_or_build``: keyed by a fingerprint of the benchmark files' contents,
+the n-gram settings and the normalisation's version, built under a file lock, written
+atomically with ``meta.json`` last; the other workers wait on the lock and map the
+same files. ``files(options)`` names the benchmark files, so a run's fingerprint covers
+their contents too: a benchmark edited before a resume is another run. ``process``
+called without ``open_unit`` (a test, a notebook) builds the index in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pipeline.formats.documents import TEXT, set_column
+from pipeline.formats.layout import Layout
+from pipeline.kernels.buffers import string_buffers
+from pipeline.stage import Stage, StageOutput, UnitContext, register
+from stages.decontaminate.kernels import match_spans, scan_batch
+from stages.decontaminate.reference import Index, in_memory, load_or_build, parse_benchmarks
+
+MODES = ("drop", "cut")
+WORK_FOLDER = "decontaminate"  # under the run folder's work/
+# Paragraphs are separated by blank lines (whitespace-only lines count as blank).
+PARAGRAPH_BREAK = re.compile(rb"\n(?:[ \t\r\f\v]*\n)+")
+
+
+@register
+class Decontaminate(Stage):
+    name = "decontaminate"
+
+    @dataclass
+    class Options:
+        # One table per evaluation set: name, path, fields, and optional filter, id, format
+        # (see stages/decontaminate/reference.py).
+        benchmarks: list[dict[str, Any]] = field(default_factory=list)
+        n: int = 13  # words per n-gram
+        min_matches: int = 1  # matched n-grams that make a document contaminated
+        mode: str = "drop"  # or "cut": remove only the paragraphs that hold a match
+
+        def __post_init__(self) -> None:
+            if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
+                raise ValueError("decontaminate: n must be a whole number >= 1")
+            if isinstance(self.min_matches, bool) or not isinstance(self.min_matches, int) or self.min_matches < 1:
+                raise ValueError("decontaminate: min_matches must be a whole number >= 1")
+            if self.mode not in MODES:
+                raise ValueError(f"decontaminate: mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+            self.specs = parse_benchmarks(self.benchmarks)
+
+    def __init__(self, options: Decontaminate.Options):
+        super().__init__(options)
+        self.index: Index | None = None
+
+    @classmethod
+    def files(cls, options: Decontaminate.Options) -> list[str]:
+        return sorted({str(f) for spec in options.specs for f in spec.files()})
+
+    def open_unit(self, unit: UnitContext) -> None:
+        if self.index is None:
+            self.index = load_or_build(work_folder(unit.out_dir), self.options.specs, self.options.n)
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        if self.index is None:
+            self.index = in_memory(self.options.specs, self.options.n)
+        ix, o = self.index, self.options
+        text = batch.column(TEXT)
+        data, offsets = string_buffers(text)
+        counts, first = scan_batch(data, offsets, o.n, ix.hashes, ix.buckets, ix.shift)
+        hit = np.flatnonzero(counts >= o.min_matches)
+        if len(hit) == 0:
+            return StageOutput(batch=batch)
+        reason = np.full(batch.num_rows, None, object)
+        detail = np.full(batch.num_rows, None, object)
+        drop = hit
+        counters: dict[str, int] = {}
+        changed = 0
+        if o.mode == "cut":
+            new_texts, dropped, paragraphs = [], [], 0
+            for r in hit:
+                kept, removed = _cut(data, int(offsets[r]), int(offsets[r + 1]), o.n, ix)
+                if kept.decode("utf-8").strip():
+                    paragraphs += removed
+                    new_texts.append(kept.decode("utf-8"))
+                else:
+                    new_texts.append(None)
+                    dropped.append(r)
+            mask = np.zeros(batch.num_rows, bool)
+            mask[hit] = True
+            cut_text = pc.replace_with_mask(text, pa.array(mask), pa.array(new_texts, text.type))
+            batch = set_column(batch, TEXT, pc.if_else(pc.is_null(cut_text), text, cut_text))
+            drop = np.asarray(dropped, np.int64)
+            changed = len(hit) - len(drop)
+            counters = {"decontaminate.cut_documents": changed, "decontaminate.cut_paragraphs": paragraphs}
+        for r in drop:
+            position, start, end = (int(v) for v in first[r])
+            bench, example = (int(v) for v in ix.owners[position])
+            meta = ix.meta["benchmarks"][bench]
+            reason[r] = meta["name"]
+            found = {"benchmark": meta["name"], "example": example}
+            if str(example) in meta["ids"]:
+                found["id"] = meta["ids"][str(example)]
+            ngram = " ".join(data[start:end].tobytes().decode("utf-8", "replace").split())
+            detail[r] = json.dumps({**found, "ngram": ngram, "matches": int(counts[r])}, ensure_ascii=False)
+        return StageOutput(
+            batch=batch,
+            drop_reason=pa.array(reason, pa.string()),
+            detail=pa.array(detail, pa.string()),
+            changed=changed,
+            counters=counters,
+        )
+
+
+def _cut(data: np.ndarray, start: int, end: int, n: int, ix: Index) -> tuple[bytes, int]:
+    """The document ``data[start:end]`` without its paragraphs that hold a matched
+    n-gram (an n-gram across a paragraph break takes both), and how many went."""
+    spans = match_spans(data, start, end, n, ix.hashes, ix.buckets, ix.shift)[:, 1:] - start
+    doc = data[start:end].tobytes()
+    breaks = list(PARAGRAPH_BREAK.finditer(doc))
+    starts = [0] + [m.end() for m in breaks]
+    ends = [m.start() for m in breaks] + [len(doc)]
+    # A paragraph is hit when some span overlaps it: span start < paragraph end, span end > its start.
+    order = np.argsort(spans[:, 0], kind="stable")
+    span_starts, span_ends = spans[order, 0], np.maximum.accumulate(spans[order, 1]) if len(spans) else spans[:, 1]
+    pieces: list[bytes] = []
+    removed = 0
+    last_kept = -1
+    for p, (ps, pe) in enumerate(zip(starts, ends)):
+        k = int(np.searchsorted(span_starts, pe))  # spans starting before the paragraph's end
+        if k > 0 and span_ends[k - 1] > ps:
+            removed += 1
+            continue
+        if last_kept >= 0:
+            pieces.append(doc[ends[last_kept] : starts[last_kept + 1]])  # the break after the kept one
+        pieces.append(doc[ps:pe])
+        last_kept = p
+    return b"".join(pieces), removed
+
+
+def work_folder(out: str | Path) -> Path:
+    """Where a run in ``out`` keeps its benchmark indexes."""
+    return Layout(out).out / Layout.WORK / WORK_FOLDER
