@@ -89,7 +89,9 @@ def prepare(
     check_same_tokenizer(datas)
     for data in datas:
         if data.sample:
-            progress(f"{data.name} is a --sample {data.sample:g} run: its projection scales its tokens to the full input")
+            progress(
+                f"{data.name} is a --sample {data.sample:g} run: the projection scales its tokens to the full input"
+            )
     seq_len = options.seq_len or PRESETS[options.preset].seq_len
     sets = [held_out_set(data, seq_len, options.eval_tokens) for data in datas]
     sets += [file_set(path, datas[0].tokenizer, seq_len, options.eval_tokens) for path in options.eval_files]
