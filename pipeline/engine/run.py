@@ -82,7 +82,7 @@ def _run_claimed(
     config: Config,
     store: RunStore,
     units: list[Unit],
-    input_stats: list[list[int]],
+    input_stats: list[list[int | str]],
     workers,
     strict,
     quiet,
@@ -174,7 +174,7 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
 
 
 def _claim_output(
-    store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int]], force: bool
+    store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int | str]], force: bool
 ) -> None:
     """Refuse to mix two different runs in one folder unless --force (which starts over)."""
     layout = Layout(store.root)

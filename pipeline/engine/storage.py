@@ -14,7 +14,8 @@ the runner makes the mirror's markers equal to the store's (``sync``): a marker 
 locally by a task killed before its upload does not count.
 
 Inputs on an object store (``paths = ["s3://bucket/c4/*.json.gz"]``) are listed with the
-same file system and copied to scratch space while a unit reads them.
+same file system and copied to scratch space while a unit reads them; so are inputs on the
+Hugging Face Hub (``hf://datasets/...``), through huggingface_hub's file system (``hub``).
 
 Credentials and endpoints come from the usual AWS settings (``AWS_ACCESS_KEY_ID``,
 ``AWS_ENDPOINT_URL`` for MinIO or other S3-compatible stores, ...). ``PREP_SCRATCH``
@@ -37,6 +38,7 @@ from pathlib import Path, PurePosixPath
 
 import pyarrow.fs as pafs
 
+from pipeline.engine import hub
 from pipeline.kernels.hashing import file_sha256
 from pipeline.util.atomic import atomic_path
 from pipeline.util.globbing import glob_regex, has_magic
@@ -57,6 +59,8 @@ def _filesystem(scheme_and_bucket: str) -> pafs.FileSystem:
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
     """The file system of ``uri`` (one per scheme and bucket per process) and the path in it."""
+    if hub.is_hub(uri):  # inputs only: the functions below send hf:// paths to ``hub``
+        raise OSError("the Hugging Face Hub is read-only here (hf:// paths are inputs): write to a local folder or S3")
     scheme, rest = uri.split("://", 1)
     try:
         return _filesystem(f"{scheme}://{rest.split('/', 1)[0]}"), rest.rstrip("/")
@@ -83,6 +87,8 @@ def _files_under(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
 def glob_remote(pattern: str) -> list[str]:
     """The files matching a glob URI (``*``, ``?``, ``[...]`` within a folder name, ``**``
     across folders), sorted. A URI without wildcards matches itself if it is a file."""
+    if hub.is_hub(pattern):
+        return hub.glob(pattern)
     scheme = pattern.split("://", 1)[0]
     fs, path = filesystem(pattern)
     parts = path.split("/")
@@ -93,14 +99,14 @@ def glob_remote(pattern: str) -> list[str]:
     return sorted(f"{scheme}://{i.path}" for i in _files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
 
 
-def input_stat(path: str | Path) -> list[int]:
+def input_stat(path: str | Path) -> list[int | str]:
     """What tells one version of an input file from another without reading it; size first.
 
     Locally: size, modification time, change time and inode. ``touch -r`` or a copy
     that keeps times can fake the modification time, but the change time is set by the
     kernel on every write and a rewrite by rename brings a new inode. On an object
     store: size and the store's own modification time, which it sets on every upload.
-    One request per remote file.
+    One request per remote file. On the Hub: size and content hash, from the listing.
     """
     if not is_remote(path):
         try:
@@ -108,6 +114,8 @@ def input_stat(path: str | Path) -> list[int]:
         except OSError:
             return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
         return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+    if hub.is_hub(path):
+        return hub.stat(str(path))
     fs, key = filesystem(str(path))
     info = fs.get_file_info(key)
     if info.type != pafs.FileType.File:
@@ -119,6 +127,8 @@ def input_sha256(path: str | Path) -> str:
     """sha256 of an input file's bytes, local or remote (streamed, never held whole)."""
     if not is_remote(path):
         return file_sha256(path)
+    if hub.is_hub(path):
+        return hub.sha256(str(path))
     fs, key = filesystem(str(path))
     digest = hashlib.sha256()
     with fs.open_input_stream(key, compression=None) as source:
@@ -139,8 +149,10 @@ def local_input(path: str | Path) -> Iterator[Path]:
     fd, tmp = tempfile.mkstemp(prefix="input.", suffix="." + PurePosixPath(str(path)).name, dir=folder)
     os.close(fd)
     try:
-        fs, key = filesystem(str(path))
-        _download(fs, key, Path(tmp))
+        if hub.is_hub(path):
+            hub.download(str(path), Path(tmp))
+        else:
+            _download(*filesystem(str(path)), Path(tmp))
         yield Path(tmp)
     finally:
         os.unlink(tmp)
