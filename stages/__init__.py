@@ -8,6 +8,7 @@ from stages import (  # noqa: F401
     langid,
     length,
     normalize,
+    paragraph_dedup,
     pii,
     quality,
     tokenize,
