@@ -1,4 +1,4 @@
-"""The small GPT-style decoder an ablation trains, and its presets.
+"""The small GPT-style decoder an ablation trains (its sizes: ``presets``).
 
 A standard pre-LayerNorm decoder (GPT-2's shape): learned position embeddings indexed by
 the loader's ``position_ids`` (which restart at each document), causal self-attention
