@@ -9,6 +9,6 @@ Nothing here imports the engine (``pipeline.engine.run``, ``unit``, ``config``..
 can import it without pulling the engine in; only numpy, numba and pyarrow.
 
 numba's on-disk cache checks only the caller's own source file, and these helpers are
-compiled into their callers: after editing one, delete the stages' ``__pycache__``
-folders, or a cached kernel keeps the old version.
+compiled into their callers: ``numba_cache`` (run when ``pipeline`` is imported) deletes
+the cached kernels whenever a numba source changed, so none keeps an old helper.
 """

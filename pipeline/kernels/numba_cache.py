@@ -1,0 +1,80 @@
+"""numba's on-disk cache, kept honest when the code it compiled in changes.
+
+Why: ``@njit(cache=True)`` keys a cached kernel on its own source file's time and size only.
+A kernel that calls a helper from another file has that helper compiled into it, so after
+the helper's file changes (an edit, a ``git checkout``, a ``git pull``) the caller's cache
+still loads, with the old helper inside: the quality signals were once silently wrong that
+way. ``clear_stale_caches`` runs when ``pipeline`` is imported, before any kernel loads: it
+hashes the contents of every source file under ``pipeline/`` and ``stages/`` that uses
+numba, and when that hash differs from the one stamped beside the caches, deletes every
+cached kernel of those folders (``*.nbi``, ``*.nbc``), so each recompiles once on first use.
+
+It looks where numba keeps caches for these files: each folder's ``__pycache__``, or the
+mirror under ``NUMBA_CACHE_DIR`` when that is set. A read-only install (no writable
+``__pycache__``) is skipped: numba then caches in the user's folder, keyed by the installed
+files, which a reinstall replaces together. No numba import here unless
+``NUMBA_CACHE_DIR`` is set, so a command that compiles nothing pays a few milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pipeline.util.atomic import atomic_path
+
+ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
+PACKAGES = ("pipeline", "stages")
+STAMP = "prep-numba-sources.sha256"
+
+
+def kernel_sources(root: Path = ROOT) -> list[Path]:
+    """The source files under ``root``'s packages that use numba, sorted."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            try:
+                if b"numba" in path.read_bytes():
+                    found.append(path)
+            except OSError:
+                continue
+    return found
+
+
+def sources_digest(files: list[Path], root: Path = ROOT) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def cache_folders(files: list[Path]) -> list[Path]:
+    """Where numba keeps the cached kernels of ``files``."""
+    folders = sorted({path.parent for path in files})
+    user_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if not user_dir:
+        return [folder / "__pycache__" for folder in folders]
+    from numba.core.caching import _CacheLocator
+
+    return sorted({Path(user_dir) / _CacheLocator.get_suitable_cache_subpath(str(path)) for path in files})
+
+
+def clear_stale_caches(root: Path = ROOT) -> bool:
+    """Delete the cached kernels if any numba source changed since they were stamped; True if it did."""
+    try:
+        files = kernel_sources(root)
+        digest = sources_digest(files, root)
+        stamp = root / PACKAGES[0] / "__pycache__" / STAMP
+        if stamp.is_file() and stamp.read_text() == digest:
+            return False
+        for folder in cache_folders(files):
+            for cached in [*folder.glob("*.nbi"), *folder.glob("*.nbc")]:
+                cached.unlink(missing_ok=True)
+        stamp.parent.mkdir(exist_ok=True)
+        with atomic_path(stamp) as tmp:
+            tmp.write_text(digest)
+        return True
+    except OSError:  # a read-only install: numba caches elsewhere, keyed by files replaced together
+        return False
