@@ -164,17 +164,23 @@ def ngram_keys(data, offsets, n):
             found, w, _, _, i = next_word(data, i, end)
             if not found:
                 break
-            slot = words % n
-            if words >= n:
-                h -= ring[slot] * top
-            h = h * POLY + w
-            ring[slot] = w
+            h = _roll(h, ring, words, n, top, w)
             words += 1
             if words >= n:
                 keys[k] = mix64(h)
                 owner[k] = r
                 k += 1
     return keys, owner
+
+
+@nb.njit(cache=True, inline="always")
+def _roll(h, ring, words, n, top, w):
+    """The hash of the window after word ``w`` (the ``words``-th) enters and the oldest leaves."""
+    slot = words % n
+    if words >= n:
+        h -= ring[slot] * top
+    ring[slot] = w
+    return h * POLY + w
 
 
 @nb.njit(cache=True)
@@ -211,12 +217,8 @@ def _scan(data, start, end, n, top, table, buckets, shift, ring, ring_start, hit
         found, w, first, stop, i = next_word(data, i, end)
         if not found:
             break
-        slot = words % n
-        if words >= n:
-            h -= ring[slot] * top
-        h = h * POLY + w
-        ring[slot] = w
-        ring_start[slot] = first
+        h = _roll(h, ring, words, n, top, w)
+        ring_start[words % n] = first
         words += 1
         if words >= n:
             p = _find(mix64(h), table, buckets, shift)
