@@ -141,7 +141,7 @@ def _trial_row(record: dict, sets: list[str]) -> list[str]:
         str(record.get("seed")),
         _number(record["tokens"], svg.fmt),
         _number(record["tokens_per_s"], svg.fmt),
-        _number(record["data_wait_share"], lambda v: f"{v:.0%}"),
+        _number(record["data_wait_share"], lambda v: f"{v:.1%}"),
         _status(_dict(record["health"])),
         *(_number(final.get(s), lambda v: f"{v:.3f}") for s in sets),
     ]
