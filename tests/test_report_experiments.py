@@ -98,7 +98,7 @@ def test_table_lists_every_trial_escapes_names_and_shows_stops(ablate_out):
     assert [row.count("2024-05-0") for row in rows] == [1, 1, 1, 1]
     assert rows[0].startswith("<td>2024-05-04 12:00</td>")  # newest first
     assert "stopped: loss went NaN at step 40" in rows[0] and "<td>ok</td>" in rows[3]
-    assert "<td>tiny 1.23M</td>" in rows[0] and "5%" in rows[0]
+    assert "<td>tiny 1.23M</td>" in rows[0] and "<td>5.0%</td>" in rows[0]
     assert all(f"<th>{name}</th>" in page for name in SETS)
     # Per experiment, the final loss per data: the mean over seeds and their range.
     assert "<td>raw</td><td>2</td><td>4.177 (4.167–4.187)</td><td>4.277 (4.267–4.287)</td>" in page
