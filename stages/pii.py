@@ -1,11 +1,12 @@
 """``pii``: replace personal data and secrets with typed placeholders (``<EMAIL>``, ...).
 
 Types (see ``stages/pii_patterns.py``): e-mail addresses, IPv4/IPv6 addresses (public ones
-only by default: private, loopback and reserved ranges stay), phone numbers, Luhn-valid
-payment cards, US SSNs, mod-97-valid IBANs, and secrets (AWS keys, GitHub and Slack
-tokens, private-key blocks, JWTs, Google and Stripe keys). No document is dropped: the
-stage rewrites text, counts replacements per type (``pii.<type>``) and reports the number
-of documents it changed.
+only by default: private, loopback and reserved ranges stay), phone numbers, payment cards
+(Luhn-valid, with a prefix and length some card network issues: ``stages/pii_cards.py``),
+US SSNs, mod-97-valid IBANs, and secrets (AWS keys, GitHub and Slack tokens, private-key
+blocks, JWTs, Google and Stripe keys). No document is dropped: the stage rewrites text,
+counts replacements per type (``pii.<type>``) and reports the number of documents it
+changed.
 
 Why it is fast: all scanning is RE2 inside pyarrow, over the Arrow buffers. Per type, one
 native pass flags the documents that may hold it (on web text most hold none and never

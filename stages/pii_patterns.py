@@ -10,9 +10,10 @@ Each type has three parts, used in this order:
 ``after``     a Python pattern that must match right after a candidate (e.g. "not followed by
               another digit or a version suffix"); it is tried once per candidate.
 ``validate``  all candidates of a batch at once -> how many characters of each to replace
-              (0 keeps it): checksums are vectorised in numpy (Luhn for cards, ISO 7064
-              mod-97 for IBANs); addresses go through ``ipaddress``; phone numbers and IPv4
-              through rules that tell them from dates, versions and plain numbers.
+              (0 keeps it): checksums are vectorised in numpy (Luhn and the networks' issuer
+              table in ``pii_cards`` for cards, ISO 7064 mod-97 for IBANs); addresses go
+              through ``ipaddress``; phone numbers and IPv4 through rules that tell them from
+              dates, versions and plain numbers.
 
 Types are applied in ``TYPES`` order, most specific first; a candidate overlapping a span
 an earlier type took is dropped.
@@ -26,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from stages.pii_cards import issued
 
 Validator = Callable[..., np.ndarray]
 
@@ -260,36 +263,24 @@ IBAN = PiiType(
 
 # ---------------------------------------------------------------- payment cards
 
-# (prefixes, lengths) of the card networks; a Luhn-valid number outside these is not a card.
-_CARD_BRANDS = [
-    (("4",), (13, 16, 19)),  # Visa
-    (tuple(str(p) for p in range(51, 56)) + tuple(str(p) for p in range(2221, 2721)), (16,)),  # Mastercard
-    (("34", "37"), (15,)),  # American Express
-    (("6011", "65") + tuple(str(p) for p in range(644, 650)), (16, 17, 18, 19)),  # Discover
-    (tuple(str(p) for p in range(3528, 3590)), (16, 17, 18, 19)),  # JCB
-    (("300", "301", "302", "303", "304", "305", "36", "38", "39"), (14, 15, 16, 17, 18, 19)),  # Diners
-    (("62",), (16, 17, 18, 19)),  # UnionPay
-    (("5018", "5020", "5038", "5893", "6304", "6759", "6761", "6762", "6763"), tuple(range(12, 20))),  # Maestro
-]
-
-
-def _card_brand_ok(number: str) -> bool:
-    return any(len(number) in lengths and number.startswith(prefixes) for prefixes, lengths in _CARD_BRANDS)
-
 
 def _validate_card(matches: Sequence[Candidate], **_) -> np.ndarray:
-    numbers = [re.sub(r"[ -]", "", m.group()) for m in matches]
-    brand = np.fromiter((_card_brand_ok(n) for n in numbers), dtype=bool, count=len(numbers))
-    return _full(matches, brand & luhn_valid(numbers))
+    """Luhn-valid numbers whose prefix and length some network issues (``pii_cards``)."""
+    numbers = [m.group().replace(" ", "").replace("-", "") for m in matches]
+    return _full(matches, issued(numbers) & luhn_valid(numbers))
 
+
+# One run of 12-19 digits, or the groupings printed on cards, one separator throughout:
+# 4-4-4 (12-digit Maestro), 4-4-4-1..4, 4-4-4-4-1..4, and 4-6-4 / 4-6-5 (Diners, Amex, JCB 15),
+# 4-5-6 (UATP). A fifth group of four is taken too, so a 20-digit id is seen whole (and kept).
+_CARD_GROUPS = r"\d{4}S\d{4}S\d{4}(?:S\d{4}(?:S\d{1,4})?|S\d{1,4})?|\d{4}S\d{6}S\d{4,5}|\d{4}S\d{5}S\d{6}"
 
 CREDIT_CARD = PiiType(
     name="credit_card",
     placeholder="<CREDIT_CARD>",
-    scan=_not_after("-") + r"(\d{12,19}"
-    r"|\d{4} \d{4}(?: \d{4}){1,2} \d{1,4}|\d{4}-\d{4}(?:-\d{4}){1,2}-\d{1,4}"  # 4-4-4-4(-3)
-    r"|\d{4} \d{6} \d{4,5}|\d{4}-\d{6}-\d{4,5})",  # Amex / Diners 4-6-5, 4-6-4
-    after=re.compile(r"(?!\w|-\d)"),
+    # not the digits of a decimal fraction (0.5382691050147506) or of a URL path
+    scan=_not_after("./-") + rf"(\d{{12,19}}|{_CARD_GROUPS.replace('S', ' ')}|{_CARD_GROUPS.replace('S', '-')})",
+    after=re.compile(r"(?!\w|[-.,]\d)"),
     validate=_validate_card,
 )
 

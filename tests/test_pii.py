@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 import socket
 
 import numpy as np
@@ -84,6 +85,91 @@ def test_each_type_is_replaced(text, expected):
 )
 def test_look_alikes_are_kept(text):
     assert scrub([text])[0] == [text]
+
+
+def _luhn(body: str) -> str:
+    """``body`` with the Luhn check digit appended."""
+    total = sum(int(d) if i % 2 else (2 * int(d) - 9 if int(d) > 4 else 2 * int(d)) for i, d in enumerate(body[::-1]))
+    return body + str(-total % 10)
+
+
+def _card(prefix: str, length: int, rng: random.Random) -> str:
+    return _luhn(prefix + "".join(rng.choice("0123456789") for _ in range(length - 1 - len(prefix))))
+
+
+def _grouped(number: str, sep: str) -> str:
+    """As printed: 4-6-4 (14 digits), 4-6-5 (15), otherwise fours and a shorter last group."""
+    sizes = {14: (4, 6, 4), 15: (4, 6, 5)}.get(len(number), (4,) * 5)
+    parts, at = [], 0
+    for size in sizes:
+        if at < len(number):
+            parts.append(number[at : at + size])
+            at += size
+    return sep.join(parts)
+
+
+# (network, IIN prefixes to try, lengths it issues), from the networks' published IIN ranges
+CARD_NETWORKS = [
+    ("Visa", ["4"], [13, 16, 19]),
+    ("Mastercard", ["51", "55", "2221", "2720"], [16]),
+    ("American Express", ["34", "37"], [15]),
+    ("Discover", ["6011", "644", "649", "65", "622126", "622925"], [16, 17, 18, 19]),
+    ("JCB", ["3528", "3589"], [16, 17, 18, 19]),
+    ("JCB 15", ["1800", "2131"], [15]),
+    ("Diners Club", ["36"], [14, 15, 16, 17, 18, 19]),
+    ("Diners Club", ["300", "305", "3095", "38", "39"], [14, 16, 17, 18, 19]),
+    ("UnionPay", ["62", "81"], [16, 17, 18, 19]),
+    ("Maestro", ["5018", "5020", "5038", "5893", "6304", "6759", "6761", "6763"], list(range(12, 20))),
+    ("Mir", ["2200", "2204"], [16, 17, 18, 19]),
+    ("RuPay", ["60", "82", "508", "353", "356"], [16]),
+    ("Verve", ["506099", "506198", "650002", "650027", "507865", "507964"], [16, 18, 19]),
+    ("Troy", ["9792"], [16]),
+    ("UATP", ["1"], [15]),
+    ("Dankort", ["5019"], [16]),
+    ("InstaPayment", ["637", "639"], [16]),
+    ("InterPayment", ["636"], [16, 17, 18, 19]),
+]
+
+
+def test_every_network_at_every_length_grouped_or_not():
+    rng = random.Random(19)
+    numbers = [_card(p, n, rng) for _, prefixes, lengths in CARD_NETWORKS for p in prefixes for n in lengths]
+    forms = [form for n in numbers for form in (n, _grouped(n, " "), _grouped(n, "-"))]
+    texts, out = scrub([f"Card no. {form}, exp 09/27." for form in forms], types=["credit_card"])
+    missed = [form for form, text in zip(forms, texts) if text != "Card no. <CREDIT_CARD>, exp 09/27."]
+    assert not missed
+    assert out.counters["pii.credit_card"] == len(forms) > 300
+
+
+def test_broken_check_digit_wrong_length_or_unassigned_prefix_is_no_card():
+    rng = random.Random(20)
+    valid = [_card(p, n, rng) for _, prefixes, lengths in CARD_NETWORKS for p in prefixes for n in lengths]
+    broken = [n[:-1] + str((int(n[-1]) + 1) % 10) for n in valid]
+    wrong_length = [("4", 14), ("4", 15), ("4", 17), ("4", 18), ("51", 15), ("2720", 17), ("34", 14), ("37", 16)]
+    wrong_length += [("3528", 15), ("1800", 16), ("2131", 14), ("17", 13), ("17", 16), ("2200", 15), ("9792", 15)]
+    wrong_length += [("5019", 15), ("300", 15), ("506099", 17), ("637", 17), ("508", 17), ("6011", 15)]
+    unassigned = [(p, n) for p in ("0", "7", "57", "59", "33", "83", "99", "2100", "978", "979") for n in (13, 16)]
+    numbers = broken + [_card(p, n, rng) for p, n in wrong_length + unassigned]
+    forms = [form for n in numbers for form in (n, _grouped(n, " "), _grouped(n, "-"))]
+    texts = [f"Card no. {form}, exp 09/27." for form in forms]
+    assert scrub(texts, types=["credit_card"])[0] == texts
+
+
+def test_card_look_alikes_in_sentences_are_kept():
+    # each passes Luhn: the issuer table (fractions and URL paths: the boundaries) keeps them
+    epoch_ms, order, invoice = _luhn("170000000000"), _luhn("70012345678901"), _luhn("200012345678901")
+    isbns, fractions = ["9783161480027", "9791090630000"], ["5382691050147506", "4114080550460080"]
+    page = "388213067901331"
+    assert luhn_valid([epoch_ms, order, invoice, *isbns, *fractions, page]).all()
+    texts = [
+        f"ISBN 978-3-16-148002-7 (ISBN-13 {isbns[0]}) and {isbns[1]} are in stock.",
+        f'{{"created_at": {epoch_ms}, "updated_at": 1700000000000}}',
+        f"Your order {order} shipped; tracking 9400111899223197428490.",
+        f"Invoice {invoice} was paid on 2023-11-14.",
+        f"p = 1.{fractions[0]} and 3.{fractions[1]} in the table",
+        f"see www.facebook.com/pages/p/{page} for more",
+    ]
+    assert scrub(texts)[0] == texts
 
 
 def test_private_ips_can_be_replaced_on_request():
