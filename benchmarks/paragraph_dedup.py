@@ -115,6 +115,8 @@ def run_prep(ids, texts, options, n_units: int, work: Path) -> tuple[dict, dict[
 
 
 def split_units(text: str, by_line: bool) -> list[str]:
+    """The contents of a text's units (paragraphs, or lines), by plain string operations;
+    ``tests/test_paragraph_dedup.py``'s reference uses it too."""
     units, current = [], None
     for line in text.split("\n"):
         if line.strip(WS) == "":

@@ -22,6 +22,8 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, SHARED_DATA, write_config, write_jsonl
 
+from benchmarks.paragraph_dedup import WS
+from benchmarks.paragraph_dedup import split_units as ref_units  # the units by plain string operations
 from pipeline.commands.main import main
 from pipeline.engine.run import run_pipeline
 from pipeline.stage import UnitContext
@@ -29,7 +31,6 @@ from stages.paragraph_dedup import ParagraphDedup
 from stages.paragraph_dedup.split import Units
 
 needs_data = pytest.mark.skipif(SHARED_DATA is None, reason="../shared/data is absent")
-WS = " \t\r\f\v"
 
 
 # -- driving the protocol ------------------------------------------------------------------
@@ -90,20 +91,6 @@ def make_units(ids, texts, n_units: int, batch_size: int = 50):
 
 
 # -- an independent reference --------------------------------------------------------------
-
-
-def ref_units(text: str, by_line: bool) -> list[str]:
-    """The contents of a text's units, by plain string operations."""
-    units, current = [], None
-    for line in text.split("\n"):
-        if line.strip(WS) == "":
-            current = None
-        elif by_line or current is None:
-            current = [line]
-            units.append(current)
-        else:
-            current.append(line)
-    return ["\n".join(u).strip(WS) for u in units]
 
 
 def reference(ids, texts, by_line=False, min_chars=20, max_seen=0.5):
