@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from conftest import SHARED_DATA
 
 from pipeline.ablate.data import AblationDataError, held_out, open_data
-from pipeline.ablate.evalsets import Vocabulary, windows
+from pipeline.ablate.evalsets import EvalSetError, Vocabulary, file_set, windows
 from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import document_mask
 from pipeline.ablate.verdict import Comparison, compare
@@ -215,3 +215,17 @@ def test_verdict_weighs_differences_against_the_seed_spread():
     assert single.level == "unknown" and "--seeds 3" in single.sentence()
     stopped = compare([_record("a", 0, 1.0, status="stopped"), _record("b", 0, 3.0)])
     assert stopped == []  # a stopped trial is no evidence
+
+
+def test_an_eval_file_with_broken_records_is_read_around_them_and_an_empty_one_refused(tmp_path):
+    tokenizer = {"tokenizer": "gpt2", "tokenizer_spec": "gpt2", "eod_id": 50256, "bos_id": None}
+    path = tmp_path / "eval.jsonl"
+    good = json.dumps({"text": "A sentence of clean prose for the evaluation set. " * 20})
+    path.write_bytes(b"\n".join([good.encode(), b'{"text": "cut short', b"\xff\xfe not json", good.encode()]) + b"\n")
+    ev = file_set(path, tokenizer, seq_len=32, max_tokens=10_000)
+    assert ev.documents == 2 and ev.skipped == 2 and ev.tokens > 0
+    assert ev.labels.max() < 50257
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(EvalSetError, match="no readable text"):
+        file_set(empty, tokenizer, seq_len=32, max_tokens=10_000)
