@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -83,9 +84,10 @@ class AblationData:
     shares: dict[str, float]
     sample: float | None  # the --sample fraction of the run that made it, if any
 
-    @property
+    @cached_property
     def fingerprint(self) -> str:
-        """What the data is, by content: the shards' checksums and the order that reads them."""
+        """What the data is, by content: the shards' checksums and the order that reads them
+        (read once: every trial key, record and the experiment id ask for it)."""
         digest = hashlib.sha256()
         for prefix in self.corpus.prefixes:
             digest.update(str((read_sidecar(prefix) or {}).get("bin_sha256")).encode())
@@ -93,14 +95,14 @@ class AblationData:
             digest.update(MixLayout(self.path).manifest.read_bytes())
         return digest.hexdigest()[:16]
 
-    @property
+    @cached_property
     def tokens(self) -> int:
         """The tokens a full pass reads: the mixture's (``mix.json``), or every shard's."""
         if self.kind == "mix":
             return int(json.loads(MixLayout(self.path).manifest.read_text())["tokens"])
         return int(self.corpus.num_tokens)
 
-    @property
+    @cached_property
     def train_tokens(self) -> int:
         sizes = np.asarray(self.corpus.document_sizes)
         return int(sizes[~self.held_out].sum())
