@@ -53,13 +53,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import string_buffers
+from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
 from pipeline.stage import Stage, StageOutput, register
 
@@ -81,24 +81,24 @@ _CONT[[ord(ch) for ch in _CP1252_SPECIALS if ch.isalpha()]] = LETTER
 _CONT[0xA0] = NBSP
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _cont(c):
     """0, or the kind of continuation-looking character ``c`` is (PLAIN, LETTER, NBSP)."""
     return _CONT[c] if c < 0x2123 else np.uint8(0)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _lower_ascii(c):
     return 0x61 <= c <= 0x7A
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _ascii_mark(c):
     """Nothing (the start), space or ASCII punctuation: no letter, no digit."""
     return c < 0x80 and not (0x30 <= c <= 0x39 or 0x41 <= c <= 0x5A or 0x61 <= c <= 0x7A)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _entity_at(data, i, end):
     """Whether an entity as ftfy's ``&#?[0-9A-Za-z]{1,24};`` starts at data[i] (an ``&``)."""
     j = i + 1
@@ -116,7 +116,7 @@ def _entity_at(data, i, end):
     return False
 
 
-@numba.njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def _flag_one(data, start, end, html, html_auto):
     mojibake = False
     entity = False  # an entity ftfy would unescape
@@ -172,7 +172,7 @@ def _flag_one(data, start, end, html, html_auto):
     return (MOJIBAKE if mojibake else 0) | (HTML if entity else 0)
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _flag_rows(data, offsets, html, html_auto):
     flags = np.zeros(len(offsets) - 1, np.uint8)
     for row in range(len(offsets) - 1):

@@ -9,11 +9,11 @@ from __future__ import annotations
 import hashlib
 import os
 
-import numba
 import numpy as np
 import pyarrow as pa
 
 from pipeline.kernels.buffers import string_buffers
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import fnv1a, splitmix64
 
 
@@ -25,7 +25,7 @@ def hash_strings(strings: pa.Array) -> np.ndarray:
     return _fnv1a_rows(data, offsets)
 
 
-@numba.njit(cache=True)
+@njit
 def _fnv1a_rows(data, offsets):
     out = np.empty(len(offsets) - 1, dtype=np.uint64)
     for i in range(len(offsets) - 1):

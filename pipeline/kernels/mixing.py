@@ -14,8 +14,9 @@ one changes outputs.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
+
+from pipeline.kernels.jit import njit
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, odd: SplitMix64's increment
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)
@@ -24,7 +25,7 @@ _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def mix64(x):
     """SplitMix64's finaliser: a bijective avalanche of 64 bits (uint64 in, uint64 out)."""
     x = (x ^ (x >> np.uint64(30))) * _M1
@@ -32,7 +33,7 @@ def mix64(x):
     return x ^ (x >> np.uint64(31))
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def mix64_nonzero(x):
     """``mix64``, but 1 where that is 0: a key for tables that mark empty slots with 0."""
     x = mix64(x)
@@ -49,7 +50,7 @@ def splitmix64(values: np.ndarray) -> np.ndarray:
         return mix64.py_func(z)
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def fnv1a(buf, start, end):
     """64-bit FNV-1a over buf[start:end], each element taken as one uint64 (bytes, or
     already-decoded code points)."""
@@ -59,7 +60,7 @@ def fnv1a(buf, start, end):
     return h
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def fnv1a_nonzero(buf, start, end):
     """``fnv1a``, but 1 where that is 0: a key for tables that mark empty slots with 0."""
     h = fnv1a(buf, start, end)

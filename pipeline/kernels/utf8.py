@@ -16,8 +16,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+
+@njit(_nrt=False)
 def decode(buf, i):
     """(code point, byte length) of the character starting at buf[i] (input is valid UTF-8)."""
     b = buf[i]
@@ -37,7 +39,7 @@ def decode(buf, i):
     ), 4
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def decode_lenient(buf, i, end):
     """(code point, byte length) of the character starting at buf[i], for any bytes.
 
@@ -59,7 +61,7 @@ def decode_lenient(buf, i, end):
     return c, 1
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def prev_start(buf, i):
     """Start of the character that ends just before byte i."""
     j = i - 1
@@ -68,7 +70,7 @@ def prev_start(buf, i):
     return j
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def n_chars(buf, start, end):
     """Number of code points in buf[start:end] (Python's len of that str)."""
     n = 0

@@ -56,8 +56,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import numba
 import numpy as np
+
+from pipeline.kernels.jit import njit
 
 WINDOW_SEED_TAG = 0x77696E  # keeps window shuffles independent of document shuffles
 SHARE_WINDOW_TOKENS = 1_000_000  # the window ``prep mix`` holds shares in (``window_shares``)
@@ -67,7 +68,7 @@ BALANCE_TOLERANCE = 0.75  # of a window's tokens: prefixes closer than this need
 WINDOW_ORDER_SCHEME = "share-window-balanced-1"
 
 
-@numba.njit(cache=True)
+@njit
 def _stratified(tokens, shuffled):
     """``shuffled`` with each class (single-source windows of each source; mixed windows)
     spread evenly: member ``r`` of ``n`` at time ``(2r + 1) / 2n``, ties in shuffled order."""
@@ -92,7 +93,7 @@ def _stratified(tokens, shuffled):
     return shuffled[np.argsort(times, kind="mergesort")]
 
 
-@numba.njit(cache=True)
+@njit
 def _distance(deviation, tokens, w, size, total):
     """Squared distance from the block's composition after taking window ``w`` (tokens x size)."""
     score = 0.0
@@ -102,7 +103,7 @@ def _distance(deviation, tokens, w, size, total):
     return score
 
 
-@numba.njit(cache=True)
+@njit
 def _balanced_order(tokens, shuffled, pool_size, tolerance):
     size, sources = tokens.shape
     out = np.empty(size, np.int64)

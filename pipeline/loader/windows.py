@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.loader.order import DocumentStream
 
 
@@ -46,7 +46,7 @@ class Pieces:
     length: np.ndarray
 
 
-@numba.njit(cache=True)
+@njit
 def _locate(cumulative, order, document_starts, shard_first_document, starts, length):
     """The pieces of windows ``[s, s + length)``; a count pass sizes the arrays first."""
     rows = len(starts)
@@ -94,7 +94,7 @@ def locate(stream: DocumentStream, starts: np.ndarray, length: int) -> Pieces:
     return Pieces(*arrays)
 
 
-@numba.njit(cache=True)
+@njit
 def fill_tokens(tokens, shard, pieces_shard, source, row, begin, size, seq_len, inputs, labels):
     """Copy the pieces of ``shard`` (its ``.bin`` is ``tokens``) into flat ``inputs`` and ``labels``.
 
@@ -116,7 +116,7 @@ def fill_tokens(tokens, shard, pieces_shard, source, row, begin, size, seq_len, 
             tail[j] = piece[skip + j]
 
 
-@numba.njit(cache=True)
+@njit
 def fill_segments(row, begin, rows, seq_len, cu_seqlens, positions) -> int:
     """Write ``cu_seqlens`` and ``positions``; return the longest segment.
 
@@ -157,7 +157,7 @@ def read_windows(stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: n
         )
 
 
-@numba.njit(cache=True)
+@njit
 def _source_tokens(cumulative, order, source_first, first, count, seq_len, sources):
     """Tokens of each source in the inputs (``seq_len`` stream positions) of windows
     ``first .. first + count - 1``: a ``(count, sources)`` int64 array."""

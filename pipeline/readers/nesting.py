@@ -10,9 +10,10 @@ GIL), so it costs a fraction of the parse it protects.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz
+
+from pipeline.kernels.jit import njit
 
 # Real corpora nest a few levels (C4: 1; RedPajama's meta: 2-3; chat trees rarely past
 # 10). The bound is set by what must read the documents back: Parquet readers refuse a
@@ -40,14 +41,14 @@ def too_deep_lines(block: bytes, limit: int = MAX_DEPTH) -> np.ndarray:
     return _deep_lines(data, words, limit)
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _has_zero_byte(word):
     """The high bit of every byte of ``word`` that is 0 is set (a byte just above a 0 may
     be flagged too: candidates are checked)."""
     return (word - _ONES) & ~word & _HIGH
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _is_escaped(data, i):
     """Whether the byte at ``i`` follows an odd run of backslashes (inside a string,
     whose opening quote ends the run)."""
@@ -57,7 +58,7 @@ def _is_escaped(data, i):
     return (i - 1 - k) % 2 == 1
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _string_end(data, words, i):
     """Position of the quote closing the string whose body starts at ``i``, or of the
     newline that cuts it short (a raw newline is invalid JSON; the line is broken anyway).
@@ -87,19 +88,19 @@ def _string_end(data, words, i):
     return n
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _candidates(word):
     """The high bit of each byte of ``word`` that may be a quote or a newline."""
     return _has_zero_byte(word ^ _QUOTES) | _has_zero_byte(word ^ _NEWLINES)
 
 
-@numba.njit(inline="always")
+@njit(inline="always")
 def _ends_string(data, i):
     c = data[i]
     return c == _NEWLINE or (c == _QUOTE and not _is_escaped(data, i))
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def _deep_lines(data, words, limit):
     found = []
     line = depth = 0

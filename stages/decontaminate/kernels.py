@@ -21,9 +21,9 @@ reference implementation compare against it).
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, mix64
 from pipeline.kernels.utf8 import decode_lenient
 
@@ -34,7 +34,7 @@ PUNCT = -1  # punctuation and symbols: deleted, the word goes on
 DIGIT_GROUP_SPACES = (0xA0, 0x2009, 0x202F)
 
 
-@nb.njit(cache=True)
+@njit
 def _fold_slow(cp):
     """``cp`` lower-cased, or SPACE / PUNCT."""
     if cp < 128:
@@ -98,19 +98,19 @@ def _fold_table(limit: int) -> np.ndarray:
 _FOLD = _fold_table(0x800)  # every 1- and 2-byte UTF-8 code point, looked up
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _fold(cp):
     if cp < 0x800:
         return np.int64(_FOLD[cp])
     return _fold_slow(cp)
 
 
-@nb.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False, inline="always")
 def _is_digit_group_space(cp):
     return cp == 0xA0 or cp == 0x2009 or cp == 0x202F
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def next_word(data, i, end):
     """The word at or after byte ``i``: (found, hash, first byte, end byte, where to go on)."""
     h = FNV_OFFSET
@@ -136,7 +136,7 @@ def next_word(data, i, end):
     return start >= 0, mix64(h), start, stop, end
 
 
-@nb.njit(cache=True)
+@njit
 def ngram_keys(data, offsets, n):
     """Every n-gram key of every row, and the row it came from (rows of fewer than ``n``
     words give none)."""
@@ -173,7 +173,7 @@ def ngram_keys(data, offsets, n):
     return keys, owner
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _roll(h, ring, words, n, top, w):
     """The hash of the window after word ``w`` (the ``words``-th) enters and the oldest leaves."""
     slot = words % n
@@ -183,7 +183,7 @@ def _roll(h, ring, words, n, top, w):
     return h * POLY + w
 
 
-@nb.njit(cache=True)
+@njit
 def _top_power(n):
     """POLY ** (n - 1) modulo 2**64: the weight of the oldest word of a window."""
     p = np.uint64(1)
@@ -192,7 +192,7 @@ def _top_power(n):
     return p
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _find(key, table, buckets, shift):
     """Position of ``key`` in the sorted ``table``, or -1."""
     b = np.int64(key >> shift)
@@ -205,7 +205,7 @@ def _find(key, table, buckets, shift):
     return -1
 
 
-@nb.njit(cache=True)
+@njit
 def _scan(data, start, end, n, top, table, buckets, shift, ring, ring_start, hits):
     """Matched windows of one document; the first ``len(hits)`` as (index position,
     first byte, end byte). Returns how many windows matched."""
@@ -231,7 +231,7 @@ def _scan(data, start, end, n, top, table, buckets, shift, ring, ring_start, hit
     return count
 
 
-@nb.njit(cache=True)
+@njit
 def scan_batch(data, offsets, n, table, buckets, shift):
     """Per row: how many windows matched, and the first one (position, first byte, end
     byte; -1 where none)."""
@@ -250,7 +250,7 @@ def scan_batch(data, offsets, n, table, buckets, shift):
     return counts, first
 
 
-@nb.njit(cache=True)
+@njit
 def match_spans(data, start, end, n, table, buckets, shift):
     """Every matched window of ``data[start:end]``: (index position, first byte, end byte)."""
     hits = np.empty(((end - start) // 2 + 1, 3), np.int64)  # a word and its space take 2 bytes

@@ -22,9 +22,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-import numba as nb
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
 from stages.dedup import partfile
 
@@ -37,7 +37,7 @@ def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
     return (np.asarray(gids, np.int64) * partitions // max(total, 1)).astype(np.int64)
 
 
-@nb.njit(cache=True)
+@njit
 def _forest(u, v, n):
     parent = np.arange(n)
     for k in range(u.shape[0]):
@@ -108,7 +108,7 @@ def read_adjacency(files: list[Path], q: int) -> np.ndarray:
     return adj[keep]
 
 
-@nb.njit(cache=True)
+@njit
 def _fingerprint(u, v):
     h = np.uint64(0)
     for k in range(u.shape[0]):

@@ -34,11 +34,11 @@ sampling error of 112 hashes, in half the disk space of the 32-bit minima.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 
 from pipeline.kernels.buffers import is_string, string_buffers
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, fnv1a, mix64
 from pipeline.kernels.utf8 import decode_lenient
 
@@ -48,7 +48,7 @@ _SEP = -1  # normalised code point that separates words
 _SPACE = -2  # whitespace: a separator that the exact hash collapses
 
 
-@nb.njit(cache=True)
+@njit
 def _fold_slow(cp):
     """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
     if cp < 128:
@@ -110,7 +110,7 @@ def _fold_table(limit: int) -> np.ndarray:
 _FOLD = _fold_table(0x800)  # every 1- and 2-byte UTF-8 code point, looked up
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _fold(cp):
     """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
     if cp < 0x800:
@@ -118,13 +118,13 @@ def _fold(cp):
     return _fold_slow(cp)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _word_end(wh, acc, nacc):
     """The 64-bit hash of a word from its hash so far and its last, partial chunk."""
     return mix64(wh ^ acc ^ (np.uint64(nacc) << np.uint64(59)))
 
 
-@nb.njit(cache=True)
+@njit
 def _normalise(data, start, end, cps, word_hash):
     """Decode and fold one document: word code points (separators dropped) into ``cps``,
     the 64-bit hash of each word into ``word_hash``; returns (n_cps, n_words, n_spaced,
@@ -200,7 +200,7 @@ def _normalise(data, start, end, cps, word_hash):
     return n_cps, n_words, n_spaced, mix64(exact)
 
 
-@nb.njit(cache=True, inline="always")
+@njit(inline="always")
 def _absorb(x, a, b, mins):
     """Fold one shingle hash into the running minima of every permutation (uint32 lanes)."""
     x32 = np.uint32(x & _MASK32)
@@ -208,7 +208,7 @@ def _absorb(x, a, b, mins):
         mins[k] = min(mins[k], np.uint32(a[k] * x32 + b[k]))
 
 
-@nb.njit(cache=True)
+@njit
 def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, word_hash, out):
     """Write the 64-bit shingle hashes of one normalised document to ``out``; return the count."""
     if n_words == 0:
@@ -230,7 +230,7 @@ def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, w
     return count
 
 
-@nb.njit(cache=True)
+@njit
 def _sign(
     starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, keep, kept_offsets, kept
 ):
@@ -266,7 +266,7 @@ def _sign(
     return pos
 
 
-@nb.njit(cache=True)
+@njit
 def _band_keys(sigs, n_shingles, exact, bands, rows):
     """Band keys (bands + 1 per document: the LSH bands, then the exact-text key).
 
@@ -286,7 +286,7 @@ def _band_keys(sigs, n_shingles, exact, bands, rows):
     return keys, valid
 
 
-@nb.njit(cache=True)
+@njit
 def _bbit(sigs):
     """The stored 16-bit form of each minimum (see module docstring)."""
     n, h = sigs.shape
@@ -366,7 +366,7 @@ def estimate_similarity(stored_a: np.ndarray, stored_b: np.ndarray) -> np.ndarra
     return (stored_a == stored_b).mean(axis=-1)
 
 
-@nb.njit(cache=True)
+@njit
 def jaccard_sorted(x, y):
     """Exact Jaccard similarity of two sorted arrays of unique hashes."""
     i = j = inter = 0

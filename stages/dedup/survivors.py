@@ -14,11 +14,11 @@ chaining neither removes C for A nor keeps two duplicates of each other.
 
 from __future__ import annotations
 
-import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.kernels.jit import njit
 from stages.dedup.minhash import jaccard_sorted
 from stages.dedup.store import DocStore, fixed_binary_matrix, list_values
 
@@ -87,7 +87,7 @@ def decide(
     return out
 
 
-@nb.njit(cache=True)
+@njit
 def _greedy(bounds, sig, hashes, locked, exact, verify, values, offsets, threshold):
     """Within each component (rows ``bounds[c]:bounds[c+1]``, best first): the best row
     survives and removes every row that duplicates it; the best row left survives next,

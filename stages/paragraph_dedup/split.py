@@ -24,21 +24,21 @@ and never counted (see ``stages.paragraph_dedup`` for what happens to it).
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import pyarrow as pa
 
 from pipeline.kernels.buffers import string_array, string_buffers
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
 from pipeline.kernels.utf8 import n_chars
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _space(b):
     return b == 32 or b == 9 or b == 13 or b == 12 or b == 11
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def _hash(data, start, end):
     """64 bits of data[start:end], eight bytes a step: each little-endian word is mixed
     into the state by the SplitMix64 finaliser (``mix64``), the length first."""
@@ -58,7 +58,7 @@ def _hash(data, start, end):
     return mix64(h)
 
 
-@numba.njit(cache=True)
+@njit
 def _cut(data, offsets, by_line, min_chars, bound, hashed):
     n_docs = len(offsets) - 1
     doc = np.empty(bound, np.int64)
@@ -137,7 +137,7 @@ class Units:
         return string_array(data, offsets, like)
 
 
-@numba.njit(cache=True)
+@njit
 def _join(data, offsets, doc, seg, content, removed):
     """Each document with the segments of its removed units cut out. When its last unit
     is removed, the text ends where the last kept unit's content ends (no dangling
@@ -176,7 +176,7 @@ def _join(data, offsets, doc, seg, content, removed):
     return out[:w], new_offsets
 
 
-@numba.njit(cache=True)
+@njit
 def _with_short(doc, short, hit):
     """``hit`` (removed counted units) plus every short unit whose nearest counted
     neighbours on both sides, in its own document, are both removed."""

@@ -7,22 +7,19 @@ which made word splitting 100x slower than the work itself; inlining everything
 instead made compilation take minutes. Leaves take their arrays as borrowed pointers.
 ``kernel`` is for the per-batch / per-document drivers that allocate scratch.
 
-Both cache what they compile (``cache=True``), and numba checks a cached function only
-against its own source file, while the compiled code carries everything it calls and
-every global it read (the signal indices of ``signals.py``). So after editing one
-module here, the kernels of the others that call it or read its constants run the old
-code silently: delete ``stages/quality/__pycache__`` (and ``pipeline/kernels/__pycache__``
-after editing those helpers).
+Both cache what they compile (``pipeline/kernels/jit.py``); ``pipeline/kernels/numba_cache.py``
+deletes those caches when any numba source changed, because numba checks a cached kernel
+only against its own file while it carries everything it calls.
 """
 
 from __future__ import annotations
 
-import numba
+from pipeline.kernels.jit import njit
 
 
 def leaf(fn):
-    return numba.njit(cache=True, _nrt=False)(fn)
+    return njit(_nrt=False)(fn)
 
 
 def kernel(fn):
-    return numba.njit(cache=True)(fn)
+    return njit(fn)

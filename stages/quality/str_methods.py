@@ -9,9 +9,9 @@ the reference counts (characters as code points, whitespace and line breaks as
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
 from stages.quality.jit import leaf
 from stages.quality.tables import LINEBREAK, SPACE
@@ -54,7 +54,7 @@ def rstrip(flags, buf, a, b):
     return b
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def startswith(buf, a, b, lit):
     n = lit.shape[0]
     if b - a < n:
@@ -65,7 +65,7 @@ def startswith(buf, a, b, lit):
     return True
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def endswith(buf, a, b, lit):
     n = lit.shape[0]
     if b - a < n:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import fnv1a_nonzero
 from stages.quality import tables_data
 
@@ -97,7 +97,7 @@ def byte_set(strings: list[bytes]) -> ByteSet:
     return ByteSet(keys, slot_item, item_off, blob, max((len(s) for s in strings), default=0))
 
 
-@numba.njit(cache=True, _nrt=False)
+@njit(_nrt=False)
 def byte_set_find(keys, slot_item, item_off, blob, buf, start, end):
     """Index of buf[start:end] in the set, or -1."""
     h = fnv1a_nonzero(buf, start, end)

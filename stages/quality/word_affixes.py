@@ -9,8 +9,7 @@ character classes of ``tables.py``.
 
 from __future__ import annotations
 
-import numba
-
+from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
 from stages.quality.jit import leaf
 from stages.quality.tables import (
@@ -26,7 +25,7 @@ from stages.quality.tables import (
 )
 
 
-@numba.njit(cache=True, _nrt=False, inline="always")
+@njit(_nrt=False)
 def is_digit(b):
     return b >= 48 and b <= 57
 

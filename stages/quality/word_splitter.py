@@ -34,6 +34,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
 from stages.quality.jit import leaf
 from stages.quality.tables import SPACE, byte_set_find
@@ -41,7 +42,7 @@ from stages.quality.word_affixes import find_infix, find_prefix, find_suffix
 from stages.quality.word_urls import url_match
 
 
-@numba.njit(cache=True, inline="always")
+@njit
 def word_scratch(n):
     """Arrays for ``split_words`` on n bytes: (word starts, word ends, scratch, scratch)."""
     return (
@@ -134,7 +135,7 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
             if start < e:
                 n = _emit(out_s, out_e, n, start, e)
     for j in range(n_suf - 1, -1, -1):
-        n = _emit(out_s, out_e, n, stack_s[j], stack_e[j])
+        n = _emit(out_s, out_e, n, np.int64(stack_s[j]), np.int64(stack_e[j]))
     if n - n0 >= 2:
         n = _merge_specials(T, buf, out_s, out_e, n0, n, stack_s)
     return n
@@ -156,7 +157,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
             j = i + L
             if not T.merge_first_byte[buf[out_s[i]]]:
                 continue
-            k = _special(T, buf, out_s[i], out_e[j - 1])
+            k = _special(T, buf, np.int64(out_s[i]), np.int64(out_e[j - 1]))
             if k < 0 or T.special_pattern_off[k + 1] - T.special_pattern_off[k] != L:
                 continue
             ok = True
@@ -180,7 +181,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
     while t < n_tok:
         k = take[t]
         if k >= 0:
-            m = _emit_special(T, k, out_s[n0 + t], out_s, out_e, m)
+            m = _emit_special(T, k, np.int64(out_s[n0 + t]), out_s, out_e, m)
             t += T.special_pattern_off[k + 1] - T.special_pattern_off[k]
         else:
             out_s[m] = out_s[n0 + t]

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import functools
 
-import numba
 import numpy as np
 
+from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, mix64_nonzero
 from pipeline.kernels.utf8 import decode, prev_start
 from stages.quality.tables import WORD, tables
@@ -48,7 +48,7 @@ def case_tables() -> tuple[np.ndarray, np.ndarray]:
     return lower, is_word
 
 
-@numba.njit(cache=True)
+@njit
 def _run_key(cps):
     h = FNV_OFFSET
     for c in cps:
@@ -116,7 +116,7 @@ class EntryTable:
         )
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@njit(nogil=True, _nrt=False)
 def _matches(data, start, end, lower, is_word, ent_cp, a, b):
     """Whether entry code points ent_cp[a:b] are the lowercase text at data[start:], with a
     non-word character or the end after them."""
@@ -135,7 +135,7 @@ def _matches(data, start, end, lower, is_word, ent_cp, a, b):
     return True
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@njit(nogil=True, _nrt=False)
 def _run_hit(data, start, end, h, keys, slot_lo, slot_hi, order, lower, is_word, ent_cp, ent_off):
     key = mix64_nonzero(h)
     mask = keys.shape[0] - 1
@@ -151,7 +151,7 @@ def _run_hit(data, start, end, h, keys, slot_lo, slot_hi, order, lower, is_word,
     return -1
 
 
-@numba.njit(cache=True, nogil=True)
+@njit(nogil=True)
 def find_entries(data, offsets, lower, is_word, keys, slot_lo, slot_hi, order, ent_cp, ent_off, lead, lead_cp):
     n_docs = offsets.shape[0] - 1
     out = np.full(n_docs, -1, np.int64)
@@ -206,14 +206,14 @@ def find_entries(data, offsets, lower, is_word, keys, slot_lo, slot_hi, order, e
     return out
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@njit(nogil=True, _nrt=False)
 def _before(data, i):
     """The code point that ends just before byte i."""
     cp, _ = decode(data, prev_start(data, i))
     return cp
 
 
-@numba.njit(cache=True, nogil=True, _nrt=False)
+@njit(nogil=True, _nrt=False)
 def _lead_hit(data, i, end, lower, is_word, ent_cp, ent_off, lead, lead_cp):
     """An entry starting with a non-word character, at data[i] (the caller checked that a
     non-word character or the start comes before it)."""

@@ -1,0 +1,38 @@
+"""prep's jit decorator: a helper called with constants compiles once, not once per constant."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pipeline.kernels.jit import njit
+
+COLUMN = 3
+
+
+@njit(cache=False)
+def _add(x, k):
+    return x + k
+
+
+@njit(cache=False)
+def _caller(x):
+    return _add(x, 0) + _add(x, -1) + _add(x, COLUMN) + _add(x, x)
+
+
+def test_constants_share_one_compiled_helper():
+    assert _caller(np.int64(5)) == 5 + 4 + 8 + 10
+    assert len(_add.signatures) == 1  # numba's own njit compiles four: Literal[int](0), (-1), (3), int64
+
+
+@njit(cache=False, _nrt=False)
+def _sum(a):
+    total = 0
+    for v in a:
+        total += v
+    return total
+
+
+def test_options_reach_numba():
+    assert _sum(np.arange(5)) == 10
+    assert _sum.targetoptions["_nrt"] is False
+    assert _sum.targetoptions["nopython"] is True
