@@ -157,6 +157,15 @@ def test_only_the_loader_and_ablate_import_torch():
     assert _importers_of("torch") <= TORCH_IMPORTERS
 
 
+def test_every_kernel_lives_where_the_cache_guard_looks():
+    """numba_cache hashes only KERNEL_FOLDERS to decide when cached kernels are stale."""
+    from pipeline.kernels.numba_cache import KERNEL_FOLDERS
+
+    compiles = _importers_of("numba") | _importers_of("pipeline.kernels.jit")
+    paths = {str(_modules(REPO)[module].relative_to(REPO)) for module in compiles}
+    assert paths and {path for path in paths if not path.startswith(KERNEL_FOLDERS)} == set()
+
+
 def test_no_module_is_longer_than_a_reader_takes_in():
     long = [
         f"{p.relative_to(REPO)}: {n} lines"

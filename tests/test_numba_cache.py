@@ -15,9 +15,9 @@ CALLER = "from numba import njit\nfrom helper import step\n\n@njit(cache=True)\n
 
 
 def _tree(root: Path) -> Path:
-    """A root with a ``pipeline`` folder holding a numba caller and the helper compiled into it."""
-    package = root / "pipeline"
-    package.mkdir()
+    """A root with a kernel folder holding a numba caller and the helper compiled into it."""
+    package = root / "pipeline" / "kernels"
+    package.mkdir(parents=True)
     (package / "helper.py").write_text(HELPER.format(1))
     (package / "caller.py").write_text(CALLER)
     (package / "plain.py").write_text("VALUE = 1\n")
@@ -51,7 +51,7 @@ def test_an_edited_helper_is_not_served_from_the_callers_cache(tmp_path):
     assert _kernel(package, Path(tmp_path)) == 11  # the guard saw the change and cleared it
 
 
-def test_caches_are_cleared_only_when_a_numba_source_changes(tmp_path):
+def test_caches_are_cleared_only_when_a_source_changes(tmp_path):
     package = _tree(tmp_path)
     cache = package / "__pycache__"
     cache.mkdir()
@@ -61,10 +61,12 @@ def test_caches_are_cleared_only_when_a_numba_source_changes(tmp_path):
 
     (cache / "caller.kernel-4.py311.nbi").write_bytes(b"index")
     (cache / "caller.kernel-4.py311.1.nbc").write_bytes(b"code")
-    assert clear_stale_caches(tmp_path) and cached() == [] and (cache / STAMP).is_file()
+    assert clear_stale_caches(tmp_path) and cached() == [] and (tmp_path / "pipeline" / "__pycache__" / STAMP).is_file()
     (cache / "caller.kernel-4.py311.nbi").write_bytes(b"index")
     assert not clear_stale_caches(tmp_path) and cached() == ["caller.kernel-4.py311.nbi"]
-    (package / "plain.py").write_text("VALUE = 2\n")  # no numba in it: nothing to clear
+    (package / "plain.py").write_text("VALUE = 2\n")  # no numba in it, but a kernel may read VALUE
+    assert clear_stale_caches(tmp_path) and cached() == []
+    (cache / "caller.kernel-4.py311.nbi").write_bytes(b"index")
     assert not clear_stale_caches(tmp_path) and cached() == ["caller.kernel-4.py311.nbi"]
     (package / "helper.py").write_text(HELPER.format(3))
     assert clear_stale_caches(tmp_path) and cached() == []

@@ -10,5 +10,5 @@ can import it without pulling the engine in; only numpy, numba and pyarrow.
 
 numba's on-disk cache checks only the caller's own source file, and these helpers are
 compiled into their callers: ``numba_cache`` (run when ``pipeline`` is imported) deletes
-the cached kernels whenever a numba source changed, so none keeps an old helper.
+the cached kernels whenever a source file changed, so none keeps an old helper or constant.
 """

@@ -4,10 +4,15 @@ Why: ``@njit(cache=True)`` keys a cached kernel on its own source file's time an
 A kernel that calls a helper from another file has that helper compiled into it, so after
 the helper's file changes (an edit, a ``git checkout``, a ``git pull``) the caller's cache
 still loads, with the old helper inside: the quality signals were once silently wrong that
-way. ``clear_stale_caches`` runs when ``pipeline`` is imported, before any kernel loads: it
-hashes the contents of every source file under ``pipeline/`` and ``stages/`` that uses
-numba, and when that hash differs from the one stamped beside the caches, deletes every
-cached kernel of those folders (``*.nbi``, ``*.nbc``), so each recompiles once on first use.
+way. The same holds for a module-level constant a kernel reads (the column numbers of
+``stages/quality/signals.py``), which numba freezes into the compiled code. So
+``clear_stale_caches`` runs when ``pipeline`` is imported, before any kernel loads: it
+hashes the contents of every source file in the folders that hold kernels and what they
+read (``KERNEL_FOLDERS``; about 100 files, a few milliseconds), and when that hash differs
+from the one stamped beside the caches, deletes every cached kernel of those folders
+(``*.nbi``, ``*.nbc``), so each recompiles once on first use. An edit to the engine or a
+command leaves the caches alone; ``tests/test_architecture.py`` checks that no kernel
+lives outside these folders.
 
 It looks where numba keeps caches for these files: each folder's ``__pycache__``, or the
 mirror under ``NUMBA_CACHE_DIR`` when that is set. A read-only install (no writable
@@ -25,21 +30,13 @@ from pathlib import Path
 from pipeline.util.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
-PACKAGES = ("pipeline", "stages")
+KERNEL_FOLDERS = ("pipeline/kernels", "pipeline/loader", "pipeline/readers", "stages")
 STAMP = "prep-numba-sources.sha256"
 
 
 def kernel_sources(root: Path = ROOT) -> list[Path]:
-    """The source files under ``root``'s packages that use numba, sorted."""
-    found = []
-    for package in PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            try:
-                if b"numba" in path.read_bytes():
-                    found.append(path)
-            except OSError:
-                continue
-    return found
+    """Every source file of the kernel folders under ``root``, sorted: a kernel may read any."""
+    return [path for folder in KERNEL_FOLDERS for path in sorted((root / folder).rglob("*.py"))]
 
 
 def sources_digest(files: list[Path], root: Path = ROOT) -> str:
@@ -62,11 +59,11 @@ def cache_folders(files: list[Path]) -> list[Path]:
 
 
 def clear_stale_caches(root: Path = ROOT) -> bool:
-    """Delete the cached kernels if any numba source changed since they were stamped; True if it did."""
+    """Delete the cached kernels if any source file changed since they were stamped; True if it did."""
     try:
         files = kernel_sources(root)
         digest = sources_digest(files, root)
-        stamp = root / PACKAGES[0] / "__pycache__" / STAMP
+        stamp = root / "pipeline" / "__pycache__" / STAMP
         if stamp.is_file() and stamp.read_text() == digest:
             return False
         for folder in cache_folders(files):

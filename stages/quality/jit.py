@@ -8,7 +8,7 @@ instead made compilation take minutes. Leaves take their arrays as borrowed poin
 ``kernel`` is for the per-batch / per-document drivers that allocate scratch.
 
 Both cache what they compile (``pipeline/kernels/jit.py``); ``pipeline/kernels/numba_cache.py``
-deletes those caches when any numba source changed, because numba checks a cached kernel
+deletes those caches when any source of prep changed, because numba checks a cached kernel
 only against its own file while it carries everything it calls.
 """
 
