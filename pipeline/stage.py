@@ -15,7 +15,7 @@ checks every key against it, so a typo is an error naming the nearest valid key.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -76,6 +76,19 @@ class Stage:
     def files(cls, options: Any) -> list[str]:
         """Files the stage reads besides the documents (models): their contents are part of
         what makes a run this run, so a model replaced before a resume is never mixed in."""
+        return []
+
+    @classmethod
+    def warmups(cls, options: Any, source: str) -> list[list[Callable[[], object]]]:
+        """Rounds of steps that compile this stage's numba kernels (as ``source`` will use
+        them) into numba's cache before the run starts. A step is a picklable callable of no
+        arguments: a module-level function, or a ``functools.partial`` of one.
+
+        Why: a cold kernel compiles in every worker that first calls it, each paying the
+        same tens of CPU-seconds. The engine runs every stage's round 0 spread over the
+        workers, then round 1, and so on, so each kernel compiles once per machine and the
+        compiles run side by side; a step may rely on the kernels of the rounds before it
+        being in the cache. With a warm cache a step only loads. Default: none."""
         return []
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:

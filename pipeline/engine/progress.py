@@ -21,6 +21,8 @@ class ProgressBar:
         if mode not in ("bar", "json", "none"):
             raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
+        # A phase that reads no input (after dedup, compiling) measures progress in units.
+        self.by_units = total_bytes <= 0
         self.total_bytes = max(total_bytes, 1)
         self.total_units = total_units
         self.stream = stream or sys.stderr
@@ -54,9 +56,13 @@ class ProgressBar:
             return
         self.last_draw = now
         elapsed = now - self.start
-        done = min((self.bytes + self.resumed_bytes) / self.total_bytes, 1.0)
-        speed = _rate(self.bytes, elapsed)
-        eta = (1 - done) * self.total_bytes / speed if speed > 0 else 0.0 if done >= 1 else float("nan")
+        if self.by_units:
+            done = self.units / self.total_units if self.total_units else 1.0
+            eta = elapsed * (1 - done) / done if done > 0 else float("nan")
+        else:
+            done = min((self.bytes + self.resumed_bytes) / self.total_bytes, 1.0)
+            speed = _rate(self.bytes, elapsed)
+            eta = (1 - done) * self.total_bytes / speed if speed > 0 else 0.0 if done >= 1 else float("nan")
         if self.mode == "json":
             record = {
                 "phase": self.label,

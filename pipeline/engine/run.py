@@ -29,6 +29,7 @@ from pipeline.engine.progress import ProgressBar
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore, input_sha256, input_stat
 from pipeline.engine.unit import built_stage, commit, run_unit
+from pipeline.engine.warmup import warm_up
 from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_files, unit_files
 from pipeline.kernels.hashing import file_sha256
 from pipeline.stage import UnitContext
@@ -103,6 +104,7 @@ def _run_claimed(
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     try:
+        warm_up(config, units, runner, mode)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]

@@ -231,24 +231,20 @@ def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, w
 
 
 @njit
-def _sign(
-    starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, keep, kept_offsets, kept
-):
-    """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every document.
-
-    When ``keep`` is true the sorted unique shingle hashes are also written to ``kept``,
-    document ``d`` at ``kept[kept_offsets[d]:kept_offsets[d + 1]]`` (for the exact Jaccard check).
-    """
-    n = starts.shape[0]
+def _scratch(starts, ends):
+    """Per-document work arrays, sized for the longest document."""
     longest = 0
-    for d in range(n):
+    for d in range(starts.shape[0]):
         longest = max(longest, ends[d] - starts[d])
-    cps = np.empty(longest + 1, np.int64)
-    word_hash = np.empty(longest + 1, np.uint64)
-    out = np.empty(longest + 1, np.uint64)
+    return np.empty(longest + 1, np.int64), np.empty(longest + 1, np.uint64), np.empty(longest + 1, np.uint64)
+
+
+@njit
+def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles):
+    """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every document."""
+    cps, word_hash, out = _scratch(starts, ends)
     mins = np.empty(a.shape[0], np.uint32)
-    pos = 0
-    for d in range(n):
+    for d in range(starts.shape[0]):
         n_cps, n_words, n_spaced, ex = _normalise(data, starts[d], ends[d], cps, word_hash)
         exact[d] = ex
         count = _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, word_hash, out)
@@ -258,11 +254,22 @@ def _sign(
             _absorb(out[s], a, b, mins)
         for k in range(mins.shape[0]):
             sigs[d, k] = mins[k]
-        if keep:
-            uniq = np.unique(out[:count])
-            kept[pos : pos + uniq.shape[0]] = uniq
-            pos += uniq.shape[0]
-            kept_offsets[d + 1] = pos
+
+
+@njit
+def _kept_shingles(starts, ends, data, ngram, char_ngram, char_word_len, kept_offsets, kept):
+    """Each document's sorted unique shingle hashes (for the exact Jaccard check), document
+    ``d`` at ``kept[kept_offsets[d]:kept_offsets[d + 1]]``; returns how many in all. A kernel
+    apart from ``_sign`` so that runs without ``verify`` never compile the sort."""
+    cps, word_hash, out = _scratch(starts, ends)
+    pos = 0
+    for d in range(starts.shape[0]):
+        n_cps, n_words, n_spaced, _ = _normalise(data, starts[d], ends[d], cps, word_hash)
+        count = _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, word_hash, out)
+        uniq = np.unique(out[:count])
+        kept[pos : pos + uniq.shape[0]] = uniq
+        pos += uniq.shape[0]
+        kept_offsets[d + 1] = pos
     return pos
 
 
@@ -327,26 +334,13 @@ class Signer:
         sigs = np.empty((n, self.num_hashes), np.uint32)
         exact = np.empty(n, np.uint64)
         n_shingles = np.empty(n, np.int64)
-        kept_offsets = np.zeros(n + 1, np.int64)
-        kept = np.empty(int((ends - starts).sum()) + n if keep_shingles else 0, np.uint64)
-        used = _sign(
-            starts,
-            ends,
-            data,
-            self.ngram,
-            self.char_ngram,
-            self.char_word_len,
-            self.a,
-            self.b,
-            sigs,
-            exact,
-            n_shingles,
-            keep_shingles,
-            kept_offsets,
-            kept,
-        )
+        shingling = (self.ngram, self.char_ngram, self.char_word_len)
+        _sign(starts, ends, data, *shingling, self.a, self.b, sigs, exact, n_shingles)
         out = {"sigs": sigs, "exact": exact, "n_shingles": n_shingles}
         if keep_shingles:
+            kept_offsets = np.zeros(n + 1, np.int64)
+            kept = np.empty(int((ends - starts).sum()) + n, np.uint64)
+            used = _kept_shingles(starts, ends, data, *shingling, kept_offsets, kept)
             out["shingle_offsets"] = kept_offsets
             out["shingles"] = kept[:used]
         return out

@@ -25,10 +25,11 @@ are. The previous run's settings (shingles, bands, rows, seed, partitions) must 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -38,7 +39,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import ID, TEXT
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
-from stages.dedup import clusters, partfile
+from stages.dedup import clusters, partfile, warmup
 from stages.dedup.minhash import Signer
 from stages.dedup.store import BAND_RECORD, UNITS_FILE, DocStore, UnitTable, bands_path, docs_path, docs_schema
 from stages.dedup.survivors import DECISION, REASONS, decide
@@ -88,6 +89,10 @@ class Dedup(GlobalStage):
         self._table: UnitTable | None = None  # loaded once per process for the filter phase
         self._table_from: Path | None = None
         self._unit: dict | None = None
+
+    @classmethod
+    def warmups(cls, options: Dedup.Options, source: str) -> list[list[Callable[[], object]]]:
+        return [[functools.partial(warmup.rehearse, cls, options)]]
 
     # -- shared -----------------------------------------------------------------------
 

@@ -34,8 +34,8 @@ from stages.quality.tables import DECIMAL, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.word_splitter import split_words, word_scratch
 
 _END_PUNCT = np.array([46, 63, 33, 34, 39], np.uint8)  # . ? ! " '
-_LOREM = np.frombuffer(b"lorem ipsum", np.uint8).copy()
-_JAVASCRIPT = np.frombuffer(b"javascript", np.uint8).copy()
+_LOREM = np.frombuffer(b"lorem ipsum", np.uint8)  # read-only, as numba sees a global
+_JAVASCRIPT = np.frombuffer(b"javascript", np.uint8)
 _EDIT = np.frombuffer(b"edit]", np.uint8).copy()
 _CITATION_NEEDED = np.frombuffer(b"citation needed]", np.uint8).copy()
 

@@ -17,6 +17,9 @@ sources in other languages (see the README of the stage options).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,7 +27,7 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register
-from stages.quality import kernels
+from stages.quality import kernels, warmup
 from stages.quality.rules import DECIDE, Decider, QualityOptions
 from stages.quality.signals import INT, NGRAM_BASE, columns, pack_params
 from stages.quality.tables import kernel_tables, tables
@@ -35,7 +38,8 @@ def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarr
     encoded = [(string.lower() if lower else string).encode() for string in strings]
     offsets = np.zeros(len(encoded) + 1, np.int64)
     offsets[1:] = np.cumsum([len(item) for item in encoded])
-    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8).copy(), offsets
+    # Read-only, like the kernels' own constant strings: one compiled search serves both.
+    return np.frombuffer(b"".join(encoded) or b"\0", np.uint8), offsets
 
 
 @register
@@ -55,8 +59,15 @@ class QualityStage(Stage):
         self.columns = columns(self._top_ngram_sizes, self._dup_ngram_sizes)
         self._n_signals = NGRAM_BASE + len(self._top_ngram_sizes) + len(self._dup_ngram_sizes)
 
-    def signals(self, text: pa.Array, rule_set: str) -> tuple[np.ndarray, pa.Array | None]:
-        """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten text."""
+    @classmethod
+    def warmups(cls, options: QualityOptions, source: str) -> list[list[Callable[[], object]]]:
+        return [[functools.partial(step, cls) for step in steps] for steps in warmup.ROUNDS[options.rule_set(source)]]
+
+    def signals(
+        self, text: pa.Array, rule_set: str, web_kernel: Callable = kernels.web_batch
+    ) -> tuple[np.ndarray, pa.Array | None]:
+        """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten
+        text. ``web_kernel``: ``web_batch`` or, to compile its callees, its Python source."""
         data, offsets = string_buffers(text)
         signals = np.full((len(offsets) - 1, self._n_signals), np.nan)
         if rule_set == "code":
@@ -68,7 +79,7 @@ class QualityStage(Stage):
         out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
         out_offsets = np.zeros(len(offsets), np.int64)
         no_space_min = float(self.options.no_space_script_min_frac)
-        kernels.web_batch(
+        web_kernel(
             self._tables,
             data,
             offsets,

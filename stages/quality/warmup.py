@@ -1,0 +1,89 @@
+"""Compiling the quality kernels before a run (see ``Stage.warmups``), web text in two rounds.
+
+``web_batch`` and everything it calls is most of a cold run's compile time (about 25
+CPU-seconds on one core), and numba compiles a kernel's callees one after another in one
+process. So round 0 compiles two parts side by side on two workers: the word splitter
+(``words``) and every rule family's helpers at the types ``web_batch`` passes them
+(``web_rules``). Round 1 (``web``) compiles ``web_batch`` and C4's line rules (which call
+the word splitter), loading everything else from the cache.
+
+``web_rules`` gets the callees' types right by construction: it runs ``web_batch``'s own
+Python source on a sample page, so each jitted callee compiles as the interpreter calls
+it. C4's line rules run from their Python source the same way, and the word splitter is
+replaced there by a plain-Python stand-in with the same contract (split at spaces).
+Code and math kernels are small: one step each. Every step takes the stage class (which
+imports this module) and builds it with default options: the kernels' types do not
+depend on option values.
+"""
+
+from __future__ import annotations
+
+import types
+
+import pyarrow as pa
+
+from pipeline.kernels.buffers import string_buffers
+from stages.quality import kernels
+from stages.quality.rules import QualityOptions
+from stages.quality.tables import kernel_tables, tables
+from stages.quality.word_splitter import split_words, word_scratch
+
+# Lines, sentences, a URL, a number with a unit, a stop word or two: every rule family
+# has something to read, and C4 keeps the page, so FineWeb sees rewritten text.
+SAMPLE = (
+    "The committee met on Tuesday to review the plan for the new library.\n"
+    "Members read the report at http://example.org/report and agreed that it was clear.\n"
+    "The budget of 3.5km of shelving was approved, and the work starts in May.\n"
+)
+
+
+def _text() -> pa.Array:
+    return pa.array([SAMPLE], pa.large_string())
+
+
+def words(stage_class) -> None:
+    data, offsets = string_buffers(_text())
+    doc = data[offsets[0] : offsets[1]]
+    split_words(kernel_tables(tables()), doc, 0, doc.shape[0], *word_scratch(doc.shape[0]))
+
+
+def _split_at_spaces(T, buf, start, end, out_s, out_e, stack_s, stack_e) -> int:
+    """The word splitter's contract in plain Python, splitting at ASCII whitespace."""
+    n, i = 0, start
+    while i < end:
+        while i < end and buf[i] in b" \n\t":
+            i += 1
+        j = i
+        while j < end and buf[j] not in b" \n\t":
+            j += 1
+        if j > i:
+            out_s[n], out_e[n], n = i, j, n + 1
+        i = j
+    return n
+
+
+def _interpreted(kernel, **stand_ins):
+    """``kernel``'s Python source as a plain function, with some of the callees it names replaced."""
+    source = kernel.py_func
+    return types.FunctionType(source.__code__, {**source.__globals__, **stand_ins})
+
+
+def web_rules(stage_class) -> None:
+    c4 = _interpreted(kernels.c4_rewrite, split_words=_split_at_spaces)
+    web_batch = _interpreted(kernels.web_batch, split_words=_split_at_spaces, c4_rewrite=c4)
+    stage_class(QualityOptions()).signals(_text(), "web", web_kernel=web_batch)
+
+
+def web(stage_class) -> None:
+    stage_class(QualityOptions()).signals(_text(), "web")
+
+
+def code(stage_class) -> None:
+    stage_class(QualityOptions()).signals(_text(), "code")
+
+
+def math(stage_class) -> None:
+    stage_class(QualityOptions()).signals(_text(), "math")
+
+
+ROUNDS = {"web": [[words, web_rules], [web]], "code": [[code]], "math": [[math]]}
