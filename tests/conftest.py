@@ -11,6 +11,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "sample"
+# README's sample config (the whole chain), and the light one the engine's tests run often.
+SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
+LIGHT_SAMPLE_CONFIG = REPO / "tests" / "data" / "light_sample.toml"
 
 
 def _shared_data() -> Path | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from conftest import REPO, write_config, write_jsonl
+from conftest import LIGHT_SAMPLE_CONFIG, REPO, write_config, write_jsonl
 from test_run import tree_digest
 
 from pipeline.engine.config import ConfigError, load_config
@@ -27,7 +27,6 @@ from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore
 from pipeline.util.atomic import FILE_MODE, is_temporary, temp_path
 
-SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 LENGTH = '[[stages]]\nname = "length"\nmin_chars = 5\n'
 
 
@@ -160,9 +159,9 @@ def test_a_lock_left_by_a_killed_run_is_taken_over(tmp_path):
 
 def test_two_runs_started_together_never_clash(tmp_path):
     clean = tmp_path / "clean"
-    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline", "run", str(SAMPLE_CONFIG), "--out", str(out), "-q"]
+    command = [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q"]
     runs = [subprocess.Popen(command, stderr=subprocess.PIPE, text=True) for _ in range(3)]
     results = [(run.wait(), run.stderr.read()) for run in runs]
     assert any(code == 0 for code, _ in results)
@@ -225,14 +224,14 @@ def test_an_input_only_touched_is_accepted(tmp_path):
 
 def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
     clean = tmp_path / "clean"
-    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q", "-w", "2").returncode == 0
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q", "-w", "2").returncode == 0
     out = tmp_path / "out"
     # From the imports (a second or two) to the end of the run and the interpreter's exit.
     # (The first few hundredths of a second belong to Python's own start-up, before any
     # of prep runs: a Ctrl-C there is Python's to report.)
     for delay in (1.0, 2.0, 3.5, 5.0, 6.5):
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline", "run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
+            [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
             stderr=subprocess.PIPE,
             text=True,
             start_new_session=True,
@@ -245,7 +244,7 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
         assert "Traceback" not in stderr and "Error" not in stderr, stderr
         if proc.returncode == 130:
             assert stderr.strip().splitlines()[-1].startswith("interrupted")
-    assert prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
     assert tree_digest(clean) == tree_digest(out)
 
 
@@ -257,11 +256,11 @@ def _limit_file_size():
 def test_a_failed_write_is_one_line_and_the_run_resumes(tmp_path):
     """A write that fails in a worker (here: a file-size limit, as a full disk does)."""
     clean = tmp_path / "clean"
-    assert prep("run", str(SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
     out = tmp_path / "out"
-    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q", "-w", "2", preexec_fn=_limit_file_size)
+    result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q", "-w", "2", preexec_fn=_limit_file_size)
     assert_one_line_refusal(result, "File too large")
-    assert prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
     assert tree_digest(clean) == tree_digest(out)
 
 
@@ -271,7 +270,7 @@ def test_a_full_disk_is_one_line(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)], capture_output=True).returncode:
         pytest.skip("cannot mount a small tmpfs here (needs root)")
     try:
-        result = prep("run", str(SAMPLE_CONFIG), "--out", str(disk / "out"), "-q", "-w", "2")
+        result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(disk / "out"), "-q", "-w", "2")
         assert_one_line_refusal(result, "no space left", "run the same command again to resume")
     finally:
         subprocess.run(["umount", str(disk)])
@@ -408,7 +407,7 @@ def test_written_files_get_the_umask_mode_not_a_private_temporary_one(tmp_path):
     """Atomic writes go through mkstemp (mode 0600); what they leave must be readable as a
     plain open would make it, or a team's shared run folder serves its writer alone."""
     out = tmp_path / "out"
-    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-q")
+    result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q")
     assert result.returncode == 0, result.stderr
     written = [p for p in out.rglob("*") if p.is_file() and ".prep" not in p.parts]
     assert written and {oct(p.stat().st_mode & 0o777) for p in written} == {oct(FILE_MODE)}

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from test_run import SAMPLE_CONFIG
+from conftest import LIGHT_SAMPLE_CONFIG
 
 import pipeline.formats.document_lookup as lookup
 from pipeline.commands.main import main
@@ -23,7 +23,7 @@ from pipeline.util.printable import printable
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     out = tmp_path_factory.mktemp("show") / "out"
-    run_pipeline(SAMPLE_CONFIG, out, workers=1, quiet=True)
+    run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
     return out
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from benchmarks.pii import score
 from stages.pii import Pii
-from stages.pii_patterns import luhn_valid, mod97
+from stages.pii.patterns import luhn_valid, mod97
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,8 @@ import sys
 import time
 
 import pytest
-from test_run import SAMPLE_CONFIG, _big_config, tree_digest
+from conftest import LIGHT_SAMPLE_CONFIG
+from test_run import _big_config, tree_digest
 
 pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
@@ -33,8 +34,8 @@ def ray_task_pids() -> list[int]:
 
 def test_ray_output_is_byte_identical_to_local(tmp_path):
     local, ray_out = tmp_path / "local", tmp_path / "ray"
-    assert prep_run(SAMPLE_CONFIG, local, "-w", "2").wait() == 0
-    proc = prep_run(SAMPLE_CONFIG, ray_out, "--executor", "ray", "-w", "2")
+    assert prep_run(LIGHT_SAMPLE_CONFIG, local, "-w", "2").wait() == 0
+    proc = prep_run(LIGHT_SAMPLE_CONFIG, ray_out, "--executor", "ray", "-w", "2")
     assert proc.wait(timeout=300) == 0, proc.stderr.read()
     assert tree_digest(local) == tree_digest(ray_out)
 

@@ -455,7 +455,8 @@ def test_report_of_a_real_run_and_mixture(sample_report):
     assert [t for t in titles if t in MAIN_SECTIONS] == MAIN_SECTIONS
     for title, present in optional_sections(sample_report["run"], manifest).items():
         assert (title in titles) == present, title
-    assert "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "") and "<script" not in page
+    # Self-contained: nothing loaded from elsewhere (rejected pages' text may quote URLs).
+    assert not re.search(r"(?:src|href)\s*=\s*[\"']?(?:https?:)?//", page) and "<script" not in page
     for svg_markup in re.findall(r"<svg.*?</svg>", page, flags=re.S):
         parse_svg(svg_markup)
     b = manifest["balance"]
@@ -482,9 +483,10 @@ def test_mixture_composition_matches_the_plan(sample_report):
     for name, source in description["sources"].items():
         # Bins are equal in tokens, so a source's mean share is exactly its share of the mixture.
         assert mix.shares[name].mean() == pytest.approx(source["tokens_used"] / description["tokens"], abs=1e-9)
-        # One phase, curriculum length: each source's documents get longer along training.
+        # One phase, curriculum length: each source's documents get longer along training
+        # (a bin where none of a source's documents starts has no mean: long code files span many).
         means = mix.key_means[name][np.isfinite(mix.key_means[name])]
-        assert len(means) > 10 and np.all(np.diff(means) >= 0), name
+        assert len(means) > 5 and np.all(np.diff(means) >= 0), name
 
 
 def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):

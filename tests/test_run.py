@@ -17,15 +17,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import EVERY_PHASE_STAGES, REPO, write_config, write_jsonl
+from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, SAMPLE_CONFIG, write_config, write_jsonl
 
 from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
+from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.summary import print_summary
 from pipeline.formats.documents import LEDGER_SCHEMA
-
-SAMPLE_CONFIG = REPO / "configs" / "sample.toml"
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -219,10 +218,10 @@ def test_help_explains_resume():
 
 
 def test_sample_picks_the_same_documents_whatever_the_workers(tmp_path):
-    first = run_pipeline(SAMPLE_CONFIG, tmp_path / "a", workers=1, quiet=True, sample=0.2)
-    second = run_pipeline(SAMPLE_CONFIG, tmp_path / "b", workers=2, quiet=True, sample=0.2)
+    first = run_pipeline(LIGHT_SAMPLE_CONFIG, tmp_path / "a", workers=1, quiet=True, sample=0.2)
+    second = run_pipeline(LIGHT_SAMPLE_CONFIG, tmp_path / "b", workers=2, quiet=True, sample=0.2)
     assert tree_digest(tmp_path / "a") == tree_digest(tmp_path / "b")
-    full = run_pipeline(SAMPLE_CONFIG, tmp_path / "full", workers=1, quiet=True)
+    full = run_pipeline(LIGHT_SAMPLE_CONFIG, tmp_path / "full", workers=1, quiet=True)
     share = first["balance"]["input"] / full["balance"]["input"]
     assert 0.15 < share < 0.25
     kept = set(pq.read_table(tmp_path / "a" / "docs").column("id").to_pylist())
@@ -241,10 +240,28 @@ def test_sample_picks_the_same_documents_whatever_the_workers(tmp_path):
 
 
 def test_json_progress_lines(tmp_path):
-    result = prep("run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "o"), "-w", "1", "--progress", "json")
+    result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(tmp_path / "o"), "-w", "1", "--progress", "json")
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
     assert records and records[-1]["fraction"] == 1.0 and records[-1]["units_done"] == records[-1]["units_total"]
+
+
+def test_a_phase_without_input_bytes_counts_progress_in_units():
+    stream = io.StringIO()
+    bar = ProgressBar("stages after dedup", 0, 4, mode="json", stream=stream)
+    for _ in range(4):
+        bar.unit_done()
+    bar.close()
+    last = json.loads(stream.getvalue().splitlines()[-1])
+    assert last["fraction"] == 1.0 and last["units_done"] == 4
+
+
+def test_an_instant_phase_can_stay_silent():
+    stream = io.StringIO()
+    bar = ProgressBar("compile kernels", 0, 2, mode="json", stream=stream, quiet_for=60)
+    bar.unit_done()
+    bar.close()
+    assert stream.getvalue() == ""
 
 
 FIGURE = r"\d[\d.,]*[kMBT]?(?: [a-zA-Z]+)?|\?"  # 1,440  2.80M  4.70 s  20.5 MB  ? (unknown)
@@ -279,7 +296,9 @@ def projection(output: str) -> dict[str, tuple[float, float]]:
 
 def test_a_sampled_run_prints_what_it_projects(tmp_path):
     out = tmp_path / "trial"
-    result = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
+    result = prep(
+        "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none"
+    )
     assert result.returncode == 0, result.stderr
     assert "projected for the full input from a 20% sample (cost.json has the details):" in result.stderr
     cost = json.loads((out / "cost.json").read_text())
@@ -302,16 +321,16 @@ def test_a_sampled_run_prints_what_it_projects(tmp_path):
     assert f"only {balance['input']:,} documents were sampled" in result.stderr  # a few hundred: a rough projection
 
     # Run again: a resume that finds every unit done projects the same from the same files.
-    again = prep("run", str(SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
+    again = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
     assert again.returncode == 0, again.stderr
     assert projection(again.stderr) == printed
 
 
 def test_quiet_and_unsampled_runs_print_no_projection(tmp_path):
-    quiet = prep("run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "q"), "-w", "1", "--sample", "0.2", "-q")
+    quiet = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(tmp_path / "q"), "-w", "1", "--sample", "0.2", "-q")
     assert quiet.returncode == 0 and quiet.stdout == quiet.stderr == "", quiet.stderr
     assert "projection" in json.loads((tmp_path / "q" / "cost.json").read_text())
-    full = prep("run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "f"), "-w", "1", "--progress", "none")
+    full = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(tmp_path / "f"), "-w", "1", "--progress", "none")
     assert full.returncode == 0 and "done:" in full.stderr, full.stderr
     assert "projected" not in full.stderr + full.stdout
 

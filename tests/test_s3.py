@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from conftest import EVERY_PHASE_STAGES, REPO, write_config
+from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, write_config
 from test_run import tree_digest
 
 from pipeline.engine.config import ConfigError, load_config
@@ -242,7 +242,7 @@ def test_a_different_run_into_the_same_remote_folder_needs_force(s3, tmp_path):
 
 def test_a_missing_bucket_for_out_is_a_clear_error(s3):
     with pytest.raises(ConfigError, match="cannot write to --out s3://no-such-bucket/run"):
-        run_pipeline(REPO / "configs" / "sample.toml", "s3://no-such-bucket/run", workers=1, quiet=True)
+        run_pipeline(LIGHT_SAMPLE_CONFIG, "s3://no-such-bucket/run", workers=1, quiet=True)
 
 
 def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp_path, monkeypatch):

@@ -17,7 +17,11 @@ def _rate(value: float, seconds: float) -> float:
 
 
 class ProgressBar:
-    def __init__(self, label: str, total_bytes: int, total_units: int, mode: str = "bar", stream=None):
+    def __init__(
+        self, label: str, total_bytes: int, total_units: int, mode: str = "bar", stream=None, quiet_for: float = 0.0
+    ):
+        """``quiet_for``: seconds to wait before the first line, so a phase that is usually
+        instant (loading compiled kernels) says nothing unless it is not."""
         if mode not in ("bar", "json", "none"):
             raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
@@ -31,6 +35,7 @@ class ProgressBar:
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = 1.0 if mode == "json" else 0.2 if self.tty else 5.0
         self.start = time.monotonic()
+        self.quiet_until = self.start + quiet_for
         self.last_draw = 0.0
         self.documents = 0
         self.bytes = 0  # read by this process: what rates are made of
@@ -52,7 +57,7 @@ class ProgressBar:
 
     def _maybe_draw(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not self.enabled or (not force and now - self.last_draw < self.interval):
+        if not self.enabled or now < self.quiet_until or (not force and now - self.last_draw < self.interval):
             return
         self.last_draw = now
         elapsed = now - self.start
@@ -100,6 +105,6 @@ class ProgressBar:
         if not self.enabled:
             return
         self._maybe_draw(force=True)
-        if self.tty and self.mode == "bar":
+        if self.tty and self.mode == "bar" and self.last_draw:
             self.stream.write("\n")
         self.stream.flush()

@@ -61,7 +61,7 @@ def warmup_task(step: Step, progress=None) -> None:
 
 def warm_up(config: Config, units: list[Unit], executor, mode: str) -> None:
     rounds = warmup_rounds(config, units)
-    bar = ProgressBar("compile kernels", 0, sum(map(len, rounds)), mode=mode)
+    bar = ProgressBar("compile kernels", 0, sum(map(len, rounds)), mode=mode, quiet_for=2.0)
     for steps in rounds:
         executor.run([(warmup_task, (step,)) for step in steps], bar)
     bar.close()

@@ -11,7 +11,7 @@ Each type has three parts, used in this order:
               another digit or a version suffix"); it is tried once per candidate.
 ``validate``  all candidates of a batch at once -> how many characters of each to replace
               (0 keeps it): checksums are vectorised in numpy (Luhn and the networks' issuer
-              table in ``pii_cards`` for cards, ISO 7064 mod-97 for IBANs); addresses go
+              table in ``cards`` for cards, ISO 7064 mod-97 for IBANs); addresses go
               through ``ipaddress``; phone numbers and IPv4 through rules that tell them from
               dates, versions and plain numbers.
 
@@ -28,7 +28,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stages.pii_cards import issued
+from stages.pii import context
+from stages.pii.candidates import Candidate
+from stages.pii.cards import issued
 
 Validator = Callable[..., np.ndarray]
 
@@ -40,24 +42,6 @@ class PiiType:
     scan: str
     validate: Validator
     after: re.Pattern = re.compile("")
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A candidate span of ``string``; mirrors the parts of ``re.Match`` validators use."""
-
-    string: str
-    begin: int
-    finish: int
-
-    def group(self) -> str:
-        return self.string[self.begin : self.finish]
-
-    def start(self) -> int:
-        return self.begin
-
-    def end(self) -> int:
-        return self.finish
 
 
 def _not_after(chars: str) -> str:
@@ -102,9 +86,17 @@ def mod97(numbers: Sequence[str]) -> np.ndarray:
 _FILE_SUFFIXES = {"png", "jpg", "jpeg", "gif", "svg", "webp", "ico", "bmp", "css", "js", "pdf", "mp4"}
 
 
-def _validate_email(matches: Sequence[Candidate], **_) -> np.ndarray:
+def _validate_email(matches: Sequence[Candidate], kind: str = "web", **_) -> np.ndarray:
     # "icon@2x.png" and friends are asset names, not addresses.
-    return _full(matches, [m.group().rsplit(".", 1)[-1].lower() not in _FILE_SUFFIXES for m in matches])
+    ok = [m.group().rsplit(".", 1)[-1].lower() not in _FILE_SUFFIXES and not context.message_id(m) for m in matches]
+    if kind == "code":
+        ok = [keep and not context.not_an_address_in_code(m) for keep, m in zip(ok, matches)]
+    lengths = _full(matches, ok)
+    # Perl's POD writes "<" and ">" as E<lt> and E<gt>: "foo@cpan.orgE<gt>" ends at "org".
+    for i, m in enumerate(matches):
+        if lengths[i] and m.group().endswith("E") and m.string.startswith(("<gt>", "<lt>"), m.end()):
+            lengths[i] -= 1
+    return lengths
 
 
 EMAIL = PiiType(
@@ -112,7 +104,7 @@ EMAIL = PiiType(
     placeholder="<EMAIL>",
     # ASCII boundaries: in Chinese or Japanese text an address sits right between letters
     scan=r"(^|[^A-Za-z0-9_.%+-])((?i)[a-z0-9][a-z0-9._%+-]*@(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,24})",
-    after=re.compile(r"(?![A-Za-z0-9_-])"),
+    after=re.compile(r"(?![A-Za-z0-9_@-])"),  # "star@a.star@example.com" is no address
     validate=_validate_email,
 )
 
@@ -137,7 +129,7 @@ _VERSION_AFTER = re.compile(r"\)\s+[\w-]+(?:\s+[\w-]+)*;\s*urgency=")
 _GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 
 
-def _validate_ip(matches: Sequence[Candidate], public_only: bool = True, **_) -> np.ndarray:
+def _validate_ip(matches: Sequence[Candidate], public_only: bool = True, kind: str = "web", **_) -> np.ndarray:
     ok = []
     for m in matches:
         text = m.group()
@@ -148,7 +140,13 @@ def _validate_ip(matches: Sequence[Candidate], public_only: bool = True, **_) ->
             continue
         if public_only and not (address.is_global and (address.version == 4 or address in _GLOBAL_UNICAST)):
             ok.append(False)
-        elif address.version == 4 and _looks_like_version(m):
+        elif address.is_multicast:
+            ok.append(False)  # a group any host may join: nobody's address
+        elif address.version == 4 and (
+            _looks_like_version(m)
+            or context.section_number(m, code=kind == "code")
+            or (kind == "code" and (context.object_identifier(text) or not context.address_in_code(m)))
+        ):
             ok.append(False)
         else:
             ok.append(True)
@@ -265,7 +263,7 @@ IBAN = PiiType(
 
 
 def _validate_card(matches: Sequence[Candidate], **_) -> np.ndarray:
-    """Luhn-valid numbers whose prefix and length some network issues (``pii_cards``)."""
+    """Luhn-valid numbers whose prefix and length some network issues (``cards``)."""
     numbers = [m.group().replace(" ", "").replace("-", "") for m in matches]
     return _full(matches, issued(numbers) & luhn_valid(numbers))
 
@@ -365,7 +363,9 @@ PHONE = PiiType(
     r"(?:\d{1,5}(?:[ .-]\d{1,8}){1,5}|\d{6,11})"  # grouped, or one run
     r"(?: ?(?i:x|ext\.?|extension) ?\d{1,6})?)",
     after=re.compile(r"(?!\w|[-.:/]\d)"),
-    validate=lambda matches, **_: _full(matches, [_phone_ok(m.group()) for m in matches]),
+    validate=lambda matches, **_: _full(
+        matches, [_phone_ok(m.group()) and not context.arithmetic(m) and not context.quoted_digits(m) for m in matches]
+    ),
 )
 
 # Most specific first: a secret or an IBAN holds digit runs that looser types would take.

@@ -1,8 +1,8 @@
 """``pii``: replace personal data and secrets with typed placeholders (``<EMAIL>``, ...).
 
-Types (see ``stages/pii_patterns.py``): e-mail addresses, IPv4/IPv6 addresses (public ones
+Types (see ``patterns.py``): e-mail addresses, IPv4/IPv6 addresses (public ones
 only by default: private, loopback and reserved ranges stay), phone numbers, payment cards
-(Luhn-valid, with a prefix and length some card network issues: ``stages/pii_cards.py``),
+(Luhn-valid, with a prefix and length some card network issues: ``cards.py``),
 US SSNs, mod-97-valid IBANs, and secrets (AWS keys, GitHub and Slack tokens, private-key
 blocks, JWTs, Google and Stripe keys). No document is dropped: the stage rewrites text,
 counts replacements per type (``pii.<type>``) and reports the number of documents it
@@ -27,7 +27,8 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
 from pipeline.util.suggest import nearest_hint
-from stages.pii_patterns import BY_NAME, TYPES, Candidate, PiiType
+from stages.pii.candidates import Candidate
+from stages.pii.patterns import BY_NAME, TYPES, PiiType
 
 
 def _check_names(names, what: str) -> None:
@@ -44,28 +45,47 @@ class Pii(Stage):
 
     @dataclass
     class Options:
-        # Which types to replace, from: secret, email, iban, credit_card, ssn, ip, phone.
+        # Which types to replace in web text (every source not named below), from: secret,
+        # email, iban, credit_card, ssn, ip, phone.
         types: list[str] = field(default_factory=lambda: [t.name for t in TYPES])
+        # Code: secrets, e-mail and IP addresses as BigCode's StarCoder pipeline, with code's
+        # context rules (no SSH remote, example domain or file name as an e-mail address; no
+        # section number or object identifier as an IP address). No phone, card, SSN or IBAN
+        # rule: digit runs in code are constants, test values and tables.
+        code_sources: list[str] = field(default_factory=lambda: ["code"])
+        code_types: list[str] = field(default_factory=lambda: ["secret", "email", "ip"])
+        # Math: no phone, card or SSN rule (operands and results are digit groups).
+        math_sources: list[str] = field(default_factory=lambda: ["math"])
+        math_types: list[str] = field(default_factory=lambda: ["secret", "email", "iban", "ip"])
         # Placeholder per type, overriding the defaults (e.g. {email = "[email]"}).
         placeholders: dict[str, str] = field(default_factory=dict)
         # Replace only globally routable IP addresses (private / loopback / reserved stay).
         public_ips_only: bool = True
 
         def __post_init__(self) -> None:
-            _check_names(self.types, "type")
+            for key in ("types", "code_types", "math_types"):
+                _check_names(getattr(self, key), key.replace("_", " ").removesuffix("s"))
             _check_names(self.placeholders, "placeholder type")
+            overlap = set(self.code_sources) & set(self.math_sources)
+            if overlap:
+                raise ValueError(f"sources in both code_sources and math_sources: {sorted(overlap)}")
+
+        def kind(self, source: str) -> str:
+            """The kind of text a source holds: code, math or web."""
+            return "code" if source in self.code_sources else "math" if source in self.math_sources else "web"
 
     def __init__(self, options):
         super().__init__(options)
-        wanted = set(options.types)
-        self.types = [t for t in TYPES if t.name in wanted]  # always in TYPES order
+        wanted = {"web": options.types, "code": options.code_types, "math": options.math_types}
+        # always in TYPES order
+        self.types_by_kind = {kind: [t for t in TYPES if t.name in names] for kind, names in wanted.items()}
 
     def placeholder(self, kind: PiiType) -> str:
         return self.options.placeholders.get(kind.name, kind.placeholder)
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         text = batch.column(TEXT)
-        new_text, counts, changed = self.scrub(text)
+        new_text, counts, changed = self.scrub(text, self.options.kind(source))
         if changed:
             batch = set_column(batch, TEXT, new_text)
         counters = {f"pii.{name}": n for name, n in counts.items()}
@@ -73,11 +93,12 @@ class Pii(Stage):
             batch=batch, drop_reason=pa.nulls(batch.num_rows, pa.string()), changed=changed, counters=counters
         )
 
-    def scrub(self, text: pa.Array) -> tuple[pa.Array, dict[str, int], int]:
-        """(rewritten column, replacements per type, number of documents changed)."""
-        counts = {t.name: 0 for t in self.types}
+    def scrub(self, text: pa.Array, kind: str = "web") -> tuple[pa.Array, dict[str, int], int]:
+        """(rewritten column, replacements per type, number of documents changed) for text of
+        a kind (web, code or math)."""
+        counts = {t.name: 0 for t in self.types_by_kind[kind]}
         text, cleaned = _without_markers(text)
-        found = self._find(text)
+        found = self._find(text, kind)
         changed = cleaned.copy()
         rows = sorted(found)
         for row in rows:
@@ -86,18 +107,18 @@ class Pii(Stage):
                 counts[name] += 1
         if not changed.any():
             return text, counts, 0
-        placeholders = {t.name: self.placeholder(t) for t in self.types}
+        placeholders = {t.name: self.placeholder(t) for t in self.types_by_kind[kind]}
         rows = np.flatnonzero(changed)
         originals = text.take(pa.array(rows)).to_pylist()
         new = [_splice(t, found.get(r, []), placeholders) for r, t in zip(rows, originals)]
         return pc.replace_with_mask(text, pa.array(changed), pa.array(new, type=text.type)), counts, len(rows)
 
-    def find(self, texts: list[str | None]) -> list[list[tuple[int, int, str]]]:
+    def find(self, texts: list[str | None], kind: str = "web") -> list[list[tuple[int, int, str]]]:
         """Sorted (start, end, type) spans to replace in each text (for evaluation and tests)."""
-        found = self._find(pa.array(texts, pa.large_string()))
+        found = self._find(pa.array(texts, pa.large_string()), kind)
         return [found.get(i, []) for i in range(len(texts))]
 
-    def _find(self, text: pa.Array) -> dict[int, list[tuple[int, int, str]]]:
+    def _find(self, text: pa.Array, kind: str) -> dict[int, list[tuple[int, int, str]]]:
         """Row -> sorted (start, end, type) spans, for rows with at least one.
 
         Types run in ``TYPES`` order; a candidate overlapping a span an earlier type took
@@ -105,16 +126,16 @@ class Pii(Stage):
         """
         spans: dict[int, list[tuple[int, int, str]]] = {}
         strings: dict[int, str] = {}
-        for kind in self.types:
-            rows, cands = _candidates(kind, text, strings)
+        for pii_type in self.types_by_kind[kind]:
+            rows, cands = _candidates(pii_type, text, strings)
             if not cands:
                 continue
-            keep = kind.validate(cands, public_only=self.options.public_ips_only)
+            keep = pii_type.validate(cands, public_only=self.options.public_ips_only, kind=kind)
             for row, cand, length in zip(rows, cands, keep):
                 start, end = cand.begin, cand.begin + int(length)
                 taken = spans.setdefault(row, [])
                 if length > 0 and not any(s < end and start < e for s, e, _ in taken):
-                    taken.append((start, end, kind.name))
+                    taken.append((start, end, pii_type.name))
         for row in [r for r, s in spans.items() if not s]:
             del spans[row]
         for doc_spans in spans.values():

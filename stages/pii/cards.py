@@ -1,7 +1,7 @@
 """Which digit strings can be payment card numbers: the card networks' issuer (IIN) table.
 
 A number is a card number when a network that issues its leading digits (its IIN prefix)
-issues numbers of its length, and its Luhn check digit is right (``pii_patterns`` checks
+issues numbers of its length, and its Luhn check digit is right (``patterns`` checks
 Luhn). Everything else that passes Luhn (order numbers, ISBN-13s, 13-digit epoch
 milliseconds, long ids) is no card: no network issues a 13-digit number starting with 1 or
 a 13-digit number starting with 978/979.
