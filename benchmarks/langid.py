@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import random
 import sys
 import time
 from collections import Counter, defaultdict
@@ -80,12 +81,37 @@ def read_jsonl(path: Path, limit: int | None = None) -> list[dict]:
 def accuracy(texts: list[str], gold: list[str], keys: list[str]) -> dict[str, tuple[int, int]]:
     """Per key: (correct, total), where correct means the model's top-1 label equals ``gold``."""
     model = load_model(str(bundled_model_path()))
-    labels, _ = detect(model, pa.array(texts, pa.string()), LangId.Options().max_chars)
+    labels = detect(model, pa.array(texts, pa.string()), LangId.Options().max_chars).lang
     counts: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     for key, want, got in zip(keys, gold, labels.to_pylist()):
         counts[key][1] += 1
         counts[key][0] += int(want == got)
     return {k: (c, n) for k, (c, n) in counts.items()}
+
+
+def lingua_documents(data: Path, half: int, seed: int = 0) -> dict[str, list[str]]:
+    """Per language (the model's label), documents of 1-2 KB (UTF-8) joined from lingua's
+    test sentences: the even-numbered ones (``half=0``, where the thresholds are derived)
+    or the odd-numbered ones (``half=1``, where they are measured). Only the languages the
+    model knows."""
+    known = {label.removeprefix("__label__") for label in load_model(str(bundled_model_path())).getLabels("")[0]}
+    sentences: dict[str, list[str]] = defaultdict(list)
+    for r in read_jsonl(data / "langid" / "lingua_testdata.jsonl.gz"):
+        if r["kind"] == "sentences":
+            sentences[LINGUA_TO_MODEL.get(r["lang"], r["lang"])].append(r["text"])
+    rng = random.Random(seed)
+    documents: dict[str, list[str]] = {}
+    for lang, texts in sorted(sentences.items()):
+        if lang not in known:
+            continue
+        current, target, out = "", rng.randint(1000, 2000), []
+        for text in texts[half::2]:
+            current = f"{current} {text}" if current else text
+            if len(current.encode()) >= target:
+                out.append(current)
+                current, target = "", rng.randint(1000, 2000)
+        documents[lang] = out
+    return documents
 
 
 def lingua_sentences(data: Path, per_lang: int | None) -> dict[str, tuple[int, int]]:
@@ -120,6 +146,69 @@ def print_table(title: str, acc: dict[str, tuple[int, int]], keys: list[str]) ->
         if k in acc:
             c, n = acc[k]
             print(f"{k:<14}{c / n:>9.4f}{n:>7}")
+
+
+SCHEMES = {
+    "single 0.65": LangId.Options(languages="all", min_score=0.65, groups={}),
+    "per-language + groups": LangId.Options(languages="all"),
+}
+
+
+def kept_correct(texts: list[str], gold: list[str], options: LangId.Options) -> dict[str, tuple[int, int, int]]:
+    """Per gold label: (kept with the right label, dropped below a threshold, total) when
+    the stage keeps every language ("all")."""
+    batch = pa.record_batch({"id": [str(i) for i in range(len(texts))], "text": pa.array(texts, pa.large_string()),
+                             "source": ["web"] * len(texts)})  # fmt: skip
+    out = LangId(options).process(batch, "web")
+    counts: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    labels = out.batch.column("lang").to_pylist()
+    for want, got, reason in zip(gold, labels, out.drop_reason.to_pylist()):
+        counts[want][0] += int(reason is None and got == want)
+        counts[want][1] += int(reason == "lang:low-score")
+        counts[want][2] += 1
+    return {k: (c, d, n) for k, (c, d, n) in counts.items()}
+
+
+def multilingual_sets(data: Path) -> dict[str, tuple[list[str], list[str]]]:
+    """(texts, gold labels) of each set: lingua sentences and 1-2 KB documents (the odd
+    half, never used to derive the thresholds), UDHR paragraphs."""
+    documents = lingua_documents(data, half=1)
+    known = set(documents)
+    sentences = [(r["text"], LINGUA_TO_MODEL.get(r["lang"], r["lang"])) for r in read_jsonl(
+        data / "langid" / "lingua_testdata.jsonl.gz") if r["kind"] == "sentences"]  # fmt: skip
+    sentences = [(t, g) for i, (t, g) in enumerate(sentences) if g in known and i % 2 == 1]
+    udhr = [(r["text"], UDHR_TO_MODEL[r["lang"]]) for r in read_jsonl(data / "langid" / "udhr2_paragraphs.jsonl.gz")
+            if r["lang"] in UDHR_TO_MODEL]  # fmt: skip
+    return {
+        "lingua documents 1-2 KB": (
+            [t for g in documents for t in documents[g]],
+            [g for g in documents for _ in documents[g]],
+        ),
+        "lingua sentences": ([t for t, _ in sentences], [g for _, g in sentences]),
+        "UDHR paragraphs": ([t for t, _ in udhr], [g for _, g in udhr]),
+    }
+
+
+def multilingual_table(data: Path) -> None:
+    """Accuracy (kept with the right label) and drop rate per language, every language
+    kept ("all"), the single threshold beside the per-language scheme."""
+    for name, (texts, gold) in multilingual_sets(data).items():
+        results = {scheme: kept_correct(texts, gold, options) for scheme, options in SCHEMES.items()}
+        langs = sorted(set(gold))
+        print(f'\n{name}: {len(texts):,} texts, {len(langs)} languages, languages = "all"')
+        print(f"{'lang':<6}" + "".join(f"{s + ' acc':>28}{'drop':>7}" for s in SCHEMES) + f"{'n':>7}")
+        for lang in langs:
+            cells = "".join(
+                f"{r[lang][0] / r[lang][2]:>28.3f}{r[lang][1] / r[lang][2]:>7.3f}" for r in results.values()
+            )
+            print(f"{lang:<6}{cells}{results['single 0.65'][lang][2]:>7}")
+        for scheme, r in results.items():
+            mean = sum(c / n for c, _, n in r.values()) / len(r)
+            pooled_acc = sum(c for c, _, _ in r.values()) / sum(n for _, _, n in r.values())
+            at_97 = sum(c / n >= 0.97 for c, _, n in r.values())
+            print(
+                f"  {scheme:<24} mean accuracy {mean:.4f}, pooled {pooled_acc:.4f}, languages >= 0.97: {at_97}/{len(r)}"
+            )
 
 
 def speed(data: Path, limit: int | None) -> None:
@@ -172,6 +261,7 @@ def main() -> None:
             worst = sorted(acc, key=lambda k: acc[k][0] / acc[k][1])[:10]
             print("weakest:", ", ".join(f"{k} {acc[k][0] / acc[k][1]:.2f}" for k in worst))
 
+    multilingual_table(args.data)
     speed(args.data, args.limit)
 
 

@@ -6,7 +6,7 @@ import socket
 
 import pyarrow as pa
 import pytest
-from conftest import REPO
+from conftest import REPO, SHARED_DATA
 
 from benchmarks.langid import TOP20, UDHR_TOP20, lingua_sentences, pooled, udhr_accuracy
 from stages.langid import LangId, bundled_model_path, load_model
@@ -62,9 +62,9 @@ def test_low_score_is_its_own_reason():
     text = ["Hotel Taxi Bar Restaurant"]
     lang, score, _ = run(text, languages=[])
     threshold = min(1.0, float(score.to_pylist()[0]) + 0.01)
-    _, _, reasons = run(text, languages=lang, min_score=threshold)
+    _, _, reasons = run(text, languages=lang, min_score=threshold, groups={})
     assert reasons == ["lang:low-score"]
-    _, _, reasons = run(text, languages=lang, min_score=0.0)
+    _, _, reasons = run(text, languages=lang, min_score=0.0, groups={})
     assert reasons == [None]
 
 
@@ -142,3 +142,57 @@ def test_document_accuracy_udhr(shared_data):
     assert pooled(docs, UDHR_TOP20) >= 0.99
     paragraphs = udhr_accuracy(shared_data, "udhr2_paragraphs.jsonl.gz")
     assert pooled(paragraphs, UDHR_TOP20) >= 0.99
+
+
+def test_the_runner_up_is_kept_as_columns():
+    batch = pa.record_batch(
+        {"id": ["0"], "text": ["Ovo je rečenica na hrvatskom jeziku o gradu i moru."], "source": ["web"]}
+    )
+    out = LangId(LangId.Options(languages=[])).process(batch, "web").batch
+    first, second = out.column("lang")[0].as_py(), out.column("lang_2")[0].as_py()
+    assert {first, second} <= {"hr", "sr", "bs", "sh", "sl"} and first != second
+    assert out.column("lang_score")[0].as_py() >= out.column("lang_2_score")[0].as_py() > 0
+
+
+def test_options_name_all_and_per_language():
+    assert LangId.Options().min_score == "per-language"
+    for bad in ({"languages": "every"}, {"min_score": "auto"}, {"min_scores": {"hr": 2.0}}):
+        with pytest.raises(ValueError):
+            LangId.Options(**bad)
+
+
+def test_english_keeps_finewebs_threshold_and_behaviour():
+    stage = LangId(LangId.Options())
+    assert stage.thresholds["en"] == 0.65 and stage.options.languages == ["en"]
+    text = ["Hotel Taxi Bar Restaurant"]  # a low-scoring label, never English at 0.65
+    assert run(text)[2] == run(text, min_score=0.65, groups={})[2]
+
+
+@pytest.fixture(scope="module")
+def croatian_and_norwegian():
+    from benchmarks.langid import lingua_documents
+
+    if SHARED_DATA is None:
+        pytest.skip("../shared/data is not present")
+    documents = lingua_documents(SHARED_DATA, half=1)
+    return {lang: documents[lang] for lang in ("hr", "no", "nn", "sl", "en", "de")}
+
+
+def test_close_languages_are_no_longer_dropped_whole(croatian_and_norwegian):
+    """The single 0.65 drops nearly every 1-2 KB Croatian document (the model splits its
+    probability with Serbian and Bosnian); per-language thresholds and groups keep them."""
+    for lang, texts in croatian_and_norwegian.items():
+        old_lang, _, old = run(texts, languages="all", min_score=0.65, groups={})
+        new_lang, _, new = run(texts, languages="all")
+        right_old = sum(r is None and got == lang for r, got in zip(old, old_lang)) / len(texts)
+        right_new = sum(r is None and got == lang for r, got in zip(new, new_lang)) / len(texts)
+        assert right_new >= right_old, lang
+        assert right_new >= 0.9, (lang, right_new)
+        if lang == "hr":
+            assert right_old < 0.2
+
+
+def test_a_group_named_in_languages_keeps_its_members(croatian_and_norwegian):
+    texts = croatian_and_norwegian["hr"][:10] + croatian_and_norwegian["de"][:5]
+    _, _, reasons = run(texts, languages=["hbs"])
+    assert reasons[:10] == [None] * 10 and reasons[10:] == ["lang:de"] * 5

@@ -1,0 +1,122 @@
+"""``langid``: label each document's language and keep the wanted ones.
+
+Columns: ``lang`` and ``lang_score`` (the top label and its probability), ``lang_2`` and
+``lang_2_score`` (the runner-up), so a corpus can be re-decided later without running the
+model again. A document is kept when its label is wanted (``languages``: a list of labels
+or group names, or "all") and its score clears the label's threshold: one number for every
+language, or per language (the default, see ``thresholds.py``: English keeps FineWeb's 0.65).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.formats.documents import TEXT, set_column
+from pipeline.stage import Stage, StageOutput, register
+from stages.langid import thresholds
+from stages.langid.model import bundled_model_path, detect, load_model
+
+LANG, LANG_SCORE = "lang", "lang_score"
+LANG_2, LANG_2_SCORE = "lang_2", "lang_2_score"
+PER_LANGUAGE = "per-language"
+
+
+@register
+class LangId(Stage):
+    """Adds the language columns; drops documents not in ``languages`` or below their threshold."""
+
+    name = "langid"
+
+    @dataclass
+    class Options:
+        # Languages to keep: model labels ("en", "de") or group names ("hbs"); "all" keeps
+        # every language whose document clears its threshold; an empty list only labels.
+        languages: list[str] | str = field(default_factory=lambda: ["en"])
+        # "per-language": each language's own threshold (English: FineWeb's 0.65); a number:
+        # that threshold for every language.
+        min_score: float | str = PER_LANGUAGE
+        # Thresholds for single languages, over either of the above (e.g. {hr = 0.3}).
+        min_scores: dict[str, float] = field(default_factory=dict)
+        # Close languages judged on their summed probability ({} turns grouping off).
+        groups: dict[str, list[str]] = field(default_factory=lambda: dict(thresholds.DEFAULT_GROUPS))
+        # Documents of these sources pass untouched with a null ``lang`` (language ID on code
+        # says nothing useful and would drop most of it).
+        skip_sources: list[str] = field(default_factory=lambda: ["code"])
+        # Characters read per document: on web pages the label at 2000 characters matches the
+        # whole-document label 99.7% of the time (benchmarks/langid.py), and the cap keeps model
+        # time per document bounded (a 100 MB document costs what a 2000-character one does).
+        max_chars: int = 2000
+        # Another fastText language-ID model; empty means the bundled lid.176.ftz.
+        model_path: str = ""
+
+        def __post_init__(self) -> None:
+            if isinstance(self.languages, str) and self.languages != "all":
+                raise ValueError(f'languages must be a list of labels or "all", not {self.languages!r}')
+            if isinstance(self.min_score, str) and self.min_score != PER_LANGUAGE:
+                raise ValueError(f'min_score must be a number in [0, 1] or "{PER_LANGUAGE}", not {self.min_score!r}')
+            scores = [self.min_score, *self.min_scores.values()]
+            if any(not isinstance(s, str) and not 0.0 <= s <= 1.0 for s in scores):
+                raise ValueError("min_score and min_scores must lie in [0, 1]")
+            if self.max_chars < 0:
+                raise ValueError("max_chars must be >= 0 (0 reads whole documents)")
+            if self.model_path and not Path(self.model_path).is_file():
+                raise FileNotFoundError(f"model_path {self.model_path!r} does not exist")
+
+    def __init__(self, options: LangId.Options):
+        super().__init__(options)
+        self.membership = thresholds.group_of(options.groups)
+        table = thresholds.per_language() if options.min_score == PER_LANGUAGE else {}
+        self.default_threshold = (
+            thresholds.UNLISTED_THRESHOLD if options.min_score == PER_LANGUAGE else float(options.min_score)
+        )
+        self.thresholds = {**table, **options.min_scores}
+
+    @classmethod
+    def files(cls, options: LangId.Options) -> list[str]:
+        model = options.model_path or str(bundled_model_path())
+        return [model, str(thresholds.THRESHOLDS_FILE)] if options.min_score == PER_LANGUAGE else [model]
+
+    def _model(self):
+        return load_model(self.options.model_path or str(bundled_model_path()))
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        n = batch.num_rows
+        if source in self.options.skip_sources:
+            for name, kind in ((LANG, pa.string()), (LANG_SCORE, pa.float32()), (LANG_2, pa.string())):
+                batch = set_column(batch, name, pa.nulls(n, kind))
+            batch = set_column(batch, LANG_2_SCORE, pa.nulls(n, pa.float32()))
+            return StageOutput(batch=batch, drop_reason=pa.nulls(n, pa.string()))
+        found = detect(self._model(), batch.column(TEXT), self.options.max_chars)
+        columns = (
+            (LANG, found.lang),
+            (LANG_SCORE, pa.array(found.score, pa.float32())),
+            (LANG_2, found.second),
+            (LANG_2_SCORE, pa.array(found.second_score, pa.float32())),
+        )
+        for name, values in columns:
+            batch = set_column(batch, name, values)
+        return StageOutput(batch=batch, drop_reason=self._reasons(found))
+
+    def _reasons(self, found) -> pa.Array:
+        """``lang:<label>`` for an unwanted language, ``lang:low-score`` below its threshold."""
+        wanted_option = self.options.languages
+        if not wanted_option:
+            return pa.nulls(len(found.lang), pa.string())
+        reasons: list[str | None] = []
+        for label, score, top in zip(found.lang.to_pylist(), found.score, found.top):
+            if label is None:
+                reasons.append("lang:low-score")  # no letter: no language to keep it for
+                continue
+            group = self.membership.get(label)
+            if wanted_option != "all" and label not in wanted_option and group not in wanted_option:
+                reasons.append(f"lang:{label}")
+                continue
+            # A relabelled document (ja without kana -> zh) has no group: its score is its own.
+            judged = thresholds.group_score(top, group, self.membership) if group else float(score)
+            threshold = self.thresholds.get(label, self.default_threshold)
+            reasons.append("lang:low-score" if np.float32(judged) < np.float32(threshold) else None)
+        return pa.array(reasons, pa.string())
