@@ -15,6 +15,15 @@ import re
 
 from stages.pii.candidates import Candidate
 
+
+def line_before(m: Candidate, width: int) -> str:
+    """Up to ``width`` characters before the candidate, on its line. Bounded on purpose: a
+    10 MB line without a newline would make an unbounded search quadratic."""
+    start = max(0, m.start() - width)
+    newline = m.string.rfind("\n", start, m.start())
+    return m.string[newline + 1 if newline >= 0 else start : m.start()]
+
+
 # Digits that are operands: an operator or "=" right before or after, or a calculator
 # note's "<<". A phone number is written beside words, not beside "=" or "*".
 _OPERATOR_BEFORE = re.compile(r"(?:[=*/×÷+<]|[-−–]\s|\$)\s*\$?$")
@@ -64,8 +73,7 @@ _VERSION_WORD = re.compile(r"(?i)(?:version|release|\bv|\brev)")
 
 
 def address_in_code(m: Candidate) -> bool:
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    before = m.string[max(line_start, m.start() - 40) : m.start()]
+    before = line_before(m, 40)
     if _VERSION_WORD.search(before):
         return False
     quoted = (
@@ -119,5 +127,4 @@ def message_id(m: Candidate) -> bool:
     local = m.group().rsplit("@", 1)[0]
     if _GENERATED_LOCAL_PART.match(local) and sum(c.isdigit() for c in local) >= 6:
         return True
-    line_start = m.string.rfind("\n", 0, m.start()) + 1
-    return bool(_MESSAGE_HEADER.search(m.string[max(line_start, m.start() - 200) : m.start()]))
+    return bool(_MESSAGE_HEADER.search(line_before(m, 200)))

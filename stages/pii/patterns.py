@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stages.pii import context
+from stages.pii import context, phones
 from stages.pii.candidates import Candidate
 from stages.pii.cards import issued
 
@@ -301,59 +301,6 @@ SSN = PiiType(
 
 # ---------------------------------------------------------------- phone numbers
 
-_EXTENSION = re.compile(r"\s?(?:x|ext\.?|extension)\s?\d{1,6}$", re.IGNORECASE)
-_GROUPS = re.compile(r"\d+")
-
-
-def _phone_ok(text: str) -> bool:
-    """International (+CC / 00CC) or national numbers of 7-15 digits in phone-like groups;
-    not a date, a year range, a version, an IPv4 address or a number with thousands separators."""
-    main = _EXTENSION.sub("", text)
-    groups = _GROUPS.findall(main)
-    digits = sum(len(g) for g in groups)
-    international = main.startswith("+") or (main.startswith("00") and main[2:3] != "0" and len(groups) > 1)
-    if international:
-        return 8 <= digits <= 15
-    if len(groups) == 1:
-        # Unbroken runs: 10-11 digit national numbers only (not 1,700,000,000 timestamps or IDs).
-        g = groups[0]
-        return (len(g) == 10 and g[0] in "23456789") or (len(g) in (10, 11) and g[0] == "0")
-    if digits > 13 or digits < 6 or (digits == 6 and len(groups) < 3):
-        return False
-    if any(len(g) == 1 for g in groups[1:]):
-        return False
-    separators = set(re.findall(r"[ .-]", main.replace("(", "").replace(")", "")))
-    if "." in separators and (digits < 9 or (len(groups) == 4 and all(len(g) <= 3 for g in groups))):
-        return False  # dotted quad (a private IP address, left as it is) or clause number 52.227.19
-    if [len(g) for g in groups] in ([5, 4], [3, 2, 4]) and separators == {"-"}:
-        return False  # US ZIP+4 code, or SSN-shaped (the ssn type had its say)
-    if _is_date(groups, main) or ("(" not in main and len(groups[0]) == 4 and groups[0][:2] in ("19", "20")):
-        # a date or a year-led number ("binutils 2003 0523", "2019-2020")
-        return False
-    if (
-        "(" not in main
-        and len(separators) == 1
-        and separators <= {" ", "."}
-        and not groups[0].startswith("0")
-        and len(groups[0]) <= 3
-        and all(len(g) == 3 for g in groups[1:])
-    ):
-        return False  # 1 000 000 / 1.000.000
-    return True
-
-
-def _is_date(groups: list[str], text: str) -> bool:
-    if len(groups) != 3 or "(" in text:
-        return False
-    nums = [int(g) for g in groups]
-    lens = [len(g) for g in groups]
-    if lens[0] == 4 and lens[1] <= 2 and lens[2] <= 2:
-        return 1 <= nums[1] <= 12 and 1 <= nums[2] <= 31
-    if lens[2] == 4 and lens[0] <= 2 and lens[1] <= 2:
-        return 1 <= min(nums[0], nums[1]) <= 12 and max(nums[0], nums[1]) <= 31
-    return False
-
-
 PHONE = PiiType(
     name="phone",
     placeholder="<PHONE>",
@@ -363,9 +310,7 @@ PHONE = PiiType(
     r"(?:\d{1,5}(?:[ .-]\d{1,8}){1,5}|\d{6,11})"  # grouped, or one run
     r"(?: ?(?i:x|ext\.?|extension) ?\d{1,6})?)",
     after=re.compile(r"(?!\w|[-.:/]\d)"),
-    validate=lambda matches, **_: _full(
-        matches, [_phone_ok(m.group()) and not context.arithmetic(m) and not context.quoted_digits(m) for m in matches]
-    ),
+    validate=lambda matches, **_: _full(matches, [phones.is_phone(m) for m in matches]),
 )
 
 # Most specific first: a secret or an IBAN holds digit runs that looser types would take.
