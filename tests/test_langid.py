@@ -196,3 +196,13 @@ def test_a_group_named_in_languages_keeps_its_members(croatian_and_norwegian):
     texts = croatian_and_norwegian["hr"][:10] + croatian_and_norwegian["de"][:5]
     _, _, reasons = run(texts, languages=["hbs"])
     assert reasons[:10] == [None] * 10 and reasons[10:] == ["lang:de"] * 5
+
+
+@pytest.mark.parametrize("content", ["", "{not json", '{"thresholds": {"hr": {"threshold": 7}}}', '{"rule": 1}'])
+def test_a_damaged_threshold_table_is_a_clear_error(tmp_path, content):
+    from stages.langid.thresholds import per_language
+
+    table = tmp_path / "lid.176.thresholds.json"
+    table.write_text(content)
+    with pytest.raises(ValueError, match="reinstall prep"):
+        per_language(table)

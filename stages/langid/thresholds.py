@@ -41,9 +41,18 @@ def fineweb2_threshold(median: float, deviation: float) -> float:
 
 
 @functools.lru_cache(maxsize=1)
-def per_language() -> dict[str, float]:
-    table = json.loads(THRESHOLDS_FILE.read_text())["thresholds"]
-    return {label: float(entry["threshold"]) for label, entry in table.items()}
+def per_language(path: Path = THRESHOLDS_FILE) -> dict[str, float]:
+    """The bundled table, checked: a damaged install must not judge languages by nothing."""
+    try:
+        table = json.loads(path.read_text())["thresholds"]
+        thresholds = {str(label): float(entry["threshold"]) for label, entry in table.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as error:
+        raise ValueError(
+            f"the language-ID thresholds {path} are missing or damaged ({error}); reinstall prep"
+        ) from None
+    if not all(0.0 <= t <= 1.0 for t in thresholds.values()):
+        raise ValueError(f"the language-ID thresholds {path} hold a value outside [0, 1]; reinstall prep")
+    return thresholds
 
 
 def group_of(groups: dict[str, list[str]]) -> dict[str, str]:
