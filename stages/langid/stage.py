@@ -22,6 +22,8 @@ from stages.langid.model import bundled_model_path, detect, load_model
 
 LANG, LANG_SCORE = "lang", "lang_score"
 LANG_2, LANG_2_SCORE = "lang_2", "lang_2_score"
+# The columns the stage adds, in order (null for skipped sources).
+COLUMNS = ((LANG, pa.string()), (LANG_SCORE, pa.float32()), (LANG_2, pa.string()), (LANG_2_SCORE, pa.float32()))
 PER_LANGUAGE = "per-language"
 
 
@@ -86,19 +88,13 @@ class LangId(Stage):
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         n = batch.num_rows
         if source in self.options.skip_sources:
-            for name, kind in ((LANG, pa.string()), (LANG_SCORE, pa.float32()), (LANG_2, pa.string())):
+            for name, kind in COLUMNS:
                 batch = set_column(batch, name, pa.nulls(n, kind))
-            batch = set_column(batch, LANG_2_SCORE, pa.nulls(n, pa.float32()))
             return StageOutput(batch=batch, drop_reason=pa.nulls(n, pa.string()))
         found = detect(self._model(), batch.column(TEXT), self.options.max_chars)
-        columns = (
-            (LANG, found.lang),
-            (LANG_SCORE, pa.array(found.score, pa.float32())),
-            (LANG_2, found.second),
-            (LANG_2_SCORE, pa.array(found.second_score, pa.float32())),
-        )
-        for name, values in columns:
-            batch = set_column(batch, name, values)
+        values = (found.lang, found.score, found.second, found.second_score)
+        for (name, kind), column in zip(COLUMNS, values):
+            batch = set_column(batch, name, pa.array(column, kind))
         return StageOutput(batch=batch, drop_reason=self._reasons(found))
 
     def _reasons(self, found) -> pa.Array:
