@@ -10,29 +10,26 @@ moment and running the same command again redoes only the units without one.
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import hashlib
 import json
 import os
 import time
 from pathlib import Path, PurePosixPath
 
-import pyarrow.parquet as pq
-
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import summarize_cost, write_cost
+from pipeline.engine.cost import summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor
+from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.storage import RunStore, input_sha256, input_stat
-from pipeline.engine.unit import built_stage, commit, run_unit
+from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
-from pipeline.formats.layout import Layout, is_part_file, is_unit_file, part_files, unit_files
+from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
-from pipeline.stage import UnitContext
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable_path
 
@@ -108,7 +105,7 @@ def _run_claimed(
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
-                global_stats[label] = _run_global(config, store, segment, units, runner, mode)
+                global_stats[label] = run_global(config, store, segment, units, runner, mode)
             input_bytes = sum(stat[0] for stat in input_stats) if segment.index == 0 else 0
             unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample, input_bytes)
     finally:
@@ -270,99 +267,8 @@ def segment_task(
     segment = plan_segments(config)[segment_index]
     layout = Layout(store.root)
     if segment_index > 0:
-        _pull_unit_documents(store, layout, segment_index - 1, unit)
+        pull_unit_documents(store, layout, segment_index - 1, unit)
         if segment.entry.applies_to(unit.source):
             stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
-            _pull_work(store, layout, segment_index, stage.reads("filter", unit.source, unit.name))
+            pull_work(store, layout, segment_index, stage.reads("filter", unit.source, unit.name))
     return run_unit(config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store)
-
-
-def _pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Unit) -> None:
-    """The documents a unit kept in segment ``segment_index``, which the next phase reads."""
-    folder = layout.key(layout.segment_docs(segment_index, unit.source))
-    store.pull(folder, keep=lambda rel: is_part_file(PurePosixPath(rel).name, unit.name))
-
-
-def _pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
-    """The files of a global stage's work folder that a step reads (see GlobalStage.reads)."""
-    folder = layout.key(layout.global_work(segment_index))
-    if patterns is None:
-        store.pull(folder)
-        return
-    prefix = len(folder) + 1
-    store.pull(folder, keep=lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns))
-
-
-def _run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
-    """Map over the previous segment's output, reduce each partition, finalize."""
-    layout = Layout(store.root)
-    stage_config = segment.entry
-    index = config.stages.index(stage_config)
-    phase = Layout.map_phase(segment.index)
-    store.sync(layout.key(layout.markers(phase)))
-    store.sync(layout.key(layout.global_markers(segment.index)))
-    todo = [
-        u for u in units if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
-    ]
-    bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
-    executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
-    bar.close()
-    stage = built_stage(index, stage_config, "")
-    partitions = [
-        p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()
-    ]
-    bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
-    executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
-    bar.close()
-    marker = layout.global_marker(segment.index, "finalize")
-    if not marker.exists():
-        _pull_work(store, layout, segment.index, stage.reads("finalize"))
-        started = time.process_time()
-        counters = stage.finalize(layout.global_work(segment.index))
-        cost = layout.cost(Layout.global_phase(segment.index), "", "finalize")
-        write_cost(cost, f"{stage_config.name}:finalize", started)
-        store.push_tree(layout.key(layout.global_work(segment.index)))
-        write_json_atomic(marker, {"counters": counters})
-        store.push([cost], marker=marker)
-    return json.loads(marker.read_text())["counters"]
-
-
-def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, progress=None) -> dict:
-    layout = Layout(store.root)
-    segment = plan_segments(config)[segment_index]
-    stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
-    ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
-    _pull_unit_documents(store, layout, segment_index - 1, unit)
-    parts = part_files(layout.segment_docs(segment_index - 1, unit.source), unit.name)
-
-    def batches():
-        for path in parts:
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=8192):
-                if progress:
-                    progress(batch.num_rows, 0, 0)
-                yield batch
-
-    work = layout.global_work(segment_index)
-    work.mkdir(parents=True, exist_ok=True)
-    started = time.process_time()
-    counters = stage.map_unit(batches(), ctx, work)
-    phase = Layout.map_phase(segment_index)
-    write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
-    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
-    return counters
-
-
-def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
-    layout = Layout(store.root)
-    segment = plan_segments(config)[segment_index]
-    stage = built_stage(config.stages.index(segment.entry), segment.entry, "")
-    _pull_work(store, layout, segment_index, stage.reads("reduce"))
-    started = time.process_time()
-    counters = stage.reduce_partition(partition, layout.global_work(segment_index))
-    cost = layout.cost(Layout.reduce_phase(segment_index), "", str(partition))
-    write_cost(cost, f"{segment.entry.name}:reduce", started)
-    store.push_tree(layout.key(layout.global_work(segment_index)))
-    marker = layout.global_marker(segment_index, f"reduce-{partition}")
-    write_json_atomic(marker, {"counters": counters})
-    store.push([cost], marker=marker)
-    return counters
