@@ -128,7 +128,12 @@ def run_prep(jsonl: Path, work: Path) -> tuple[float, int]:
     return time.perf_counter() - t, removed
 
 
-def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
+def run_datatrove(
+    jsonl: Path, work: Path, workers: int = 1, tasks: int = 1, kept: Path | None = None
+) -> tuple[float, int]:
+    """Seconds and documents removed. ``jsonl``'s name may be a glob (``folder/*.jsonl``),
+    whose files ``tasks`` share in the signature and filter steps; with ``kept``, the
+    surviving documents are written there as plain JSON lines."""
     import datatrove.utils.hashes.xxhash as dt_xxhash
     import xxhash
     from datatrove.executor import LocalPipelineExecutor
@@ -140,6 +145,7 @@ def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
         MinhashDedupSignature,
     )
     from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
 
     # datatrove 0.10.1 hands str to xxhash, which xxhash >= 4 refuses: encode first (its
     # default hash, kept rather than switching it to the slower sha1).
@@ -147,7 +153,7 @@ def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
     config = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
     reader = JsonlReader(str(jsonl.parent), glob_pattern=jsonl.name, text_key="text", id_key="id")
     steps = [
-        ([reader, MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], 1),
+        ([reader, MinhashDedupSignature(output_folder=str(work / "sigs"), config=config)], tasks),
         (
             [MinhashDedupBuckets(input_folder=str(work / "sigs"), output_folder=str(work / "buckets"), config=config)],
             config.num_buckets,
@@ -164,13 +170,14 @@ def run_datatrove(jsonl: Path, work: Path) -> tuple[float, int]:
             [
                 reader,
                 MinhashDedupFilter(input_folder=str(work / "remove_ids"), exclusion_writer=_Counter(work / "excluded")),
-            ],
-            1,
+            ]
+            + ([JsonlWriter(str(kept), compression=None)] if kept else []),
+            tasks,
         ),
     ]
     t = time.perf_counter()
-    for k, (pipeline, tasks) in enumerate(steps):
-        LocalPipelineExecutor(pipeline=pipeline, tasks=tasks, workers=1, logging_dir=str(work / f"logs{k}")).run()
+    for k, (pipeline, n) in enumerate(steps):
+        LocalPipelineExecutor(pipeline=pipeline, tasks=n, workers=workers, logging_dir=str(work / f"logs{k}")).run()
     elapsed = time.perf_counter() - t
     removed = sum(1 for _ in open(work / "excluded" / "count")) if (work / "excluded" / "count").exists() else -1
     return elapsed, removed

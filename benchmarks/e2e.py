@@ -218,9 +218,10 @@ def _sample(pids: list[int], cpu_ticks: dict[int, int]) -> int:
     return total
 
 
-def measure(side: str, corpus: Path, workers: int) -> dict:
+def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e") -> dict:
     """Run one side in its own process tree: wall, CPU seconds and peak RSS of the tree.
 
+    The side runs as ``python -m <module> --side ...`` (another benchmark may lend its own).
     Both are sampled from /proc every 0.2 s over every process of the tree: datatrove's
     pool workers are not reaped in a way that reaches the kernel's child accounting, so
     RUSAGE_CHILDREN would miss most of its CPU time.
@@ -232,7 +233,7 @@ def measure(side: str, corpus: Path, workers: int) -> dict:
             [
                 sys.executable,
                 "-m",
-                "benchmarks.e2e",
+                module,
                 "--side",
                 side,
                 "--corpus",
