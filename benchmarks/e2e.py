@@ -218,6 +218,14 @@ def _sample(pids: list[int], cpu_ticks: dict[int, int]) -> int:
     return total
 
 
+def add_side_arguments(parser: argparse.ArgumentParser) -> None:
+    """The hidden arguments ``measure`` runs a side with (``--workers`` is the caller's)."""
+    parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+
+
 def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e") -> dict:
     """Run one side in its own process tree: wall, CPU seconds and peak RSS of the tree.
 
@@ -298,10 +306,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, default=SHARED)
     parser.add_argument("--sides", default="prep,datatrove", help="which pipelines to run (prep, datatrove or both)")
-    parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
-    parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+    add_side_arguments(parser)
     args = parser.parse_args()
     if args.side:  # one side, inside its own process tree
         run = run_prep if args.side == "prep" else run_datatrove
