@@ -17,7 +17,10 @@ Contenders, all batch 8 x 2048, int64 inputs and labels, consumer does nothing:
       ``position_ids`` and ``cu_seqlens``.
 Also printed: opening time (cold: builds the index; warm: cached) on this data and on a
 synthetic 1B-token index (sparse ``.bin``, document lengths drawn from the real ones),
-and the private memory of (c)'s workers at the start and end of the run.
+and each of (c)'s workers' memory after its first batch and at the end of the run, under
+the default start method (the timed run) and the others asked for (``--start-methods``):
+private memory (``benchmarks.proctree.Memory``: not the pages shared with the parent,
+not the page cache of the token files) beside the target of 200 MiB per worker.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import multiprocessing
 import os
 import shutil
 import time
@@ -34,6 +38,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from benchmarks.proctree import Memory, memory
 from pipeline.formats.token_shards import ShardWriter, write_index
 from pipeline.formats.tokenizers import load_tokenizer
 from pipeline.loader import TokenDataset, build_dataloader
@@ -49,7 +54,8 @@ TEXT_FILES = [
     ("math/stacks_project_sections.jsonl.gz", "text"),
     ("math/gsm8k.jsonl.gz", "question"),
 ]
-BATCH, SEQ = 8, 2048
+BATCH, SEQ, WORKERS = 8, 2048, 2
+TARGET_PRIVATE_MIB = 200  # issue 20: per loader worker
 
 
 def read_texts() -> list[str]:
@@ -151,39 +157,54 @@ def run_naive(bin_path: Path, batches: int) -> float:
 # -- (c) ours ---------------------------------------------------------------------------
 
 
-def private_memory_kib(pids: list[int]) -> int:
-    """Sum of RssAnon (private, not file-backed) of ``pids``: what a leak would grow."""
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("RssAnon:"):
-                    total += int(line.split()[1])
-        except OSError:
-            pass
-    return total
+class WorkerPids:
+    """``worker_init_fn`` that records each worker's pid in a shared tensor (any start method)."""
+
+    def __init__(self, workers: int):
+        self.pids = torch.zeros(workers, dtype=torch.int64).share_memory_()
+
+    def __call__(self, worker_id: int) -> None:
+        self.pids[worker_id] = os.getpid()
 
 
-def child_pids() -> list[int]:
-    pids = []
-    for task in Path("/proc/self/task").iterdir():
-        pids.extend(int(p) for p in (task / "children").read_text().split())
-    return pids
-
-
-def run_ours(folder: Path, batches: int) -> tuple[float, int, int]:
+def run_ours(folder: Path, batches: int, start_method: str | None = None) -> tuple[float, list[Memory], list[Memory]]:
+    """tokens/s, and each worker's memory after the first batch and after ``batches``."""
     dataset = TokenDataset(folder, SEQ, seed=0, epochs=1)
-    loader = build_dataloader(dataset, BATCH, num_workers=2, pin_memory=False)
+    pids = WorkerPids(WORKERS)
+    loader = build_dataloader(
+        dataset,
+        BATCH,
+        num_workers=WORKERS,
+        pin_memory=False,
+        worker_init_fn=pids,
+        multiprocessing_context=start_method,
+    )
     iterator = iter(loader)
     next(iterator)
     time.sleep(0.2)
-    start_mem = private_memory_kib(child_pids())
+    first = [memory(int(pid)) for pid in pids.pids]
     t0 = time.perf_counter()
     for _ in range(batches):
         next(iterator)
     rate = batches * BATCH * SEQ / (time.perf_counter() - t0)
-    end_mem = private_memory_kib(child_pids())
-    return rate, start_mem, end_mem
+    return rate, first, [memory(int(pid)) for pid in pids.pids]
+
+
+def print_memory(rows: list[tuple[str, list[Memory], list[Memory]]], batches: dict[str, int]) -> None:
+    """Each worker's memory per start method, beside the target (see ``Memory``)."""
+    print(f"\n(c) each worker's memory, MiB (target: at most {TARGET_PRIVATE_MIB} private per worker)")
+    print(
+        "| start method | worker | private, 1st batch | private, end (batches) "
+        "| file pages only it read | shared with parent | target |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for method, first, last in rows:
+        for worker, (a, b) in enumerate(zip(first, last)):
+            verdict = "met" if max(a.private, b.private) <= TARGET_PRIVATE_MIB * 1024 else "MISSED"
+            print(
+                f"| {method} | {worker} | {a.private / 1024:.1f} | {b.private / 1024:.1f} ({batches[method]}) | "
+                f"{b.file_cache / 1024:.1f} | {b.inherited / 1024:.1f} | {verdict} |"
+            )
 
 
 # -- opening --------------------------------------------------------------------------
@@ -223,6 +244,12 @@ def main() -> None:
     parser.add_argument("--batches", type=int, default=3000, help="timed batches per contender")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/prep-loader-bench"))
     parser.add_argument("--skip-billion", action="store_true", help="skip the 1B-token opening test")
+    parser.add_argument(
+        "--start-methods",
+        default="fork,forkserver,spawn",
+        help="start methods to read (c)'s workers' memory under, besides the timed run's (the default one)",
+    )
+    parser.add_argument("--memory-batches", type=int, default=500, help="batches per start method besides fork")
     args = parser.parse_args()
 
     data_dir = args.workdir / "shards"
@@ -249,7 +276,13 @@ def main() -> None:
     np.fromfile(bin_path, dtype=np.uint8).sum()
     a = run_nanogpt(bin_path, args.batches)
     b = run_naive(bin_path, args.batches)
-    c, mem0, mem1 = run_ours(data_dir, args.batches)
+    c, first, last = run_ours(data_dir, args.batches)
+    default = multiprocessing.get_start_method()  # what (c) ran under
+    memory_rows, batches = [(default, first, last)], {default: args.batches}
+    for method in args.start_methods.split(","):
+        if method != default:
+            memory_rows.append((method, *run_ours(data_dir, args.memory_batches, method)[1:]))
+            batches[method] = args.memory_batches
     print()
     print("| loader | tokens/s | vs (a) | vs (b) |")
     print("|---|---:|---:|---:|")
@@ -259,10 +292,7 @@ def main() -> None:
         ("(c) prep TokenDataset, 2 workers", c),
     ]:
         print(f"| {name} | {rate / 1e6:,.1f} M | {rate / a:.2f}x | {rate / b:.2f}x |")
-    print(
-        f"\n(c) workers' private memory: {mem0 / 1024:.1f} MiB after the first batch, "
-        f"{mem1 / 1024:.1f} MiB after {args.batches} batches"
-    )
+    print_memory(memory_rows, batches)
 
 
 if __name__ == "__main__":
