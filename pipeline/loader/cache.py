@@ -4,7 +4,8 @@ Why a cache: the loader's indexes (where each document's tokens live, the stream
 documents and its cumulative sizes) cost seconds to build on a billion-token corpus and
 would otherwise be rebuilt in every rank and every worker. Built once, saved as ``.npy``
 and opened with ``mmap_mode="r"``, they open in milliseconds and every process on the
-machine shares the same page-cache pages instead of holding a private copy.
+machine shares the same page-cache pages instead of holding a private copy. Data on a
+read-only disk gets its cache in the machine's temporary folder (``ShardCorpus``).
 
 A file's name carries a fingerprint of everything it depends on (shard files, seed,
 epochs, ...) and nothing it does not (world size, batch size, workers), so any change to
@@ -35,14 +36,12 @@ def fingerprint(*parts: object) -> str:
     return h.hexdigest()[:20]
 
 
-def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+def cached_array(cache_dir: Path, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
     """Return the array cached as ``cache_dir/name``, building and saving it when missing.
 
-    With ``cache_dir=None`` (read-only data and no cache folder given) the array is built
-    in memory each time. A cache folder that cannot be written is treated the same way.
+    A cache folder that cannot be written gets the array built in memory, in each process
+    that opens it (``ShardCorpus`` falls back to the temporary folder for read-only data).
     """
-    if cache_dir is None:
-        return build()
     path = cache_dir / name
     if not path.exists():
         array = build()

@@ -94,7 +94,8 @@ class TokenDataset(Dataset):
     (see ``pipeline.loader.sampler``): by default the blocks are the stream's 1M-token
     share windows (a window never moves out of its 1M tokens); ``shuffle_block`` sets
     blocks of that many windows instead (1: stream order). Indexes are cached in
-    ``cache_dir`` (default: ``.loader_cache`` beside the shards).
+    ``cache_dir`` (default: ``.loader_cache`` beside the shards, or for read-only data a
+    folder of the machine's temporary folder).
 
     Every shard is checked once, here, before any window is read (see
     ``pipeline.formats.indexed_shard.IndexedShard``): the ``.idx`` is well formed (header, sizes

@@ -1,0 +1,75 @@
+"""What a loader worker holds privately: no per-document table of its own.
+
+A worker gets the dataset pickled (the spawn and forkserver start methods, every DDP
+rank) or forked. Either way the per-document tables (sizes, starts, the order, its
+cumulative sizes) must be maps of cache files, shared through the page cache by every
+process of the machine, never arrays built again in each process, even when the data sits
+on a read-only disk. ``python -m benchmarks.loader`` measures the resulting memory.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import pickle
+import tempfile
+
+import numpy as np
+import torch
+from test_loader import make_run
+
+from pipeline.loader import TokenDataset
+from pipeline.loader.cache import CACHE_DIRNAME
+
+
+def is_mapped(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is a file map (a view's chain of bases ends in one)."""
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, mmap.mmap)
+
+
+def per_document_tables(dataset: TokenDataset) -> dict[str, np.ndarray]:
+    corpus, stream = dataset.corpus, dataset.stream
+    return {
+        "sizes": corpus.document_sizes,
+        "starts": corpus.document_starts,
+        "order": stream.order,
+        "cumulative": stream.cumulative,
+    }
+
+
+def a_worker_copy(dataset: TokenDataset) -> TokenDataset:
+    """The dataset as a spawned worker or another rank receives it."""
+    return pickle.loads(pickle.dumps(dataset))
+
+
+def test_a_pickled_dataset_maps_its_tables_and_does_not_grow_with_the_corpus(tmp_path):
+    rng = np.random.default_rng(3)
+    small_docs = make_run(tmp_path / "small", rng, {"web": 1}, docs_per_shard=10, max_len=20)
+    make_run(tmp_path / "large", rng, {"web": 2}, docs_per_shard=5_000, max_len=20)
+    small, large = TokenDataset(tmp_path / "small", seq_len=8), TokenDataset(tmp_path / "large", seq_len=8)
+    assert len(small_docs) == 10 and large.corpus.num_documents == 10_000
+    # 10,000 documents more would be 280,000 bytes more if any table travelled.
+    assert abs(len(pickle.dumps(large)) - len(pickle.dumps(small))) < 1_000
+    copy = a_worker_copy(large)
+    assert all(is_mapped(table) for table in per_document_tables(copy).values())
+    assert torch.equal(copy[5]["input_ids"], large[5]["input_ids"])
+
+
+def test_read_only_data_is_cached_in_the_temporary_folder_not_built_per_process(tmp_path, monkeypatch):
+    rng = np.random.default_rng(4)
+    make_run(tmp_path / "run", rng, {"code": 1, "web": 1}, docs_per_shard=20, max_len=30)
+    data = tmp_path / "run" / "tokens"
+    real_access = os.access
+    # Tests run as root, who can write anywhere: the data's folder says it is read-only.
+    monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(data) else real_access(path, mode))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    dataset = TokenDataset(tmp_path / "run", seq_len=8, seed=1)
+    assert not (data / CACHE_DIRNAME).exists()
+    assert dataset.corpus.cache_dir.is_relative_to(tmp_path / "tmp")
+    assert len(list(dataset.corpus.cache_dir.glob("*.npy"))) == 4
+    copy = a_worker_copy(dataset)
+    assert all(is_mapped(table) for table in per_document_tables(copy).values())
+    assert torch.equal(copy[2]["labels"], dataset[2]["labels"])
