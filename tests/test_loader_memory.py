@@ -1,4 +1,5 @@
-"""What a loader worker holds privately: no per-document table of its own.
+"""What a loader worker holds privately: no per-document table of its own, and nothing it
+inherited copied by its garbage collector.
 
 A worker gets the dataset pickled (the spawn and forkserver start methods, every DDP
 rank) or forked. Either way the per-document tables (sizes, starts, the order, its
@@ -9,6 +10,7 @@ on a read-only disk. ``python -m benchmarks.loader`` measures the resulting memo
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import pickle
@@ -18,7 +20,7 @@ import numpy as np
 import torch
 from test_loader import make_run
 
-from pipeline.loader import TokenDataset
+from pipeline.loader import TokenDataset, build_dataloader
 from pipeline.loader.cache import CACHE_DIRNAME
 
 
@@ -73,3 +75,19 @@ def test_read_only_data_is_cached_in_the_temporary_folder_not_built_per_process(
     copy = a_worker_copy(dataset)
     assert all(is_mapped(table) for table in per_document_tables(copy).values())
     assert torch.equal(copy[2]["labels"], dataset[2]["labels"])
+
+
+def test_workers_keep_what_they_inherited_out_of_their_garbage_collector(tmp_path):
+    """A forked worker's full collection would write into every object it inherited, which
+    copies the parent's pages; the loader freezes them (``gc.freeze``) as a worker starts."""
+    make_run(tmp_path / "run", np.random.default_rng(5), {"web": 1}, docs_per_shard=30, max_len=20)
+    dataset = TokenDataset(tmp_path / "run", seq_len=8)
+    frozen = torch.zeros(2, dtype=torch.int64).share_memory_()
+
+    def record(worker_id: int) -> None:  # runs after the loader's own worker set-up
+        frozen[worker_id] = gc.get_freeze_count()
+
+    loader = build_dataloader(dataset, 2, num_workers=2, pin_memory=False, worker_init_fn=record)
+    batches = len(loader)
+    assert batches and len(list(loader)) == batches
+    assert frozen.min().item() > gc.get_freeze_count() + 1_000
