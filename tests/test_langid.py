@@ -182,7 +182,7 @@ def test_close_languages_are_no_longer_dropped_whole(croatian_and_norwegian):
     """The single 0.65 drops nearly every 1-2 KB Croatian document (the model splits its
     probability with Serbian and Bosnian); per-language thresholds and groups keep them."""
     for lang, texts in croatian_and_norwegian.items():
-        old_lang, _, old = run(texts, languages="all", min_score=0.65, groups={})
+        old_lang, _, old = run(texts, languages="all", min_score=0.65, groups={}, second_opinion="")
         new_lang, _, new = run(texts, languages="all")
         right_old = sum(r is None and got == lang for r, got in zip(old, old_lang)) / len(texts)
         right_new = sum(r is None and got == lang for r, got in zip(new, new_lang)) / len(texts)
@@ -206,3 +206,58 @@ def test_a_damaged_threshold_table_is_a_clear_error(tmp_path, content):
     table.write_text(content)
     with pytest.raises(ValueError, match="reinstall prep"):
         per_language(table)
+
+
+def test_second_opinion_names_unsure_documents_and_picks_close_members():
+    from stages.langid.second_opinion import settle
+
+    labels = ["en", "de", "hr", "hr", "ms", None, "fr"]
+    below = [True, True, False, False, False, False, False]
+    asked: list[str] = []
+    answers = {"t0": "so", "t1": "en", "t2": "bs", "t3": "sl", "t4": "id"}
+    final, vouched = settle(labels, below, pa.array([f"t{i}" for i in range(7)]), 0, lambda t: [answers[x] for x in t])
+    # unsure and not English: the second label, kept; unsure but English to both: FineWeb's rule;
+    # a confusable set: the member, never a label outside the set; no letter or sure: not asked
+    assert final == ["so", "de", "bs", "hr", "id", None, "fr"]
+    assert vouched == [True, False, False, False, False, False, False]
+    final, vouched = settle(labels, below, pa.array(["x"] * 7), 0, lambda t: asked.extend(t) or [None] * len(t))
+    assert final == labels and not any(vouched) and len(asked) == 5
+
+
+def test_cld2_reads_control_characters_and_says_when_it_is_unsure():
+    from stages.langid.second_opinion import cld2_labels
+
+    french = "Aujourd\x92hui nous sommes allés au marché acheter du pain, du fromage et des légumes frais."
+    assert cld2_labels([french, "zz qq xx 123"]) == ["fr", None]
+
+
+def test_unknown_second_opinion_is_an_option_error():
+    with pytest.raises(ValueError, match="second_opinion"):
+        LangId.Options(second_opinion="lingua")
+
+
+@pytest.fixture(scope="module")
+def lid176_misses():
+    from benchmarks.langid import lingua_documents
+
+    if SHARED_DATA is None:
+        pytest.skip("../shared/data is not present")
+    documents = lingua_documents(SHARED_DATA, half=1)
+    return {lang: documents[lang] for lang in ("so", "yo", "bs", "hr", "en")}
+
+
+def test_second_opinion_recovers_what_lid176_misses_and_leaves_english(lid176_misses):
+    """lid.176 calls 1-2 KB Somali documents English or Finnish and Yoruba ones Irish, all
+    unsure: CLD2 names them. English decisions do not change, with every language kept or English only."""
+    right = {}
+    for choice in ("", "cld2"):
+        for lang, texts in lid176_misses.items():
+            labels, _, reasons = run(texts, languages="all", second_opinion=choice)
+            right[choice, lang] = sum(r is None and got == lang for r, got in zip(reasons, labels)) / len(texts)
+    for lang in ("so", "yo"):
+        assert right["", lang] < 0.2 and right["cld2", lang] >= 0.9, lang
+    assert right["cld2", "bs"] > right["", "bs"] and right["cld2", "hr"] >= 0.97
+    assert right["cld2", "en"] == right["", "en"] == 1.0
+    texts = lid176_misses["en"] + lid176_misses["so"]
+    kept = [[r is None for r in run(texts, second_opinion=c)[2]] for c in ("", "cld2")]
+    assert kept[0] == kept[1] and sum(kept[0]) == len(lid176_misses["en"])

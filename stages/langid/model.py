@@ -63,7 +63,7 @@ def load_model(path: str):
     return fasttext.load_model(path).f
 
 
-def _model_input(text: pa.Array, max_chars: int) -> pa.Array:
+def model_input(text: pa.Array, max_chars: int) -> pa.Array:
     """What the model reads: the first ``max_chars`` characters on one line."""
     if max_chars > 0:
         text = pc.utf8_slice_codeunits(text, 0, max_chars)
@@ -94,7 +94,7 @@ class Detection:
 
 
 def detect(model, text: pa.Array, max_chars: int) -> Detection:
-    sample = _model_input(text, max_chars)
+    sample = model_input(text, max_chars)
     has_letter = pc.fill_null(pc.match_substring_regex(sample, _HAS_LETTER), False)
     letters = has_letter.to_numpy(zero_copy_only=False)
     top = [
