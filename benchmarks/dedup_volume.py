@@ -193,6 +193,8 @@ def main() -> None:
         kept = run(args.corpus, args.work, args.workers)
         args.result.write_text(json.dumps({"kept": kept}))
         return
+    if args.docs < 1 or args.repeat < 1 or args.workers < 1 or not 0 < args.planted <= 1:
+        parser.error("--docs, --repeat and --workers must be at least 1, --planted within (0, 1]")
     if not args.data.is_dir():
         sys.exit(f"{args.data} is absent: nothing to measure on")
     if args.quick:

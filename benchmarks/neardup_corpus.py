@@ -71,21 +71,25 @@ def passages(data: Path, sources: list[str], limit: int) -> tuple[list[dict], in
     seen: set[str] = set()
     skipped = 0
     for rel in sources:
+        try:
+            with gzip.open(data / rel, "rt", encoding="utf-8") as f:
+                records = [json.loads(line) for line in f]
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"{data / rel}: cannot read it as gzipped JSON lines ({e})") from None
         stem = Path(rel).name.split(".")[0]
-        with gzip.open(data / rel, "rt", encoding="utf-8") as f:
-            for doc_no, line in enumerate(f):
-                text = json.loads(line).get("text")
-                if not isinstance(text, str) or not text.strip():
+        for doc_no, record in enumerate(records):
+            text = record.get("text") if isinstance(record, dict) else None
+            if not isinstance(text, str) or not text.strip():
+                continue
+            for k, part in enumerate(_cut(text)):
+                key = " ".join(WORD.findall(part.lower()))
+                if key in seen:
+                    skipped += 1
                     continue
-                for k, part in enumerate(_cut(text)):
-                    key = " ".join(WORD.findall(part.lower()))
-                    if key in seen:
-                        skipped += 1
-                        continue
-                    seen.add(key)
-                    out.append({"id": f"{stem}:{doc_no}:{k}", "text": part})
-                    if len(out) >= limit:
-                        return out, skipped
+                seen.add(key)
+                out.append({"id": f"{stem}:{doc_no}:{k}", "text": part})
+                if len(out) >= limit:
+                    return out, skipped
     return out, skipped
 
 

@@ -7,11 +7,12 @@ from __future__ import annotations
 import gzip
 import json
 
+import pytest
 from conftest import SAMPLE
 
 from benchmarks.dedup import shingles
 from benchmarks.dedup_volume import outcomes
-from benchmarks.neardup_corpus import TARGETS, _cut, build, jaccard, write_shards
+from benchmarks.neardup_corpus import TARGETS, _cut, build, jaccard, passages, write_shards
 
 SOURCES = ["web/ccmain.jsonl.gz", "web/redpajama_pile.jsonl.gz"]
 
@@ -54,3 +55,10 @@ def test_a_pair_is_found_when_exactly_one_of_its_documents_survives():
     planted = [{"original": f"o{k}", "copy": f"c{k}"} for k in range(4)]
     kept = {"o0", "c1", "o2", "c2"}
     assert outcomes(planted, kept) == ["found", "found", "missed", "both gone"]
+
+
+def test_an_unreadable_source_is_a_one_line_error(tmp_path):
+    (tmp_path / "bad.jsonl.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(SystemExit, match="bad.jsonl.gz: cannot read it as gzipped JSON lines") as e:
+        passages(tmp_path, ["bad.jsonl.gz"], 10)
+    assert "\n" not in str(e.value)
