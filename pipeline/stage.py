@@ -15,6 +15,7 @@ checks every key against it, so a typo is an error naming the nearest valid key.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,6 +103,36 @@ class Stage:
         return {}
 
 
+@dataclass(frozen=True)
+class FinalizeRound:
+    """One round of a global stage's finalize: ``tasks`` independent tasks, run in any
+    order, in parallel, on any worker; the next round starts when all have finished."""
+
+    name: str  # for the progress bar
+    tasks: int
+    spec: Any = None  # picklable, handed to every task (which step, which input folder, ...)
+    # Globs (relative to the work folder) of the files a task reads; None: all of it.
+    reads: tuple[str, ...] | None = None
+    # Work-folder paths no round from this one on needs: removed before it runs.
+    drops: tuple[str, ...] = ()
+
+
+def finalize_here(stage: GlobalStage, work_dir: Path) -> dict[str, int]:
+    """Every round of ``stage``'s finalize in this process, one task after another: what
+    the engine spreads over its workers, for a stage driven by hand (tests, benchmarks,
+    kernel rehearsals)."""
+    done: list[list[dict[str, int]]] = []
+    while isinstance(step := stage.finalize_plan(done), FinalizeRound):
+        for rel in step.drops:
+            path = Path(work_dir) / rel
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+        done.append([stage.finalize_task(step, t, work_dir) for t in range(step.tasks)])
+    return step
+
+
 class GlobalStage(Stage):
     """A stage that needs the whole corpus before it can decide (dedup).
 
@@ -111,8 +142,11 @@ class GlobalStage(Stage):
        whatever it needs (signatures, band keys) under ``work_dir`` through ``unit.atomic``.
     2. ``reduce_partition``: once per partition ``0 <= p < partitions()``, in any order or in
        parallel, writing its results atomically under ``work_dir``.
-    3. ``finalize``: once, after every partition (merging partition results, for example);
-       it must also write atomically and be safe to run again.
+    3. finalize, after every partition: rounds of independent tasks (``finalize_plan``
+       names the next round from what the rounds before returned, ``finalize_task`` is
+       one task of it), so no step needs one machine to hold the whole corpus. Every
+       task writes atomically and is safe to run again. Default: one round of one task,
+       ``finalize`` (merging partition results, for example).
     4. ``bind`` (in whichever process runs the unit), then ``open_unit`` and ``process``
        over the unit's documents again, returning drop reasons (and ``detail``) like any
        per-document stage.
@@ -140,6 +174,20 @@ class GlobalStage(Stage):
 
     def finalize(self, work_dir: Path) -> dict[str, int]:
         return {}
+
+    def finalize_plan(self, done: list[list[dict[str, int]]]) -> FinalizeRound | dict[str, int]:
+        """The next round of finalize, or, once there is none, the stage's counters.
+
+        ``done[k][t]`` is what task ``t`` of round ``k`` returned. The driver calls this
+        between rounds, so it must only plan: decide from ``done`` (no file reads),
+        and give the same answer for the same ``done`` (a resumed run replays it)."""
+        if not done:
+            return FinalizeRound("finalize", 1, reads=self.reads("finalize"))
+        return done[0][0]
+
+    def finalize_task(self, round: FinalizeRound, task: int, work_dir: Path) -> dict[str, int]:
+        """Task ``task`` of ``round``, in any process; returns what ``finalize_plan`` reads."""
+        return self.finalize(work_dir)
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         """Globs (relative to the work folder) of the files that ``step`` ("reduce",

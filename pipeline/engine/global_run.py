@@ -21,7 +21,7 @@ from pipeline.engine.progress import ProgressBar
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.formats.layout import Layout, is_part_file, part_files
-from pipeline.stage import UnitContext
+from pipeline.stage import FinalizeRound, UnitContext
 from pipeline.util.atomic import write_json_atomic
 
 
@@ -42,7 +42,7 @@ def pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tup
 
 
 def run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
-    """Map over the previous segment's output, reduce each partition, finalize."""
+    """Map over the previous segment's output, reduce each partition, finalize in rounds."""
     layout = Layout(store.root)
     stage_config = segment.entry
     index = config.stages.index(stage_config)
@@ -64,15 +64,30 @@ def run_global(config: Config, store: RunStore, segment: Segment, units, executo
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
     if not marker.exists():
-        pull_work(store, layout, segment.index, stage.reads("finalize"))
-        started = time.process_time()
-        counters = stage.finalize(layout.global_work(segment.index))
-        cost = layout.cost(Layout.global_phase(segment.index), "", "finalize")
-        write_cost(cost, f"{stage_config.name}:finalize", started)
-        store.push_tree(layout.key(layout.global_work(segment.index)))
+        counters = _finalize(config, store, segment, stage, executor, mode)
         write_json_atomic(marker, {"counters": counters})
-        store.push([cost], marker=marker)
+        store.push([], marker=marker)
     return json.loads(marker.read_text())["counters"]
+
+
+def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor, mode) -> dict:
+    """Run the stage's finalize rounds on the executor; the driver only plans between them.
+
+    A task's result lives in its marker, so a resumed run replays the plan from the
+    markers and runs just the tasks without one."""
+    layout = Layout(store.root)
+    done: list[list[dict]] = []
+    while not isinstance(step := stage.finalize_plan(done), dict):
+        k = len(done)
+        for rel in step.drops:
+            store.remove(f"{layout.key(layout.global_work(segment.index))}/{rel}")
+        markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
+        todo = [t for t in range(step.tasks) if not markers[t].exists()]
+        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
+        executor.run([(finalize_task, (config, store, segment.index, step, k, t)) for t in todo], bar)
+        bar.close()
+        done.append([json.loads(m.read_text())["counters"] for m in markers])
+    return step
 
 
 def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, progress=None) -> dict:
@@ -101,16 +116,48 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
 
 
 def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
+    stage = _stage(config, segment_index)
+    return _work_task(
+        store,
+        segment_index,
+        stage.reads("reduce"),
+        lambda work: stage.reduce_partition(partition, work),
+        f"reduce-{partition}",
+        (Layout.reduce_phase(segment_index), str(partition), f"{stage.name}:reduce"),
+    )
+
+
+def finalize_task(
+    config: Config, store: RunStore, segment_index: int, step: FinalizeRound, k: int, task: int, progress=None
+) -> dict:
+    stage = _stage(config, segment_index)
+    return _work_task(
+        store,
+        segment_index,
+        step.reads,
+        lambda work: stage.finalize_task(step, task, work),
+        f"finalize-{k}-{task}",
+        (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
+    )
+
+
+def _stage(config: Config, segment_index: int):
+    entry = plan_segments(config)[segment_index].entry
+    return built_stage(config.stages.index(entry), entry, "")
+
+
+def _work_task(store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str]) -> dict:
+    """One task over the work folder (a reduce partition, a finalize task): fetch what it
+    reads, run it, upload what it wrote, then its marker with its result."""
     layout = Layout(store.root)
-    segment = plan_segments(config)[segment_index]
-    stage = built_stage(config.stages.index(segment.entry), segment.entry, "")
-    pull_work(store, layout, segment_index, stage.reads("reduce"))
+    pull_work(store, layout, segment_index, reads)
     started = time.process_time()
-    counters = stage.reduce_partition(partition, layout.global_work(segment_index))
-    cost = layout.cost(Layout.reduce_phase(segment_index), "", str(partition))
-    write_cost(cost, f"{segment.entry.name}:reduce", started)
+    counters = work_on(layout.global_work(segment_index))
+    phase, name, label = cost_at
+    cost = layout.cost(phase, "", name)
+    write_cost(cost, label, started)
     store.push_tree(layout.key(layout.global_work(segment_index)))
-    marker = layout.global_marker(segment_index, f"reduce-{partition}")
+    marker = layout.global_marker(segment_index, step)
     write_json_atomic(marker, {"counters": counters})
     store.push([cost], marker=marker)
     return counters

@@ -9,17 +9,17 @@ wall every peer hits, so:
    gid; a union-find over just this partition compresses the stars into a forest
    ``node -> smallest gid of its local component``. Only documents that share a key
    appear, so singletons cost nothing downstream.
-2. ``connected_components`` (in ``finalize``): the union of the partitions' forests is
-   solved with alternating large-star / small-star steps (Kiveris et al., "Connected
-   Components in MapReduce and Beyond", 2014). Adjacency lives in partitioned record
-   files keyed by node range; each step reads one node range at a time and writes the
-   next step's files, so memory is one range's adjacency. The fixed point is a star per
-   component centred on its smallest gid; LSH graphs get there in a few steps.
+2. ``star_step`` (in finalize, one task per node range and step): the union of the
+   partitions' forests is solved with alternating large-star / small-star steps
+   (Kiveris et al., "Connected Components in MapReduce and Beyond", 2014). Adjacency
+   lives in partitioned record files keyed by node range; a step's task reads one node
+   range of the previous step's files and writes one file for the next step, so memory
+   is one range's adjacency and the ranges of a step run in parallel. The fixed point is
+   a star per component centred on its smallest gid; LSH graphs get there in a few steps.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -159,34 +159,18 @@ def small_star(adj: np.ndarray) -> np.ndarray:
     return out
 
 
-def connected_components(inputs: list[Path], work: Path, total: int, partitions: int) -> tuple[list[Path], int]:
-    """Run large-star / small-star steps from the adjacency files ``inputs`` to the fixed point.
+def star_step(inputs: list[Path], q: int, step: int, out: Path, total: int, partitions: int) -> tuple[int, int]:
+    """Step ``step`` (large-star when even, small-star when odd) over node range ``q`` of the
+    adjacency files ``inputs``, written to ``out``; returns the (count, hash) of the edges
+    it read, which tell when the steps have stopped changing the graph (``converged``)."""
+    adj = read_adjacency(inputs, q)
+    kind = large_star if step % 2 == 0 else small_star
+    write_adjacency(out, kind(adj), total, partitions)
+    return fingerprint(adj)
 
-    Returns the files holding the fixed point (each component a star on its smallest gid)
-    and the number of steps. Step outputs go to ``work/step<k>/``; older steps are removed
-    as soon as they are consumed."""
-    files, history, step = list(inputs), [], 0
-    while True:
-        kind = large_star if step % 2 == 0 else small_star
-        out_dir = Path(work) / f"step{step:03d}"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        outputs, seen = [], [0, 0]
-        for q in range(partitions):
-            adj = read_adjacency(files, q)
-            n, h = fingerprint(adj)
-            seen[0] += n
-            seen[1] = (seen[1] + h) & 0xFFFFFFFFFFFFFFFF
-            out = out_dir / f"q{q:05d}.part"
-            write_adjacency(out, kind(adj), total, partitions)
-            outputs.append(out)
-        history.append(tuple(seen))
-        # The input of this step equals the inputs of the two steps before: both a large and
-        # a small step left the graph unchanged, which is the fixed point.
-        if len(history) >= 3 and history[-1] == history[-2] == history[-3]:
-            shutil.rmtree(out_dir)
-            return files, step
-        if step > 0 and files and files[0].parent.name.startswith("step"):
-            shutil.rmtree(files[0].parent)
-        files, step = outputs, step + 1
-        if step > MAX_STEPS:
-            raise RuntimeError("connected components did not converge")
+
+def converged(history: list[tuple[int, int]]) -> bool:
+    """Whether the fixed point is reached, ``history[s]`` being the (count, hash) of step
+    ``s``'s input: when both a large and a small step left the graph unchanged, the input
+    of the last step (each component a star on its smallest gid) is the fixed point."""
+    return len(history) >= 3 and history[-1] == history[-2] == history[-3]

@@ -9,10 +9,10 @@ Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in 
   index) is sorted into candidate edges and compressed into a forest
   (``reduce/p<p>.forest``); its unique keys are kept as this run's index
   (``reduce/p<p>.index.npy``), which a later run can import with ``index_from``.
-* ``finalize``: connected components over the forests (``clusters``), survivor and
-  decisions per component (``survivors``), decisions regrouped by document range
-  (``decisions/r<r>.arrow``, survivor ids resolved), then ``done.json``. Re-running it
-  after completion is a no-op.
+* finalize, in rounds of tasks the engine spreads over its workers (``rounds``):
+  connected components over the forests (``clusters``), survivor and decisions per
+  component (``survivors``), decisions regrouped by document range
+  (``decisions/r<r>.arrow``, survivor ids resolved), then ``done.json``.
 * ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
   ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,14 +37,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import ID, TEXT
-from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
-from stages.dedup import clusters, partfile, warmup
+from pipeline.stage import FinalizeRound, GlobalStage, StageOutput, UnitContext, finalize_here, register
+from stages.dedup import clusters, partfile, rounds, warmup
+from stages.dedup.rounds import DONE_FILE
 from stages.dedup.minhash import Signer
-from stages.dedup.store import BAND_RECORD, UNITS_FILE, DocStore, UnitTable, bands_path, docs_path, docs_schema
-from stages.dedup.survivors import DECISION, REASONS, decide
+from stages.dedup.store import (
+    BAND_RECORD,
+    UNITS_FILE,
+    DocStore,
+    UnitTable,
+    bands_path,
+    decisions_path,
+    docs_path,
+    docs_schema,
+    forest_path,
+)
+from stages.dedup.survivors import REASONS
 
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
-DONE_FILE = "done.json"
 
 
 @register
@@ -110,11 +119,11 @@ class Dedup(GlobalStage):
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
             "reduce": ("map/*/*.bands",),
-            "finalize": ("map/*/*", "reduce/*"),
             "filter": (DONE_FILE, UNITS_FILE, "decisions/*", f"map/{source}/{unit}.docs.arrow"),
         }.get(step)
 
-    def _scan(self, work_dir: Path) -> UnitTable:
+    def scan(self, work_dir: Path) -> UnitTable:
+        """The global order of this run's documents (after an imported index's)."""
         return UnitTable.scan(work_dir, self._config(), self.options.index_from)
 
     # -- map ----------------------------------------------------------------------------
@@ -172,7 +181,7 @@ class Dedup(GlobalStage):
 
     def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
-        table = self._scan(work_dir)
+        table = self.scan(work_dir)
         keys, gids = [], []
         if self.options.index_from:
             index = np.load(_index_path(Path(self.options.index_from), partition))
@@ -192,65 +201,24 @@ class Dedup(GlobalStage):
         with open(tmp, "wb") as f:
             np.save(f, index)
         os.replace(tmp, final)
-        clusters.write_adjacency(_forest_path(work_dir, partition), forest, table.total, self.partitions())
+        clusters.write_adjacency(forest_path(work_dir, partition), forest, table.total, self.partitions())
         return {"dedup.candidate_pairs": pairs}
 
-    # -- finalize -----------------------------------------------------------------------
+    # -- finalize (rounds of tasks, see ``finalize``) ----------------------------------
+
+    def finalize_plan(self, done: list[list[dict[str, int]]]) -> FinalizeRound | dict[str, int]:
+        return rounds.plan(done, self.partitions())
+
+    def finalize_task(self, round: FinalizeRound, task: int, work_dir: Path) -> dict[str, int]:
+        self.bind(work_dir)
+        return rounds.run_task(self, round, task, work_dir)
 
     def finalize(self, work_dir: Path) -> dict[str, int]:
-        self.bind(work_dir)
-        work_dir = Path(work_dir)
-        done = work_dir / DONE_FILE
+        """Every round in this process (a finished finalize just returns its counters)."""
+        done = Path(work_dir) / DONE_FILE
         if done.exists():
             return json.loads(done.read_text())
-        table = self._scan(work_dir)
-        table.save(work_dir)
-        P = self.partitions()
-        forests = [_forest_path(work_dir, p) for p in range(P)]
-        stars, steps = clusters.connected_components(forests, work_dir / "cc", table.total, P)
-        store = DocStore(table)
-        decided = work_dir / "decided"
-        decided.mkdir(exist_ok=True)
-        clusters_seen = 0
-        for q in range(P):
-            adj = clusters.read_adjacency(stars, q)
-            star = adj[adj["v"] > adj["u"]]  # at the fixed point only a centre has larger neighbours
-            clusters_seen += len(np.unique(star["u"]))
-            decisions = decide(
-                star["u"],
-                star["v"],
-                store,
-                imported=table.imported,
-                verify=self.options.verify,
-                min_similarity=self.options.min_similarity,
-                exact=self.options.exact,
-            )
-            final = decided / f"q{q:05d}.part"
-            tmp = partfile.temp_for(final)
-            partfile.write(tmp, decisions, clusters.node_partition(decisions["gid"], table.total, P), P)
-            os.replace(tmp, final)
-        counts = np.zeros(len(REASONS), np.int64)
-        out_dir = work_dir / "decisions"
-        out_dir.mkdir(exist_ok=True)
-        for r in range(P):
-            parts = [partfile.read(decided / f"q{q:05d}.part", r, DECISION) for q in range(P)]
-            rows = np.concatenate(parts)
-            rows = rows[np.argsort(rows["gid"], kind="stable")]
-            counts += np.bincount(rows["reason"], minlength=len(REASONS))
-            _write_decisions(_decisions_path(work_dir, r), rows, store.gather(rows["survivor"], ["id"]).column("id"))
-        summary = {
-            "dedup.documents": table.total - table.imported,
-            "dedup.clusters": clusters_seen,
-            "dedup.exact_removed": int(counts[0]),
-            "dedup.near_removed": int(counts[1]),
-            "dedup.cc_steps": steps,
-        }
-        tmp = partfile.temp_for(done)
-        tmp.write_text(json.dumps(summary))
-        os.replace(tmp, done)
-        for path in (work_dir / "cc", decided):
-            shutil.rmtree(path, ignore_errors=True)
-        return summary
+        return finalize_here(self, work_dir)
 
     # -- filter -------------------------------------------------------------------------
 
@@ -269,8 +237,8 @@ class Dedup(GlobalStage):
         start, end = int(t.starts[u]), int(t.starts[u + 1])
         # The document ranges holding this unit's gids (none for a unit left empty).
         first, last = clusters.node_partition(np.array([start, end - 1]), t.total, self.partitions())
-        decided = [_read_decisions(_decisions_path(work_dir, r)) for r in range(first, last + 1)] if end > start else []
-        rows = pa.concat_tables(decided) if decided else _read_decisions(_decisions_path(work_dir, 0)).slice(0, 0)
+        decided = [_read_decisions(decisions_path(work_dir, r)) for r in range(first, last + 1)] if end > start else []
+        rows = pa.concat_tables(decided) if decided else _read_decisions(decisions_path(work_dir, 0)).slice(0, 0)
         gid = rows.column("gid").to_numpy()
         rows = rows.filter(pa.array((gid >= start) & (gid < end)))
         positions = rows.column("gid").to_numpy() - start
@@ -308,27 +276,6 @@ class Dedup(GlobalStage):
         return {}
 
 
-def _decisions_path(work_dir: Path, document_range: int) -> Path:
-    return Path(work_dir) / "decisions" / f"r{document_range:05d}.arrow"
-
-
-def _write_decisions(final: Path, rows: np.ndarray, survivor_ids: pa.Array) -> None:
-    """One document range's removals, sorted by gid, with their survivor's id resolved
-    here so that the filter phase reads only its own unit's files."""
-    table = pa.table(
-        {
-            "gid": rows["gid"],
-            "reason": rows["reason"],
-            "similarity": rows["similarity"],
-            "survivor": survivor_ids.cast(pa.string()),  # an empty gather has no type
-        }
-    )
-    tmp = partfile.temp_for(final)
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-    os.replace(tmp, final)
-
-
 def _read_decisions(path: Path) -> pa.Table:
     with pa.memory_map(str(path)) as source:
         return pa.ipc.open_file(source).read_all()
@@ -336,7 +283,3 @@ def _read_decisions(path: Path) -> pa.Table:
 
 def _index_path(work_dir: Path, partition: int) -> Path:
     return Path(work_dir) / "reduce" / f"p{partition:05d}.index.npy"
-
-
-def _forest_path(work_dir: Path, partition: int) -> Path:
-    return Path(work_dir) / "reduce" / f"p{partition:05d}.forest"

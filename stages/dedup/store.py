@@ -46,6 +46,17 @@ def docs_path(work_dir: Path, source: str, unit: str) -> Path:
     return map_dir(work_dir) / source / f"{unit}.docs.arrow"
 
 
+def forest_path(work_dir: Path, partition: int) -> Path:
+    """Key partition ``partition``'s forest of candidate edges (``clusters.band_edges``)."""
+    return Path(work_dir) / "reduce" / f"p{partition:05d}.forest"
+
+
+def decisions_path(work_dir: Path, document_range: int) -> Path:
+    """One document range's removals, sorted by gid, with their survivor's id resolved
+    so that the filter phase reads only its own unit's files."""
+    return Path(work_dir) / "decisions" / f"r{document_range:05d}.arrow"
+
+
 def docs_schema(stored_width: int, verify: bool) -> pa.Schema:
     fields = [
         pa.field("id", pa.string()),

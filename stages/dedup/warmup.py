@@ -1,7 +1,7 @@
 """Compiling dedup's kernels before a run (see ``Stage.warmups``): every phase once, on a
 few sample pages in a temporary folder, with the run's options (``verify`` adds kernels).
 
-Map (signatures, band keys) runs on the workers, reduce too, finalize on the driver; a
+Map (signatures, band keys), reduce and finalize all run on the workers; a
 rehearsal on one worker leaves all of them in numba's cache for the others to load.
 """
 
