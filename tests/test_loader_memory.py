@@ -15,6 +15,7 @@ import mmap
 import os
 import pickle
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -60,21 +61,38 @@ def test_a_pickled_dataset_maps_its_tables_and_does_not_grow_with_the_corpus(tmp
     assert torch.equal(copy[5]["input_ids"], large[5]["input_ids"])
 
 
-def test_read_only_data_is_cached_in_the_temporary_folder_not_built_per_process(tmp_path, monkeypatch):
-    rng = np.random.default_rng(4)
-    make_run(tmp_path / "run", rng, {"code": 1, "web": 1}, docs_per_shard=20, max_len=30)
+def read_only_data(tmp_path, monkeypatch) -> Path:
+    """A run folder whose shards' folder says it is read-only (tests run as root, who can
+    write anywhere), with the temporary folder in ``tmp_path``."""
+    make_run(tmp_path / "run", np.random.default_rng(4), {"code": 1, "web": 1}, docs_per_shard=20, max_len=30)
     data = tmp_path / "run" / "tokens"
     real_access = os.access
-    # Tests run as root, who can write anywhere: the data's folder says it is read-only.
     monkeypatch.setattr(os, "access", lambda path, mode: False if str(path) == str(data) else real_access(path, mode))
+    (tmp_path / "tmp").mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
-    dataset = TokenDataset(tmp_path / "run", seq_len=8, seed=1)
+    return data
+
+
+def test_read_only_data_is_cached_in_the_temporary_folder_not_built_per_process(tmp_path, monkeypatch):
+    data = read_only_data(tmp_path, monkeypatch)
+    dataset = TokenDataset(data.parent, seq_len=8, seed=1)
     assert not (data / CACHE_DIRNAME).exists()
     assert dataset.corpus.cache_dir.is_relative_to(tmp_path / "tmp")
     assert len(list(dataset.corpus.cache_dir.glob("*.npy"))) == 4
     copy = a_worker_copy(dataset)
     assert all(is_mapped(table) for table in per_document_tables(copy).values())
     assert torch.equal(copy[2]["labels"], dataset[2]["labels"])
+
+
+def test_a_temporary_cache_others_may_write_is_not_trusted(tmp_path, monkeypatch):
+    data = read_only_data(tmp_path, monkeypatch)
+    planted = tmp_path / "tmp" / f"prep-loader-cache-{os.getuid()}"
+    planted.mkdir(mode=0o777)
+    planted.chmod(0o777)
+    dataset = TokenDataset(data.parent, seq_len=8, seed=1)
+    assert dataset.corpus.cache_dir is None and not list(planted.iterdir())
+    assert not any(is_mapped(table) for table in per_document_tables(dataset).values())
+    assert torch.equal(a_worker_copy(dataset)[2]["labels"], dataset[2]["labels"])
 
 
 def test_workers_keep_what_they_inherited_out_of_their_garbage_collector(tmp_path):

@@ -5,7 +5,7 @@ documents and its cumulative sizes) cost seconds to build on a billion-token cor
 would otherwise be rebuilt in every rank and every worker. Built once, saved as ``.npy``
 and opened with ``mmap_mode="r"``, they open in milliseconds and every process on the
 machine shares the same page-cache pages instead of holding a private copy. Data on a
-read-only disk gets its cache in the machine's temporary folder (``ShardCorpus``).
+read-only disk gets its cache in the machine's temporary folder (``temporary_cache_dir``).
 
 A file's name carries a fingerprint of everything it depends on (shard files, seed,
 epochs, ...) and nothing it does not (world size, batch size, workers), so any change to
@@ -17,6 +17,9 @@ bytes.
 from __future__ import annotations
 
 import hashlib
+import os
+import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,12 +39,32 @@ def fingerprint(*parts: object) -> str:
     return h.hexdigest()[:20]
 
 
-def cached_array(cache_dir: Path, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+def temporary_cache_dir(name: str) -> Path | None:
+    """``name`` in this user's own loader cache in the machine's temporary folder, for
+    data on a read-only disk; ``None`` when there is no such folder to trust.
+
+    Only a folder this user owns and nobody else may write is used: anyone can write to
+    the temporary folder, and arrays planted there could send the kernels' reads anywhere.
+    """
+    folder = Path(tempfile.gettempdir()) / f"prep-loader-cache-{os.getuid()}"
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+        info = folder.lstat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o022:
+        return None
+    return folder / name
+
+
+def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
     """Return the array cached as ``cache_dir/name``, building and saving it when missing.
 
-    A cache folder that cannot be written gets the array built in memory, in each process
-    that opens it (``ShardCorpus`` falls back to the temporary folder for read-only data).
+    Without a cache folder, or with one that cannot be written, the array is built in
+    memory, again in each process that opens it (each rank, each spawned worker).
     """
+    if cache_dir is None:
+        return build()
     path = cache_dir / name
     if not path.exists():
         array = build()

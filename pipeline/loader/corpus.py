@@ -20,7 +20,6 @@ No torch here: the rest of the package may use this module.
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +28,7 @@ import numpy as np
 from pipeline.formats.indexed_shard import IndexedShard, map_tokens
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, shard_paths
-from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint
+from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint, temporary_cache_dir
 
 CORPUS_FORMAT = 1
 
@@ -122,20 +121,19 @@ class ShardCorpus:
         self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1])
         self._built = None
 
-    def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path:
-        """``cache_dir``, else ``.loader_cache`` beside the shards, else (read-only data) a
-        folder of the machine's temporary folder named after the shards' folder.
+    def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path | None:
+        """``cache_dir``, else ``.loader_cache`` beside the shards, else (read-only data)
+        a folder of this user's in the machine's temporary folder, named after the shards'.
 
-        Never no cache: arrays built in memory would be built again, and held privately,
-        by every process the dataset is pickled into (each rank, and each loader worker
-        under the spawn and forkserver start methods): on a corpus of 8M documents, 214 MiB
-        and 17 s per worker.
+        Arrays built in memory instead would be built again, and held privately, by every
+        process the dataset is pickled into (each rank, and each loader worker under the
+        spawn and forkserver start methods): on 8M documents, 214 MiB and 17 s per worker.
         """
         if cache_dir is not None:
             return Path(cache_dir)
         if os.access(self.root, os.W_OK):
             return self.root / CACHE_DIRNAME
-        return Path(tempfile.gettempdir()) / "prep-loader-cache" / fingerprint("root", str(self.root.resolve()))
+        return temporary_cache_dir(fingerprint("root", str(self.root.resolve())))
 
     def _open_shards(self, verify: bool) -> np.ndarray:
         """Open and check every shard; return the first global document of each (and the total).
