@@ -195,7 +195,7 @@ def print_memory(rows: list[tuple[str, list[Memory], list[Memory]]], batches: di
     print(f"\n(c) each worker's memory, MiB (target: at most {TARGET_PRIVATE_MIB} private per worker)")
     print(
         "| start method | worker | private, 1st batch | private, end (batches) "
-        "| file pages only it read | shared with parent | target |"
+        "| file pages only it read | shared with other processes | target |"
     )
     print("|---|---:|---:|---:|---:|---:|---|")
     for method, first, last in rows:
@@ -203,7 +203,7 @@ def print_memory(rows: list[tuple[str, list[Memory], list[Memory]]], batches: di
             verdict = "met" if max(a.private, b.private) <= TARGET_PRIVATE_MIB * 1024 else "MISSED"
             print(
                 f"| {method} | {worker} | {a.private / 1024:.1f} | {b.private / 1024:.1f} ({batches[method]}) | "
-                f"{b.file_cache / 1024:.1f} | {b.inherited / 1024:.1f} | {verdict} |"
+                f"{b.file_cache / 1024:.1f} | {b.shared / 1024:.1f} | {verdict} |"
             )
 
 

@@ -55,19 +55,20 @@ class Memory(NamedTuple):
     dirty page mapped by it alone, and clean anonymous ones. What a copy, a leak or an
     import costs per process. ``file_cache``: clean pages of files (token shards, libraries)
     that only this process has touched so far: page cache, dropped under pressure and shared
-    with any later reader, so not private. ``inherited``: anonymous pages still shared
-    with another process, copy-on-write since a fork. ``RssAnon`` counts the first and the
-    last together, which makes every forked worker look as big as its parent.
+    with any later reader, so not private. ``shared``: pages of no regular file that
+    another process maps too: inherited copy-on-write at a fork and not written since,
+    and shared memory (a DataLoader's batch buffers). ``RssAnon`` counts the inherited
+    pages as the process's own, which makes every forked worker look as big as its parent.
     """
 
     private: int
     file_cache: int
-    inherited: int
+    shared: int
 
 
 def memory(pid: int) -> Memory:
     """``pid``'s memory split as ``Memory`` says (zeros for a process that is gone)."""
-    private = file_cache = inherited = 0
+    private = file_cache = shared = 0
     try:
         with open(f"/proc/{pid}/smaps") as f:
             lines = f.read().splitlines()
@@ -87,5 +88,5 @@ def memory(pid: int) -> Memory:
         elif key == "Private_Clean":
             file_cache += kib
         elif key in ("Shared_Dirty", "Shared_Clean") and not is_file:
-            inherited += kib
-    return Memory(private, file_cache, inherited)
+            shared += kib
+    return Memory(private, file_cache, shared)
