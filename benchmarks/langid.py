@@ -149,8 +149,9 @@ def print_table(title: str, acc: dict[str, tuple[int, int]], keys: list[str]) ->
 
 
 SCHEMES = {
-    "single 0.65": LangId.Options(languages="all", min_score=0.65, groups={}),
-    "per-language + groups": LangId.Options(languages="all"),
+    "single 0.65": LangId.Options(languages="all", min_score=0.65, groups={}, second_opinion=""),
+    "per-language + groups": LangId.Options(languages="all", second_opinion=""),
+    "+ CLD2 (default)": LangId.Options(languages="all"),
 }
 
 
