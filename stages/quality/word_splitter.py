@@ -87,40 +87,56 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
     e = ce
     n_suf = 0
     last_size = -1
+    special = -1  # _special of buf[s:e], when ``known``: each span is looked up once
+    known = True
     while s < e and e - s != last_size:
-        if _special(T, buf, s, e) >= 0:
+        if not known:
+            special = _special(T, buf, s, e)
+            known = True
+        if special >= 0:
             break
         last_size = e - s
         pre = find_prefix(T, buf, s, e)
-        if pre and s + pre < e and _special(T, buf, s + pre, e) >= 0:
-            n = _emit(out_s, out_e, n, s, s + pre)
-            s += pre
-            break
+        if pre and s + pre < e:
+            special = _special(T, buf, s + pre, e)
+            if special >= 0:
+                n = _emit(out_s, out_e, n, s, s + pre)
+                s += pre
+                break
         suf = find_suffix(T, buf, s + pre, e)
-        if suf and e - suf > s and _special(T, buf, s, e - suf) >= 0:
-            stack_s[n_suf] = e - suf
-            stack_e[n_suf] = e
-            n_suf += 1
-            e -= suf
-            break
+        if suf and e - suf > s:
+            special = _special(T, buf, s, e - suf)
+            if special >= 0:
+                stack_s[n_suf] = e - suf
+                stack_e[n_suf] = e
+                n_suf += 1
+                e -= suf
+                break
         if pre:
             n = _emit(out_s, out_e, n, s, s + pre)
             s += pre
+            known = False
         if suf:
             stack_s[n_suf] = e - suf
             stack_e[n_suf] = e
             n_suf += 1
             e -= suf
+            known = False
     if s < e:
-        k = _special(T, buf, s, e)
-        if k >= 0:
-            n = _emit_special(T, k, s, out_s, out_e, n)
+        if not known:
+            special = _special(T, buf, s, e)
+        if special >= 0:
+            n = _emit_special(T, special, s, out_s, out_e, n)
         elif url_match(T, buf, s, e):
             n = _emit(out_s, out_e, n, s, e)
         else:
             start = s
             i = s
             while i < e:
+                b = buf[i]
+                if (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122):
+                    i += 1  # no infix starts at an ASCII letter or digit
+                    continue
                 m = find_infix(T, buf, s, i, e)
                 if m:
                     if i != s:  # spaCy ignores an infix at the very start

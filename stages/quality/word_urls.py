@@ -128,6 +128,13 @@ def _host(T, buf, h, e):
 @leaf
 def url_match(T, buf, s, e):
     """spaCy's URL_MATCH on buf[s:e] (no whitespace inside)."""
+    dot = False  # every host (name or IPv4) has one: without it nothing matches
+    for i in range(s, e):
+        if buf[i] == 46:
+            dot = True
+            break
+    if not dot:
+        return False
     flags = T.flags
     if _host(T, buf, s, e):
         return True
