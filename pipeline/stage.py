@@ -113,6 +113,9 @@ class FinalizeRound:
     spec: Any = None  # picklable, handed to every task (which step, which input folder, ...)
     # Globs (relative to the work folder) of the files a task reads; None: all of it.
     reads: tuple[str, ...] | None = None
+    # Globs of partitioned record files (``pipeline.formats.partfile``) of which task ``t``
+    # reads only partition ``t``: on an object store it fetches just that byte range.
+    slices: tuple[str, ...] = ()
     # Work-folder paths no round from this one on needs: removed before it runs.
     drops: tuple[str, ...] = ()
 
@@ -194,6 +197,12 @@ class GlobalStage(Stage):
         "finalize", or "filter" of the unit ``source``/``unit``) reads. When the work
         folder lives on an object store, a task fetches just these; None: all of it."""
         return None
+
+    def slices(self, step: str) -> tuple[str, ...]:
+        """Globs of partitioned record files (``pipeline.formats.partfile``) of which a task
+        of ``step`` ("reduce") reads only its own partition: on an object store it fetches
+        the header and that partition's byte range rather than the whole file."""
+        return ()
 
 
 _REGISTRY: dict[str, type[Stage]] = {}

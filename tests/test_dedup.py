@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from pipeline.formats import partfile
 from pipeline.stage import UnitContext
-from stages.dedup import Dedup, clusters, partfile
+from stages.dedup import Dedup, clusters
 from stages.dedup.minhash import Signer, estimate_similarity
 
 _HERE = Path(__file__).resolve()

@@ -16,7 +16,8 @@ from test_dedup import _plant, _reference_components, load_texts, make_units, ne
 from test_run import tree_digest
 
 from pipeline.engine.run import run_pipeline
-from stages.dedup import Dedup, partfile, rounds
+from pipeline.formats import partfile
+from stages.dedup import Dedup, rounds
 from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path
 from stages.dedup.survivors import decide
 

@@ -18,6 +18,7 @@ from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
 from pipeline.engine.plan import Segment, Unit, plan_segments
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.formats.layout import Layout, is_part_file, part_files
@@ -34,11 +35,13 @@ def pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, uni
 def pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
     """The files of a global stage's work folder that a step reads (see GlobalStage.reads)."""
     folder = layout.key(layout.global_work(segment_index))
-    if patterns is None:
-        store.pull(folder)
-        return
+    store.pull(folder, keep=None if patterns is None else _matching(folder, patterns))
+
+
+def _matching(folder: str, patterns: tuple[str, ...]):
+    """Whether a path relative to the run's root matches a glob relative to ``folder``."""
     prefix = len(folder) + 1
-    store.pull(folder, keep=lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns))
+    return lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns)
 
 
 def run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
@@ -120,7 +123,7 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
     return _work_task(
         store,
         segment_index,
-        stage.reads("reduce"),
+        (stage.reads("reduce"), stage.slices("reduce"), partition),
         lambda work: stage.reduce_partition(partition, work),
         f"reduce-{partition}",
         (Layout.reduce_phase(segment_index), str(partition), f"{stage.name}:reduce"),
@@ -134,7 +137,7 @@ def finalize_task(
     return _work_task(
         store,
         segment_index,
-        step.reads,
+        (step.reads, step.slices, task),
         lambda work: stage.finalize_task(step, task, work),
         f"finalize-{k}-{task}",
         (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
@@ -148,9 +151,14 @@ def _stage(config: Config, segment_index: int):
 
 def _work_task(store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str]) -> dict:
     """One task over the work folder (a reduce partition, a finalize task): fetch what it
-    reads, run it, upload what it wrote, then its marker with its result."""
+    reads (``reads``: whole files, and files of which it reads one partition), run it,
+    upload what it wrote, then its marker with its result."""
     layout = Layout(store.root)
-    pull_work(store, layout, segment_index, reads)
+    whole, sliced, partition = reads
+    pull_work(store, layout, segment_index, whole)
+    if sliced:
+        folder = layout.key(layout.global_work(segment_index))
+        pull_slices(store, folder, _matching(folder, sliced), partition)
     started = time.process_time()
     counters = work_on(layout.global_work(segment_index))
     phase, name, label = cost_at

@@ -209,12 +209,10 @@ class RunStore:
         if not self.remote:
             return
         fs, _ = filesystem(self.uri)
-        base = self._key("")
         wanted = []
-        for info in _files_under(fs, self._key(rel)):
-            rel_path = info.path[len(base) + 1 :]
+        for rel_path, info in self.listing(rel, keep or (lambda _: True)):
             local = self.root / rel_path
-            if (keep is None or keep(rel_path)) and not (local.is_file() and local.stat().st_size == info.size):
+            if not (local.is_file() and local.stat().st_size == info.size):
                 wanted.append((info.path, local))
 
         def fetch(item: tuple[str, Path]) -> None:
@@ -222,7 +220,18 @@ class RunStore:
             with atomic_path(local) as tmp:
                 _download(fs, key, tmp)
 
-        _each(fetch, wanted)
+        in_threads(fetch, wanted)
+
+    def listing(self, rel: str, keep: Callable[[str], bool]) -> list[tuple[str, pafs.FileInfo]]:
+        """The stored files under ``rel`` that ``keep`` takes: (path relative to the root, info)."""
+        fs, _ = filesystem(self.uri)
+        start = len(self._key("")) + 1
+        return [(i.path[start:], i) for i in _files_under(fs, self._key(rel)) if keep(i.path[start:])]
+
+    def open_ranged(self, info: pafs.FileInfo) -> pafs.NativeFile:
+        """A stored file ``listing`` gave, open for ranged reads (``read_at``: a request each)."""
+        fs, _ = filesystem(self.uri)
+        return fs.open_input_file(info.path)
 
     def push(self, files: Iterable[Path], marker: Path | None = None) -> None:
         """Upload ``files`` (then ``marker``, last), and drop the uploaded files from the
@@ -231,7 +240,7 @@ class RunStore:
             return
         fs, _ = filesystem(self.uri)
         files = list(files)
-        _each(lambda local: _upload(local, fs, self._key(self._rel(local))), files)
+        in_threads(lambda local: _upload(local, fs, self._key(self._rel(local))), files)
         for local in files:
             local.unlink()
         if marker is not None:
@@ -249,7 +258,7 @@ class RunStore:
             [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")] if folder.exists() else []
         )
         todo = [p for p in local_files if stored.get(self._key(self._rel(p))) != p.stat().st_size]
-        _each(lambda local: _upload(local, fs, self._key(self._rel(local))), todo)
+        in_threads(lambda local: _upload(local, fs, self._key(self._rel(local))), todo)
 
     def sync(self, rel: str) -> None:
         """Make the mirror's ``rel`` folder hold exactly the store's files there."""
@@ -322,7 +331,7 @@ class RunStore:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _each(action: Callable, items: list) -> None:
+def in_threads(action: Callable, items: list) -> None:
     """Run ``action`` over ``items`` on a few threads (transfers wait on the network)."""
     if len(items) <= 1:
         for item in items:

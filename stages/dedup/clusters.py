@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.formats import partfile
 from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
-from stages.dedup import partfile
 
 EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])
 MAX_STEPS = 400

@@ -17,7 +17,8 @@ Rounds, each planned from what the rounds before returned (the driver reads no f
 5. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
 
 Each round names the files its tasks read (fetched when the work folder is on an object
-store) and the folders no later round needs (removed before it runs).
+store: of the partitioned files, just the task's range) and the folders no later round
+needs (removed before it runs).
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipeline.formats import partfile
 from pipeline.stage import FinalizeRound
-from stages.dedup import clusters, partfile
+from stages.dedup import clusters
 from stages.dedup.store import UNITS_FILE, DocStore, UnitTable, decisions_path, forest_path
 from stages.dedup.survivors import DECISION, REASONS, decide
 
@@ -42,7 +44,8 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     """The next round after the rounds ``done``, or the counters once all have run."""
     P = partitions
     if not done:
-        return FinalizeRound("units", 1, ("units",), reads=("map/*/*.bands",))
+        # The task reads the band files' headers: a slice of each brings one along.
+        return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands",))
     total = done[0][0]["total"]
     history: list[tuple[int, int]] = []
     for results in done[1:]:
@@ -55,15 +58,18 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
             raise RuntimeError("dedup: connected components did not converge")
         inputs = "reduce/*.forest" if step == 0 else f"{_step_dir(step - 1)}/*"
         drops = (_step_dir(step - 2),) if step >= 2 else ()
-        return FinalizeRound(f"components step {step}", P, ("step", step, total), reads=(inputs,), drops=drops)
+        return FinalizeRound(
+            f"components step {step}", P, ("step", step, total), reads=(), slices=(inputs,), drops=drops
+        )
     fixed = step - 2  # the input of the last step: the output of the one before it
     after = done[1 + step :]
     if not after:
-        reads = (UNITS_FILE, DOCS, f"{_step_dir(fixed)}/*")
-        drops = (_step_dir(fixed - 1), _step_dir(fixed + 1))
-        return FinalizeRound("decide", P, ("decide", fixed), reads=reads, drops=drops)
+        stars = (f"{_step_dir(fixed)}/*",)
+        drops = (_step_dir(fixed + 1),)
+        return FinalizeRound("decide", P, ("decide", fixed), reads=(UNITS_FILE, DOCS), slices=stars, drops=drops)
     if len(after) == 1:
-        return FinalizeRound("regroup", P, ("regroup",), reads=(UNITS_FILE, DOCS, "decided/*"), drops=("cc",))
+        decided = ("decided/*",)
+        return FinalizeRound("regroup", P, ("regroup",), reads=(UNITS_FILE, DOCS), slices=decided, drops=("cc",))
     summary = {
         "dedup.documents": done[0][0]["documents"],
         "dedup.clusters": sum(r["clusters"] for r in after[0]),

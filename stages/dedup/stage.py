@@ -36,11 +36,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT
 from pipeline.stage import FinalizeRound, GlobalStage, StageOutput, UnitContext, finalize_here, register
-from stages.dedup import clusters, partfile, rounds, warmup
-from stages.dedup.rounds import DONE_FILE
+from stages.dedup import clusters, rounds, warmup
 from stages.dedup.minhash import Signer
+from stages.dedup.rounds import DONE_FILE
 from stages.dedup.store import (
     BAND_RECORD,
     UNITS_FILE,
@@ -118,9 +119,12 @@ class Dedup(GlobalStage):
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
-            "reduce": ("map/*/*.bands",),
+            "reduce": (),  # only its partition of each band file: ``slices``
             "filter": (DONE_FILE, UNITS_FILE, "decisions/*", f"map/{source}/{unit}.docs.arrow"),
         }.get(step)
+
+    def slices(self, step: str) -> tuple[str, ...]:
+        return ("map/*/*.bands",) if step == "reduce" else ()
 
     def scan(self, work_dir: Path) -> UnitTable:
         """The global order of this run's documents (after an imported index's)."""

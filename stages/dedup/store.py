@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stages.dedup import partfile
+from pipeline.formats import partfile
 
 BAND_RECORD = np.dtype([("key", "<u8"), ("row", "<u4")])
 UNITS_FILE = "units.json"
@@ -118,13 +118,14 @@ class UnitTable:
             docs += prev.docs
             locked += [True] * len(prev.units)
         root = map_dir(work_dir)
-        found = []
+        found = set()  # a unit's band file, or where it lives on an object store, slices of it
         if root.is_dir():
             for source_dir in root.iterdir():
                 if source_dir.is_dir():
                     for f in source_dir.iterdir():
-                        if f.name.endswith(".bands") and not f.name.startswith("."):
-                            found.append((source_dir.name, f.name[: -len(".bands")]))
+                        name = partfile.sliced_name(f.name) or f.name
+                        if name.endswith(".bands") and not name.startswith("."):
+                            found.add((source_dir.name, name[: -len(".bands")]))
         for source, unit in sorted(found):
             _, count, _ = partfile.header(bands_path(work_dir, source, unit))
             sources.append(source)

@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT, set_column
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from pipeline.util.atomic import write_json_atomic
-from stages.dedup import partfile
 from stages.paragraph_dedup import work
 from stages.paragraph_dedup.split import Units, removed_units
 

@@ -9,7 +9,7 @@ every decision is the same whatever ran where. A unit of text is identified by
 Files (all written atomically; memory is one partition's records, never the run's):
 
 * ``map/<source>/<unit>.paras``: ``PARA`` records of the unit's counted units, grouped
-  by hash partition (``stages.dedup.partfile``), its ``count`` the unit's documents;
+  by hash partition (``pipeline.formats.partfile``), its ``count`` the unit's documents;
 * ``map/<source>/<unit>.docs.arrow``: per document its id and counted characters;
 * ``reduce/p<p>.part``: ``REMOVED`` records (the occurrences of each hash of partition
   ``p`` outside the document of its first occurrence), grouped by document range;
@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from stages.dedup import partfile
+from pipeline.formats import partfile
 
 PARA = np.dtype([("hash", "<u8"), ("row", "<u4"), ("para", "<u4"), ("chars", "<u4")])
 REMOVED = np.dtype([("gid", "<i8"), ("para", "<u4"), ("chars", "<u4"), ("first", "<i8")])

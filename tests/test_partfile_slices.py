@@ -1,0 +1,77 @@
+"""Slices of partitioned record files: one partition on its own, read as the file; on an
+object store, dedup's reduce tasks fetch their partition's byte range of each band file,
+never the whole file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_s3 import dedup_config, s3, scratch, upload_sample  # noqa: F401 (fixtures)
+
+from pipeline.engine import storage
+from pipeline.engine.run import run_pipeline
+from pipeline.formats import partfile
+
+RECORD = np.dtype([("key", "<u8"), ("row", "<u4")])
+
+
+def _file(path, partitions=4, n=50):
+    records = np.zeros(n, RECORD)
+    records["key"] = np.arange(n) * 7919
+    records["row"] = np.arange(n)
+    partfile.write(path, records, records["key"] % partitions, partitions, count=n)
+    return records
+
+
+def test_a_slice_reads_as_its_partition_of_the_file(tmp_path):
+    whole = tmp_path / "u.bands"
+    _file(whole)
+    data = whole.read_bytes()
+    partitions, count, offsets = partfile.parse_header(data)
+    for p in range(partitions):
+        start, end = partfile.byte_range(offsets, p, partfile.record_size(offsets, len(data)))
+        partfile.write_slice(partfile.slice_path(whole, p), data, p, data[start:end])
+    expected = [partfile.read(whole, p, RECORD) for p in range(partitions)]
+    moved = tmp_path / "elsewhere"
+    moved.mkdir()
+    for p in range(partitions):  # only the slices, as a task's mirror holds them
+        partfile.slice_path(whole, p).rename(partfile.slice_path(moved / "u.bands", p))
+    assert all((partfile.read(moved / "u.bands", p, RECORD) == expected[p]).all() for p in range(partitions))
+    assert partfile.header(moved / "u.bands")[:2] == (partitions, count) == (4, 50)
+    assert partfile.sliced_name(partfile.slice_path(whole, 3).name) == "u.bands"
+    assert partfile.sliced_name("u.bands") is None
+
+
+@pytest.mark.parametrize("cut", [0, 10, 40])
+def test_a_damaged_header_is_a_one_line_error(tmp_path, cut):
+    whole = tmp_path / "u.bands"
+    _file(whole)
+    whole.write_bytes(whole.read_bytes()[:cut])
+    with pytest.raises(ValueError, match="u.bands"):
+        partfile.read(whole, 0, RECORD)
+
+
+def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):  # noqa: F811
+    upload_sample(s3, "slices")
+    whole, ranged = [], []
+    download, open_ranged = storage._download, storage.RunStore.open_ranged
+
+    def counting_download(fs, key, local):
+        whole.append(key)
+        download(fs, key, local)
+
+    def counting_open_ranged(self, info):
+        ranged.append(info.path)
+        return open_ranged(self, info)
+
+    monkeypatch.setattr(storage, "_download", counting_download)
+    monkeypatch.setattr(storage.RunStore, "open_ranged", counting_open_ranged)
+    config = dedup_config(tmp_path / "remote.toml", "s3://slices/in")
+    manifest = run_pipeline(config, "s3://slices/run", workers=1, quiet=True)  # tasks in this process
+    assert manifest["stages"]["dedup"]["rejected"].get("exact-duplicate", 0) > 0
+    partitioned = (".bands", ".forest", ".part")
+    assert not [key for key in whole if key.endswith(partitioned)]
+    # Each reduce task fetched its partition of every unit's band file. (Here the forests
+    # and step files stay in this machine's mirror after upload: on other machines their
+    # tasks would fetch ranges of them the same way.)
+    assert sorted(key.rsplit(".", 1)[-1] for key in ranged) == ["bands"] * len(manifest["inputs"]) * 4
