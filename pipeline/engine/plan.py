@@ -1,7 +1,11 @@
 """The plan of a run: its units of work and its segments (the folders everything goes in
 are ``pipeline.formats.layout``).
 
-A unit is one input file of one source. The stage chain is cut at each global stage
+A unit is one input file of one source, or one piece of a large one (``[run]
+split_bytes``; where files are cut is ``pipeline.readers.splits``): a file's pieces are
+named after it, numbered in order (``00003-big.jsonl.part-00001``), so sorting unit names
+keeps input order, and their outputs read in name order are the whole file's, whatever
+the split size. The stage chain is cut at each global stage
 (dedup) into segments; segment ``k`` runs per unit and, unless it is the last, leaves the
 documents it kept under ``work/segments/k/`` for global stage ``k`` to map over and filter.
 """
@@ -9,10 +13,13 @@ documents it kept under ``work/segments/k/`` for global stage ``k`` to map over 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from pipeline.engine.config import Config, StageConfig
+from pipeline.engine.config import Config, RunSettings, StageConfig
+from pipeline.readers import detect_format
+from pipeline.readers.common import Span
+from pipeline.readers.splits import plan_spans
 from pipeline.util.printable import printable_path
 
 
@@ -26,6 +33,12 @@ class Unit:
     text_field: str
     id_field: str
     file_key: str  # how the ledger and generated ids name the file (printable, valid UTF-8)
+    span: Span | None = None  # the piece of the file this unit reads (None: all of it)
+
+    @property
+    def reports_file(self) -> bool:
+        """Whether this unit records the file's size and sha256 (one unit per file does)."""
+        return self.span is None or self.span.start == 0
 
 
 @dataclass
@@ -42,19 +55,22 @@ def plan_units(config: Config) -> list[Unit]:
         keys = _file_keys(source.files)
         for index, path in enumerate(source.files):
             stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(path)).name)
-            units.append(
-                Unit(
-                    source=source.name,
-                    index=index,
-                    path=path,
-                    name=f"{index:05d}-{stem}",
-                    format=source.format,
-                    text_field=source.text_field,
-                    id_field=source.id_field,
-                    file_key=keys[index],
-                )
-            )
+            name = f"{index:05d}-{stem}"
+            whole = Unit(source.name, index, path, name, source.format, source.text_field, source.id_field, keys[index])
+            spans = _spans(path, source.format, config.run)
+            if spans is None:
+                units.append(whole)
+                continue
+            width = max(5, len(str(len(spans) - 1)))
+            units += [replace(whole, name=f"{name}.part-{k:0{width}d}", span=span) for k, span in enumerate(spans)]
     return units
+
+
+def _spans(path: Path | str, fmt: str, run: RunSettings) -> list[Span] | None:
+    """The pieces of a local file (remote files are read whole: they are fetched whole)."""
+    if isinstance(path, str):
+        return None
+    return plan_spans(path, detect_format(path) if fmt == "auto" else fmt, run.split_bytes, run.block_bytes)
 
 
 def _file_keys(files: list[Path | str]) -> list[str]:

@@ -106,7 +106,7 @@ def _run_claimed(
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
                 global_stats[label] = run_global(config, store, segment, units, runner, mode)
-            input_bytes = sum(stat[0] for stat in input_stats) if segment.index == 0 else 0
+            input_bytes = sum(s[0] for u, s in zip(units, input_stats) if u.reports_file) if segment.index == 0 else 0
             unit_stats += _run_segment(config, store, segment, units, labels, runner, strict, mode, sample, input_bytes)
     finally:
         runner.close()
@@ -210,17 +210,20 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
 
     Only inputs already read matter (a unit not yet done reads the file as it is now),
     and a changed time alone is no change: the file is hashed again and compared with
-    the sha256 recorded when it was read.
+    the sha256 recorded when it was read (by the file's first unit, for a file cut in pieces).
     """
+    first = {(u.source, u.file_key): u for u in units if u.reports_file}
     for unit in units:
         key = f"{unit.source}/{unit.file_key}"
         if recorded.get(key) == versions[key]:
             continue
         marker = layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))
-        text = store.read_text(marker)
-        if text is None:
+        if store.read_text(marker) is None:
             continue
-        read_sha = json.loads(text).get("input_file", {}).get("sha256")
+        text = store.read_text(
+            layout.key(layout.marker(Layout.segment_phase(0), unit.source, first[unit.source, unit.file_key].name))
+        )
+        read_sha = json.loads(text or "{}").get("input_file", {}).get("sha256")
         if read_sha is None or input_sha256(unit.path) != read_sha:
             raise ConfigError(
                 f"input {printable_path(unit.path)} ({unit.source}) changed after this run read it, "

@@ -1,4 +1,4 @@
-"""One unit of work: one segment of the stage chain over one input file.
+"""One unit of work: one segment of the stage chain over one input file, or one piece of it.
 
 Everything a unit writes goes to temporary names and is renamed when the unit commits;
 its stats file, written last, is the completion marker. A unit that was killed part-way
@@ -142,6 +142,7 @@ def run_unit(
     if segment.index == 0:
         hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
         save_npy(ctx.atomic(layout.unit_ids(unit.source, unit.name)), hashes)
+    if segment.index == 0 and unit.reports_file:
         stats["input_file"] = {
             "path": unit.file_key,
             "bytes": file_info.get("bytes"),
@@ -239,6 +240,7 @@ def _batches(config: Config, layout: Layout, segment: Segment, unit: Unit, stric
             block_bytes=config.run.block_bytes,
             max_doc_bytes=config.run.max_doc_bytes,
             strict=strict,
+            span=unit.span,
         )
         with local_input(unit.path) as path:
             for chunk in read_input(path, spec, unit.format):

@@ -78,14 +78,19 @@ def _arrow_batches(path: Path, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch
 
 def _stream_batches(stream: pa.ipc.RecordBatchStreamReader, source: pa.MemoryMappedFile, spec: InputSpec):
     """One message at a time (the mapped file's position says how many bytes each took):
-    a stream truncated or damaged part-way fails at its first bad message, not at open."""
+    a stream truncated or damaged part-way fails at its first bad message, not at open.
+    A stream has no index: the batches before a span are stepped over (mapped, not read)."""
+    start, end = (0, None) if spec.span is None else spec.span[:2]
     position = 0
-    for batch in stream:
-        yield from sliced(batch, spec.batch_rows, source.tell() - position)
+    for i, batch in enumerate(stream):
+        if i >= start:
+            yield from sliced(batch, spec.batch_rows, source.tell() - position)
         position = source.tell()
+        if i + 1 == end:
+            return
 
 
 def _file_format_batches(reader: pa.ipc.RecordBatchFileReader, size: int, spec: InputSpec):
     count = reader.num_record_batches
-    for i in range(count):
+    for i in range(count) if spec.span is None else range(*spec.span[:2]):
         yield from sliced(reader.get_batch(i), spec.batch_rows, size * (i + 1) // count - size * i // count)

@@ -36,12 +36,13 @@ from pipeline.readers.common import (
 ARROW_UTF8_ERROR = "Invalid UTF8 sequence"
 
 # A source of batches: opens the file lazily (errors surface at the first ``next``) and
-# yields each batch with the input bytes it stands for (for progress).
+# yields each batch with the input bytes it stands for (for progress); with
+# ``spec.span``, only the batches of its row groups or record batches.
 BatchSource = Callable[[Path, InputSpec], Iterator[tuple[pa.RecordBatch, int]]]
 
 
 def read_batches(path: Path, spec: InputSpec, open_batches: BatchSource) -> Iterator[Chunk]:
-    row = 0  # 0-based number of the next row
+    row = 0 if spec.span is None else spec.span.first_line  # 0-based number of the next row
     with closing(open_batches(path, spec)) as batches:
         while True:
             try:
@@ -54,7 +55,7 @@ def read_batches(path: Path, spec: InputSpec, open_batches: BatchSource) -> Iter
                 break
             yield from _chunks(batch, row, bad_utf8, nbytes, spec)
             row += batch.num_rows
-    yield Chunk(extra=file_facts(path))
+    yield Chunk(extra=file_facts(path) if spec.reports_file else {})
 
 
 def _chunks(

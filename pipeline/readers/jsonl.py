@@ -25,7 +25,7 @@ import pyarrow.json as pajson
 
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
-from pipeline.readers.nesting import MAX_DEPTH, too_deep_lines
+from pipeline.readers.nesting import MAX_DEPTH, scan_lines
 from pipeline.readers.prefetch import prefetch
 from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, open_stream, salvage_gzip
 
@@ -39,10 +39,9 @@ JSON_WHITESPACE = b" \t\r\n"
 class _Block(NamedTuple):
     """Whole lines of input, with what the scans found in them."""
 
-    data: bytes
+    data: bytes | memoryview  # a view of the bytes read, so that cutting a block copies nothing
     first_line: int  # number of its first line
     newlines: int
-    may_have_nul: bool  # holds the escape \u0000 (a raw NUL is invalid JSON)
     valid_utf8: bool
     too_deep: np.ndarray  # 0-based indices of its lines nested deeper than MAX_DEPTH
 
@@ -53,14 +52,16 @@ class _Block(NamedTuple):
 
 
 def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
+    """The file's documents, or (``spec.span``) those of the lines in a byte range."""
     try:
-        raw, stream, gzipped = _open(path)
+        raw, stream, gzipped = _open(path, spec)
     except OSError as error:  # gone since the run was planned, or not ours to read
-        yield Chunk(bad=unreadable(spec, 0, error), extra=file_facts(path))
+        location = 0 if spec.reports_file else spec.span.first_line
+        yield Chunk(bad=unreadable(spec, location, error), extra=file_facts(path) if spec.reports_file else {})
         return
     reported = 0
     try:
-        for item in prefetch(_scanned(_line_blocks(stream, gzipped, spec, path))):
+        for item in prefetch(_line_blocks(stream, gzipped, spec, path)):
             if isinstance(item, Bad):  # a quarantined region
                 yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
             else:
@@ -75,29 +76,36 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
         raw.close()
 
 
-def _open(path: Path) -> tuple[HashingReader, io.BufferedIOBase, bool]:
-    raw = HashingReader(path)
+def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase, bool]:
+    span = None if spec.span is None else spec.span[:2]
+    raw = HashingReader(path, span)
     try:
-        return (raw, *open_stream(raw))
+        return (raw, *open_stream(raw, plain=span is not None))
     except BaseException:
         raw.close()
         raise
 
 
-def _line_blocks(
-    stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path: Path
-) -> Iterator[tuple[bytes, int, int] | Bad]:
-    """Yield (block of whole lines, number of its first line, its newline count) or a
-    quarantine entry."""
-    pending = b""  # bytes after the last newline seen
-    line = 1  # number of the first line in ``pending``
+def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path: Path) -> Iterator[_Block | Bad]:
+    """Yield blocks of whole lines, scanned, or quarantine entries. This runs on the
+    prefetch thread, while the caller parses the previous block: the decompression and
+    the scans (native code that releases the GIL) overlap the parse.
+
+    A block ends at the first line start at or after a multiple of ``block_bytes`` (of
+    the file's decompressed offsets), so where blocks fall depends on the file alone: a
+    piece of the file cut at such a line start (``splits``) is read in exactly the blocks
+    the whole file is, and its documents come out in the same batches."""
+    size = spec.block_bytes
+    offset = 0 if spec.span is None else spec.span.start  # file offset of ``pending``
+    pending = b""  # bytes read and not yet passed on
+    line = 1 if spec.span is None else spec.span.first_line  # number of the first line in ``pending``
     skipping = False  # inside a line longer than max_doc_bytes
     skipped = 0
     decoded = 0  # decompressed bytes read so far
     while True:
+        to_target = (offset // size + 1) * size - offset - len(pending)  # the block ends at a line start past it
         try:
-            chunk = _read_block(stream, spec.block_bytes)
-            decoded += len(chunk)
+            parts = _read_block(stream, max(to_target, len(pending), 1 << 16))
         except _DecodeError as failure:
             error, salvaged = failure.args
             if not skipping:
@@ -106,17 +114,20 @@ def _line_blocks(
                 data = pending + salvaged
                 cut = data.rfind(b"\n")
                 if cut >= 0:
-                    line = yield from _split_oversized(data[: cut + 1], line, spec)
+                    line = yield from _scanned_blocks(data[: cut + 1], line, spec)
                     pending = data[cut + 1 :]
                 else:
                     pending = data
             detail = f"{error}; the rest of the file from this line on is unreadable"
             yield Bad(line, _damage_kind(error, gzipped), detail, pending[:RAW_KEEP_BYTES] or None)
             return
-        if not chunk:
+        if not parts:
             break
+        decoded += sum(map(len, parts))
         if skipping:
+            chunk = b"".join(parts)
             end = chunk.find(b"\n")
+            offset += len(chunk) if end < 0 else end + 1
             if end < 0:
                 skipped += len(chunk)
                 continue
@@ -124,20 +135,23 @@ def _line_blocks(
             yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
             line += 1
             skipping = False
-            chunk = chunk[end + 1 :]
-        data = pending + chunk
-        cut = data.rfind(b"\n")
-        if cut < 0:
-            pending = data
-        else:
-            block, pending = data[: cut + 1], data[cut + 1 :]
-            line = yield from _split_oversized(block, line, spec)
-        if len(pending) > spec.max_doc_bytes:
-            skipping, skipped, pending = True, len(pending), b""
+            parts = [chunk[end + 1 :]]
+        data = b"".join([pending, *parts])  # the one copy of the bytes read
+        base, taken = offset, 0  # file offset of ``data``; its bytes passed on
+        while (end := data.find(b"\n", (offset // size + 1) * size - 1 - base)) >= 0:
+            line = yield from _scanned_blocks(memoryview(data)[taken : end + 1], line, spec)
+            taken, offset = end + 1, base + end + 1
+        pending = data[taken:]
+        start = data.rfind(b"\n") + 1  # of the unfinished line
+        if len(data) - start > spec.max_doc_bytes:
+            if start > taken:
+                line = yield from _scanned_blocks(memoryview(data)[taken:start], line, spec)
+            skipping, skipped, pending = True, len(data) - start, b""
+            offset = base + len(data)
     if skipping:
         yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
     elif pending:
-        yield from _split_oversized(pending, line, spec)
+        yield from _scanned_blocks(pending, line, spec)
 
 
 class _DecodeError(Exception):
@@ -150,9 +164,10 @@ def _damage_kind(error: BaseException, gzipped: bool) -> str:
     return "truncated-gzip" if isinstance(error, EOFError) else "corrupt-gzip"
 
 
-def _read_block(stream: io.BufferedIOBase, size: int) -> bytes:
-    """About ``size`` decompressed bytes, read in small steps so that a damaged gzip
-    member loses only what follows the damage, not the good data read just before."""
+def _read_block(stream: io.BufferedIOBase, size: int) -> list[bytes]:
+    """About ``size`` decompressed bytes, in pieces (joined once by the caller), read in
+    small steps so that a damaged gzip member loses only what follows the damage, not the
+    good data read just before."""
     parts, total = [], 0
     while total < size:
         try:
@@ -163,16 +178,17 @@ def _read_block(stream: io.BufferedIOBase, size: int) -> bytes:
             break
         parts.append(part)
         total += len(part)
-    return b"".join(parts)
+    return parts
 
 
-def _split_oversized(block: bytes, first_line: int, spec: InputSpec):
-    """Pass the block on, first cutting out any whole line over max_doc_bytes; return the
-    number of the line after the block."""
-    newlines = block.count(b"\n")
+def _scanned_blocks(block: bytes | memoryview, first_line: int, spec: InputSpec):
+    """Pass the block on, scanned, first cutting out any whole line over max_doc_bytes;
+    return the number of the line after the block."""
     if len(block) <= spec.max_doc_bytes:
-        yield block, first_line, newlines
-        return first_line + newlines
+        scanned = _scanned(block, first_line)
+        yield scanned
+        return first_line + scanned.newlines
+    block = bytes(block)
     start, line = 0, first_line
     piece_start, piece_line = 0, first_line
     while start < len(block):
@@ -180,28 +196,20 @@ def _split_oversized(block: bytes, first_line: int, spec: InputSpec):
         end = len(block) if end < 0 else end + 1
         if end - start > spec.max_doc_bytes:
             if piece_start < start:
-                yield block[piece_start:start], piece_line, line - piece_line
+                yield _scanned(block[piece_start:start], piece_line)
             yield Bad(line, "oversized", f"{end - start} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
             piece_start, piece_line = end, line + 1
         start, line = end, line + 1
     if piece_start < len(block):
-        piece = block[piece_start:]
-        yield piece, piece_line, piece.count(b"\n")
-    return first_line + newlines
+        yield _scanned(block[piece_start:], piece_line)
+    return first_line + block.count(b"\n")
 
 
-def _scanned(items: Iterator) -> Iterator:
-    """Each block with what the scans find in it (see ``_Block``). They run here, on the
-    prefetch thread, while the caller parses the previous block; the NUL search spares a
-    scan of every parsed text."""
-    for item in items:
-        if isinstance(item, Bad):
-            yield item
-        else:
-            data, first_line, newlines = item
-            yield _Block(
-                data, first_line, newlines, data.find(b"\\u0000") >= 0, _is_valid_utf8(data), too_deep_lines(data)
-            )
+def _scanned(data: bytes | memoryview, first_line: int) -> _Block:
+    """The block with what the scans find in it (see ``_Block``); the nesting scan
+    counts its newlines too."""
+    too_deep, newlines = scan_lines(data)
+    return _Block(data, first_line, newlines, _is_valid_utf8(data), too_deep)
 
 
 def _is_valid_utf8(data: bytes) -> bool:
@@ -220,13 +228,13 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
         table = _arrow_parse(block.data)
         if table is not None:
             lines = _row_lines(block.data, block.first_line, block.newlines, table.num_rows)
-            yield to_documents(table, lines, spec, block.may_have_nul)
+            yield to_documents(table, lines, spec)
             return
     # Slow path: find the bad lines, then parse the good ones natively.
     too_deep = set(block.too_deep.tolist())
     good: list[tuple[int, bytes]] = []
     bad: list[Bad] = []
-    for offset, text in enumerate(block.data.split(b"\n")):
+    for offset, text in enumerate(bytes(block.data).split(b"\n")):
         if not text.strip(JSON_WHITESPACE):
             continue
         line = block.first_line + offset
@@ -261,10 +269,10 @@ def _parse_lines(
         yield from _parse_lines(lines[middle:], spec)
 
 
-def _arrow_parse(data: bytes) -> pa.Table | None:
+def _arrow_parse(data: bytes | memoryview) -> pa.Table | None:
     try:
         return pajson.read_json(
-            io.BytesIO(data),
+            pa.BufferReader(data),  # reads the bytes in place
             read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
         )
     except (pa.ArrowInvalid, UnicodeDecodeError):
@@ -289,9 +297,9 @@ def _check_line(text: bytes, line: int) -> Bad | None:
     return None
 
 
-def _row_lines(block: bytes, first_line: int, newlines: int, rows: int) -> pa.Array:
+def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array:
     """Line number of each parsed row: Arrow skips blank lines, so count them out."""
-    lines = newlines + (0 if block.endswith(b"\n") else 1)
+    lines = newlines + (0 if block[-1:] == b"\n" else 1)
     if lines == rows:
         return pa.array(np.arange(first_line, first_line + rows, dtype=np.int64))
     data = np.frombuffer(block, dtype=np.uint8)

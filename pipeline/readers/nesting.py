@@ -33,12 +33,18 @@ _QUOTE, _BACKSLASH, _NEWLINE = ord('"'), ord("\\"), ord("\n")
 _OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
 
 
-def too_deep_lines(block: bytes, limit: int = MAX_DEPTH) -> np.ndarray:
+def scan_lines(block, limit: int = MAX_DEPTH) -> tuple[np.ndarray, int]:
     """0-based indices (newlines counted from the block's start) of the lines whose
-    bracket nesting exceeds ``limit``. Brackets inside strings do not count."""
+    bracket nesting exceeds ``limit``, and the block's newline count (the scan meets every
+    newline anyway, so the reader needs no pass of its own to number lines). Brackets
+    inside strings do not count. ``block`` is bytes or a memoryview of them."""
     data = np.frombuffer(block, dtype=np.uint8)
     words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
     return _deep_lines(data, words, limit)
+
+
+def too_deep_lines(block, limit: int = MAX_DEPTH) -> np.ndarray:
+    return scan_lines(block, limit)[0]
 
 
 @njit(inline="always")
@@ -124,4 +130,4 @@ def _deep_lines(data, words, limit):
         elif (c == _CLOSERS[0] or c == _CLOSERS[1]) and depth > 0:
             depth -= 1
         i += 1
-    return np.array(found, dtype=np.int64)
+    return np.array(found, dtype=np.int64), line

@@ -24,6 +24,7 @@ def _parquet_batches(path: Path, spec: InputSpec) -> Iterator[tuple[pa.RecordBat
     size = path.stat().st_size
     with pq.ParquetFile(path) as parquet:
         rows = max(parquet.metadata.num_rows, 1)
-        for group in range(parquet.num_row_groups):
+        groups = range(parquet.num_row_groups) if spec.span is None else range(*spec.span[:2])
+        for group in groups:
             for batch in parquet.iter_batches(batch_size=spec.batch_rows, row_groups=[group]):
                 yield batch, size * batch.num_rows // rows

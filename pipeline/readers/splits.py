@@ -1,0 +1,117 @@
+"""Units smaller than a file: where a large input file is cut so that several workers
+can read it at once.
+
+A file is cut only where its format has natural seams, and only at seams fixed by the
+file and ``split_bytes`` alone, so the same config cuts the same file the same way on
+any machine and for any worker count:
+
+* plain JSON lines: byte ranges, each starting at the first line start at or after a
+  multiple of ``split_bytes`` (rounded down to a multiple of ``block_bytes``, so that
+  every cut is also where the whole file's reader ends a block, and a piece is read in
+  the very batches the whole file is). Numbering lines (ids and ledger locations are
+  ``file:line``, exactly as for the whole file) takes one pass that counts newlines, at
+  plan time, at memory speed.
+* Parquet: consecutive row groups, about ``split_bytes`` of them (compressed) a piece,
+  read from the footer.
+* Arrow IPC (``datasets``' files): consecutive record batches, the same way.
+* gzip: never cut. A single-member gzip stream cannot be entered except at its start;
+  a file of several members could be, but finding the members takes inflating the whole
+  file, which is the reading itself. A gzipped file is one unit.
+
+A file with one piece (small, or a format or seams that do not allow more), a remote
+file, or one that cannot be looked into here (the reader will quarantine it) is one
+whole-file unit, as if ``split_bytes`` were 0.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from pipeline.readers.common import READ_ERRORS, Span
+from pipeline.readers.rawfile import GZIP_MAGIC
+
+# Plan-time reads of a JSON lines file, in bytes.
+SCAN_BYTES = 16 << 20
+
+
+def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list[Span] | None:
+    """The pieces of a local file, in order; None for one whole-file unit."""
+    if split_bytes <= 0:
+        return None
+    try:
+        if path.stat().st_size <= split_bytes:
+            return None
+        if fmt == "jsonl":
+            spans = _jsonl_spans(path, max(block_bytes, split_bytes - split_bytes % block_bytes))
+        else:
+            spans = {"parquet": _parquet_spans, "arrow": _arrow_spans}[fmt](path, split_bytes)
+    except READ_ERRORS:
+        return None
+    return spans if len(spans) > 1 else None
+
+
+def _jsonl_spans(path: Path, split_bytes: int) -> list[Span]:
+    size = path.stat().st_size
+    starts, lines = [0], [1]
+    with open(path, "rb") as f:
+        if f.read(2) == GZIP_MAGIC:
+            return []
+        f.seek(0)
+        position = newlines = 0  # file offset of ``chunk``; newlines before it
+        target = split_bytes  # the next nominal cut
+        while target < size and (chunk := f.read(SCAN_BYTES)):
+            counted = 0  # newlines of ``chunk`` before ``counted`` are in ``newlines``
+            while target < position + len(chunk):
+                found = chunk.find(b"\n", max(target - 1 - position, 0))
+                if found < 0:
+                    break
+                cut = position + found + 1  # the first line start at or after ``target``
+                newlines += chunk.count(b"\n", counted, found + 1)
+                counted = found + 1
+                if cut < size:
+                    starts.append(cut)
+                    lines.append(newlines + 1)
+                target = (cut // split_bytes + 1) * split_bytes
+            newlines += chunk.count(b"\n", counted)
+            position += len(chunk)
+    return [Span(start, end, line) for start, end, line in zip(starts, [*starts[1:], size], lines)]
+
+
+def _parquet_spans(path: Path, split_bytes: int) -> list[Span]:
+    with pq.ParquetFile(path) as parquet:
+        meta = parquet.metadata
+        sizes, rows = [], []
+        for g in range(meta.num_row_groups):
+            group = meta.row_group(g)
+            sizes.append(sum(group.column(c).total_compressed_size for c in range(group.num_columns)))
+            rows.append(group.num_rows)
+    return _grouped(sizes, rows, split_bytes)
+
+
+def _arrow_spans(path: Path, split_bytes: int) -> list[Span]:
+    """Record batches of a stream (as ``datasets`` writes) or a file, sized in memory;
+    the file is mapped, so only message headers are read, not the data."""
+    with pa.memory_map(str(path)) as source:
+        try:
+            batches = list(pa.ipc.open_stream(source))
+        except pa.ArrowInvalid:
+            source.seek(0)
+            reader = pa.ipc.open_file(source)
+            batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        return _grouped([b.nbytes for b in batches], [b.num_rows for b in batches], split_bytes)
+
+
+def _grouped(sizes: list[int], rows: list[int], split_bytes: int) -> list[Span]:
+    """Consecutive pieces gathered until each group holds at least ``split_bytes``."""
+    spans: list[Span] = []
+    start = row = first_row = held = 0
+    for i, (size, count) in enumerate(zip(sizes, rows)):
+        held += size
+        row += count
+        if held >= split_bytes or i == len(sizes) - 1:
+            spans.append(Span(start, i + 1, first_row))
+            start, first_row, held = i + 1, row, 0
+    return spans
