@@ -10,6 +10,10 @@ the bad-input checks, ids, writing zstd Parquet, checksums, markers and the mani
 The peers only parse (they keep the result in memory and write nothing). All three use
 one core, then pyarrow with its threads and prep with 2 workers (both use every core of
 a 2-core machine).
+
+Each reader runs once untimed (page cache, imports, kernels loaded from numba's cache),
+then ``--repeat`` rounds run every reader in turn; a shared machine's load drifts, so
+the ratios are taken within each round and the median round is reported.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -81,7 +86,7 @@ def timed(fn, *args) -> tuple[float, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
-    parser.add_argument("--repeat", type=int, default=3, help="best of N runs for each reader")
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (the median is reported)")
     args = parser.parse_args()
     paths = [args.data / f for f in FILES if (args.data / f).exists()]
     if not paths:
@@ -91,28 +96,28 @@ def main() -> None:
         f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, "
         f"{raw / 1e6:.1f} MB of JSON lines"
     )
-    rows: dict[str, tuple[float, int]] = {}
-    for name, fn, fn_args in [
-        ("gzip + json loop (1 core)", plain_loop, (paths,)),
-        ("pyarrow.json.read_json (1 thread)", pyarrow_reader, (paths, False)),
-        ("prep run, no stages (1 worker)", prep_run, (paths, 1)),
-        ("pyarrow.json.read_json (threads)", pyarrow_reader, (paths, True)),
-        ("prep run, no stages (2 workers)", prep_run, (paths, 2)),
-    ]:
-        best, documents = min(timed(fn, *fn_args) for _ in range(args.repeat))
-        rows[name] = (best, documents)
-    print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}")
-    for name, (seconds, documents) in rows.items():
-        print(f"{name:<40} {seconds:8.2f} {documents / seconds:10,.0f} {raw / seconds / 1e6:8.1f}")
-    seconds = {name: value[0] for name, value in rows.items()}
+    readers = {
+        "gzip + json loop (1 core)": (plain_loop, (paths,)),
+        "pyarrow.json.read_json (1 thread)": (pyarrow_reader, (paths, False)),
+        "prep run, no stages (1 worker)": (prep_run, (paths, 1)),
+        "pyarrow.json.read_json (threads)": (pyarrow_reader, (paths, True)),
+        "prep run, no stages (2 workers)": (prep_run, (paths, 2)),
+    }
+    documents = {name: fn(*fn_args) for name, (fn, fn_args) in readers.items()}  # warm-up
+    rounds = [{name: timed(fn, *fn_args)[0] for name, (fn, fn_args) in readers.items()} for _ in range(args.repeat)]
+    print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}   (median of {args.repeat} rounds)")
+    for name in readers:
+        seconds = statistics.median(r[name] for r in rounds)
+        print(f"{name:<40} {seconds:8.2f} {documents[name] / seconds:10,.0f} {raw / seconds / 1e6:8.1f}")
     for cores, pyarrow_name, prep_name in (
         ("one core", "pyarrow.json.read_json (1 thread)", "prep run, no stages (1 worker)"),
         ("all cores", "pyarrow.json.read_json (threads)", "prep run, no stages (2 workers)"),
     ):
-        ratio = seconds[prep_name] / seconds[pyarrow_name]
+        ratios = sorted(r[prep_name] / r[pyarrow_name] for r in rounds)
+        loop = statistics.median(r["gzip + json loop (1 core)"] / r[prep_name] for r in rounds)
         print(
-            f"{cores}: prep / pyarrow reader time {ratio:.2f}x (overhead {ratio - 1:+.0%}); "
-            f"prep vs the gzip + json loop {seconds['gzip + json loop (1 core)'] / seconds[prep_name]:.2f}x faster"
+            f"{cores}: prep / pyarrow reader time {statistics.median(ratios):.2f}x "
+            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); prep vs the gzip + json loop {loop:.2f}x faster"
         )
 
 
