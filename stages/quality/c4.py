@@ -29,13 +29,12 @@ from stages.quality.signals import (
     P_C4_MIN_WORDS_PER_LINE,
     P_C4_REMOVE_CITATIONS,
 )
-from stages.quality.str_methods import DOTS, contains_lower, endswith, lstrip, next_line, rstrip, startswith
+from stages.quality.str_methods import DOTS, endswith, lstrip, next_line, rstrip, startswith
+from stages.quality.substrings import CURLY, JAVASCRIPT, LOREM, POLICY, find_phrases
 from stages.quality.tables import DECIMAL, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.word_splitter import split_words, word_scratch
 
 _END_PUNCT = np.array([46, 63, 33, 34, 39], np.uint8)  # . ? ! " '
-_LOREM = np.frombuffer(b"lorem ipsum", np.uint8)  # read-only, as numba sees a global
-_JAVASCRIPT = np.frombuffer(b"javascript", np.uint8)
 _EDIT = np.frombuffer(b"edit]", np.uint8).copy()
 _CITATION_NEEDED = np.frombuffer(b"citation needed]", np.uint8).copy()
 
@@ -109,10 +108,11 @@ def count_sentences(T, buf, a, b, tok_s, tok_e, t0, t1):
 
 
 @kernel
-def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, policy_blob, policy_off, sig):
+def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off, phrase_class, phrase_pairs, sig):
     """datatrove's C4QualityFilter (split_paragraph=True) on one document whose words are
     tok_s/tok_e[:ntok]: writes the kept lines joined by "\n" and stripped at out[w0:].
-    Returns (end of the rewritten text, its number of words)."""
+    ``phrases``..``phrase_pairs``: ``substrings.Phrases``. Returns (end of the rewritten
+    text, its number of words)."""
     flags = T.flags
     end = buf.shape[0]
     w = w0
@@ -180,27 +180,17 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, policy_blob, policy_
                 continue
         if n_words < min_words:
             continue
-        if params[P_C4_FILTER_LOREM_IPSUM] != 0 and contains_lower(out, ls, lend, _LOREM, 0, _LOREM.shape[0]):
+        found = find_phrases(out, ls, lend, phrases, phrase_off, phrase_class, phrase_pairs)
+        if params[P_C4_FILTER_LOREM_IPSUM] != 0 and found & LOREM:
             if event == 0:
                 event = C4_LOREM
-        if params[P_C4_FILTER_JAVASCRIPT] != 0 and contains_lower(out, ls, lend, _JAVASCRIPT, 0, _JAVASCRIPT.shape[0]):
+        if params[P_C4_FILTER_JAVASCRIPT] != 0 and found & JAVASCRIPT:
             continue
-        if params[P_C4_FILTER_CURLY_BRACKET] != 0:
-            curly = False
-            for k in range(ls, lend):
-                if out[k] == 123:
-                    curly = True
-                    break
-            if curly and event == 0:
+        if params[P_C4_FILTER_CURLY_BRACKET] != 0 and found & CURLY:
+            if event == 0:
                 event = C4_CURLY
-        if params[P_C4_FILTER_POLICY] != 0:
-            hit = False
-            for k in range(policy_off.shape[0] - 1):
-                if contains_lower(out, ls, lend, policy_blob, policy_off[k], policy_off[k + 1]):
-                    hit = True
-                    break
-            if hit:
-                continue
+        if params[P_C4_FILTER_POLICY] != 0 and found & POLICY:
+            continue
         if lend - ls == b - a:
             sentences += count_sentences(T, buf, a, b, tok_s, tok_e, t0, t1)
             kept_words += t1 - t0

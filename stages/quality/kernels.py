@@ -51,8 +51,10 @@ def web_batch(
     no_space_min,
     stop_blob,
     stop_off,
-    policy_blob,
-    policy_off,
+    phrases,
+    phrase_off,
+    phrase_class,
+    phrase_pairs,
     top_ns,
     dup_ns,
     sig,
@@ -65,15 +67,20 @@ def web_batch(
     ndocs = offsets.shape[0] - 1
     w = 0
     out_off[0] = 0
+    # Scratch for the largest document, shared by all: a fresh array per document
+    # costs page faults in proportion to its size.
+    largest = 0
+    for d in range(ndocs):
+        largest = max(largest, offsets[d + 1] - offsets[d])
+    tok_s, tok_e, stack_s, stack_e = word_scratch(largest)
+    chars = np.empty(largest, np.int64)
+    poly = np.empty(largest, np.uint64)
+    powlen = np.empty(largest, np.uint64)
     for d in range(ndocs):
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
         row = sig[d]
-        tok_s, tok_e, stack_s, stack_e = word_scratch(size)
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e)
-        chars = np.empty(ntok, np.int64)
-        poly = np.empty(ntok, np.uint64)
-        powlen = np.empty(ntok, np.uint64)
         n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
@@ -82,7 +89,9 @@ def web_batch(
         gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         gopher_repetition(T, doc, ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
         if params[P_C4] != 0 and not (letters > 0 and no_space_frac >= no_space_min):
-            w_end, out_words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, w, params, policy_blob, policy_off, row)
+            w_end, out_words = c4_rewrite(
+                T, doc, ntok, tok_s, tok_e, out, w, params, phrases, phrase_off, phrase_class, phrase_pairs, row
+            )
         else:
             out[w : w + size] = doc
             w_end = w + size

@@ -30,6 +30,7 @@ from pipeline.stage import Stage, StageOutput, register
 from stages.quality import kernels, warmup
 from stages.quality.rules import DECIDE, Decider, QualityOptions
 from stages.quality.signals import INT, NGRAM_BASE, columns, pack_params
+from stages.quality.substrings import Phrases
 from stages.quality.tables import kernel_tables, tables
 
 
@@ -53,7 +54,7 @@ class QualityStage(Stage):
         self._top_ngram_sizes = np.array([size for size, _ in options.top_ngrams()], np.int64)
         self._dup_ngram_sizes = np.array([size for size, _ in options.dup_ngrams()], np.int64)
         self._stop_words = _blob(options.gopher_stop_words)
-        self._policy_substrings = _blob(options.c4_policy_substrings, lower=True)
+        self._phrases = Phrases(options.c4_policy_substrings).arrays()
         self._autogen_markers = _blob(options.code_autogen_markers, lower=True)
         self._params = pack_params(options)
         self.columns = columns(self._top_ngram_sizes, self._dup_ngram_sizes)
@@ -86,7 +87,7 @@ class QualityStage(Stage):
             self._params,
             no_space_min,
             *self._stop_words,
-            *self._policy_substrings,
+            *self._phrases,
             self._top_ngram_sizes,
             self._dup_ngram_sizes,
             signals,
