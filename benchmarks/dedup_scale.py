@@ -6,9 +6,11 @@ next to dedup. Every 10th document is a near copy of an earlier one in its batch
 its last three words replaced) and every 50th an exact copy, so clustering has real work to do.
 
 It runs every phase in this process, as the local runner would with one worker: map per
-unit, reduce per partition, finalize, then filter per unit (regenerating the same
-documents). Reported: time per phase, documents per second, and peak RSS
-(``resource.getrusage``, which includes memory-mapped pages the process touched).
+unit, reduce per partition, finalize's rounds task by task, then filter per unit
+(regenerating the same documents). Reported: time per phase, documents per second, peak
+RSS (``resource.getrusage``, which includes memory-mapped pages the process touched),
+CPU seconds of each finalize round, and from them the projection of reduce and finalize
+for 1 TB and 100 TB of C4 on 16 and 64 nodes (``project`` says what it assumes).
 
     python -m benchmarks.dedup_scale                  # 1M documents
     python -m benchmarks.dedup_scale --docs 10000000  # 10M
@@ -20,6 +22,7 @@ import argparse
 import os
 import resource
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -28,10 +31,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.stage import UnitContext
+from pipeline.engine.slices import THREADS as SLICE_THREADS
+from pipeline.formats import partfile
+from pipeline.stage import FinalizeRound, UnitContext
 from stages.dedup import Dedup
+from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path
 
 WORDS_PER_DOC = 40
+C4_DOCS_PER_TB = 450e6  # c4/en: 365M documents in about 800 GB of JSON
+C4_FILES_PER_TB = 1280  # its files of about 780 MB of JSON: map's units
+CORES_PER_NODE = 32
+FETCH_S = 0.03  # one ranged GET from an object store in the same region (assumed)
+TASK_MEMORY = 4 << 30  # 128 GB a node over its 32 cores
 WORD_LEN = 6  # letters; each word is followed by a space
 
 
@@ -66,6 +77,107 @@ def unit_batches(u: int, per_unit: int, batch: int):
         yield synthetic_batch(u * per_unit + start, n, seed=u * 1_000_003 + start)
 
 
+def finalize_timed(stage: Dedup, work: Path) -> tuple[dict, list[dict]]:
+    """Finalize's rounds task by task, as the engine hands them to workers, each timed:
+    per round, its kind, tasks, wall and CPU seconds (the per-task rates of the projection)."""
+    done: list[list[dict]] = []
+    rounds: list[dict] = []
+    while isinstance(step := stage.finalize_plan(done), FinalizeRound):
+        for rel in step.drops:
+            shutil.rmtree(work / rel, ignore_errors=True)
+        results, wall, cpu = [], [], []
+        for task in range(step.tasks):
+            started, cpu_started = time.perf_counter(), time.process_time()
+            results.append(stage.finalize_task(step, task, work))
+            wall.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - cpu_started)
+        done.append(results)
+        kind = step.name.split(" step")[0]
+        rounds.append({"kind": kind, "tasks": step.tasks, "wall": sum(wall), "cpu": sum(cpu), "max": max(wall)})
+    return step, rounds
+
+
+def fixed_costs(stage: Dedup, work: Path, units: int) -> dict[str, float]:
+    """Per-task costs that grow with the files a task reads rather than its documents:
+    reading one partition of a partitioned file (a task reads one of each of P files, or
+    of every unit's band file), and opening a unit's docs file (decide and regroup may
+    touch every unit). Median of repeated reads, page cache warm."""
+    bands = [bands_path(work, "web", f"u{u:05d}") for u in range(units)]
+    reads = []
+    for _ in range(20):
+        for path in bands:
+            started = time.perf_counter()
+            partfile.read(path, 0, BAND_RECORD)
+            reads.append(time.perf_counter() - started)
+    opens = []
+    for _ in range(5):
+        store = DocStore(UnitTable.load(work))
+        for u in range(units):
+            started = time.perf_counter()
+            store.unit_rows(u)
+            opens.append(time.perf_counter() - started)
+    return {"file_s": statistics.median(reads), "open_s": statistics.median(opens)}
+
+
+def project(docs: int, reduce_wall: float, rounds: list[dict], fixed: dict[str, float], bytes_per_doc: float) -> None:
+    """Reduce and finalize for C4, from this run's wall seconds per million documents.
+
+    Assumes what the measured run had: the same duplicate rate (the later rounds' work
+    grows with the documents in clusters), as many star steps, ranges of equal size, P
+    tasks a round in ceil(P / cores) waves. A task's time: its share of the round's
+    measured time, plus per file it reads a partition of (every unit's band file in
+    reduce and in the units round, P files in the rounds of P tasks) ``file_s`` and on
+    an object store two requests (``FETCH_S`` each, ``slices.THREADS`` at a time), plus in
+    decide and regroup ``open_s`` per unit's docs file. P is the power of two with the
+    shortest time among those whose partitions fit ``TASK_MEMORY`` at ``bytes_per_doc``
+    (reduce's band records dominate). Not counted: each machine that runs decide or
+    regroup tasks fetches every unit's docs file whole, about 0.25 KB a document."""
+    per_m = {"reduce": reduce_wall / docs * 1e6}
+    for r in rounds:
+        per_m[r["kind"]] = per_m.get(r["kind"], 0.0) + r["wall"] / docs * 1e6
+    print("\nwall seconds per million documents, all tasks of a phase together:")
+    for kind, value in per_m.items():
+        count = sum(r["kind"] == kind for r in rounds) or 1
+        print(f"  {kind:<12} {value:8.2f}   ({count} round{'s' * (count > 1)})")
+    print(f"  a partition of a file {fixed['file_s'] * 1e3:.2f} ms, a docs file opened {fixed['open_s'] * 1e3:.2f} ms")
+    print(f"  memory: {bytes_per_doc:,.0f} bytes per document of a task's partition")
+    print(f"\nprojection ({CORES_PER_NODE} cores a node, {TASK_MEMORY >> 30} GB a task):")
+    print("| corpus | documents | nodes | P | reduce | finalize | of which S3 requests | core-hours |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, tb in (("1 TB C4", 1), ("100 TB C4", 100)):
+        millions = tb * C4_DOCS_PER_TB / 1e6
+        smallest = millions * 1e6 * bytes_per_doc / TASK_MEMORY
+        for nodes in (16, 64):
+            shape = (nodes * CORES_PER_NODE, millions, tb * C4_FILES_PER_TB, per_m, rounds, fixed, docs)
+            fits = [2**k for k in range(6, 16) if 2**k >= smallest]
+            P = min(fits, key=lambda P: sum(_phases(P, *shape)[:2]))
+            reduce_s, finalize_s, fetch_s, core_s = _phases(P, *shape)
+            print(
+                f"| {label} | {millions / 1e3:.2f}B | {nodes} | {P:,} | {reduce_s / 60:.1f} min | "
+                f"{finalize_s / 60:.1f} min | {fetch_s / 60:.1f} min | {core_s / 3600:,.1f} |"
+            )
+
+
+def _phases(P, cores, millions, files, per_m, rounds, fixed, docs) -> tuple[float, float, float, float]:
+    """Wall seconds of reduce, of finalize, of the requests in both, and core-seconds."""
+    waves = -(-P // cores)
+    request = 2 * FETCH_S / SLICE_THREADS
+    reduce_task = per_m["reduce"] * millions / P + files * fixed["file_s"]
+    reduce_fetch = files * request
+    finalize_s, fetch_s, core_s = files * (fixed["file_s"] + request), (waves + 1) * files * request, 0.0
+    for r in rounds:
+        if r["tasks"] == 1:
+            continue
+        task = r["wall"] / docs * 1e6 * millions / P + P * fixed["file_s"]
+        if r["kind"] in ("decide", "regroup"):
+            task += files * fixed["open_s"]
+        finalize_s += waves * (task + P * request)
+        fetch_s += waves * P * request
+        core_s += P * task
+    core_s += P * reduce_task
+    return waves * (reduce_task + reduce_fetch), finalize_s, fetch_s, core_s
+
+
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -77,11 +189,22 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=20_000)
     ap.add_argument("--partitions", type=int, default=32)
     ap.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one, removed)")
+    ap.add_argument(
+        "--bytes-per-doc",
+        type=float,
+        default=700,
+        help="peak memory per document of a task's partition, for choosing P in the projection "
+        "(default: from peak RSS at 4 and 32 partitions over 1M documents)",
+    )
     args = ap.parse_args()
 
     work = args.work or Path(tempfile.mkdtemp(prefix="dedup_scale_"))
     units = (args.docs + args.per_unit - 1) // args.per_unit
-    stage = Dedup(Dedup.Options(partitions=args.partitions))
+    options = Dedup.Options(partitions=args.partitions)
+    stage = Dedup(options)
+    for round_steps in Dedup.warmups(options, "web"):  # kernels compiled before the clock, as a run does
+        for step in round_steps:
+            step()
     times = {}
     try:
         t = time.perf_counter()
@@ -96,8 +219,9 @@ def main() -> None:
             stage.reduce_partition(p, work)
         times["reduce"] = time.perf_counter() - t
         t = time.perf_counter()
-        summary = stage.finalize(work)
+        summary, rounds = finalize_timed(stage, work)
         times["finalize"] = time.perf_counter() - t
+        fixed = fixed_costs(stage, work, units)
         t = time.perf_counter()
         removed = 0
         for u in range(units):
@@ -124,6 +248,12 @@ def main() -> None:
     )
     print(f"work folder      {disk / 1e9:.2f} GB")
     print(f"peak RSS         {peak_rss_mb():,.0f} MB")
+    for r in rounds:
+        print(
+            f"  {r['kind']:<12} {r['tasks']:3d} tasks  {r['wall']:6.2f} s ({r['cpu']:.2f} CPU-s)  "
+            f"slowest task {r['max']:.3f} s"
+        )
+    project(docs, times["reduce"], rounds, fixed, args.bytes_per_doc)
 
 
 if __name__ == "__main__":

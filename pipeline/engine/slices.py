@@ -17,6 +17,9 @@ from pipeline.formats import partfile
 from pipeline.util.atomic import atomic_path
 
 PROBE_BYTES = 64 << 10  # the first request: a header of up to 8,000 partitions, and more
+# Requests at a time: small ranged reads wait on latency, not bandwidth, so more of them
+# than whole-file transfers (a reduce task reads a range of every unit's band file).
+THREADS = 32
 
 
 def pull_slices(store: RunStore, rel: str, keep: Callable[[str], bool], partition: int) -> None:
@@ -43,4 +46,4 @@ def pull_slices(store: RunStore, rel: str, keep: Callable[[str], bool], partitio
         with atomic_path(partfile.slice_path(store.root / name, partition)) as tmp:
             partfile.write_slice(tmp, head, partition, data)
 
-    in_threads(fetch, wanted)
+    in_threads(fetch, wanted, THREADS)

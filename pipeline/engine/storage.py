@@ -331,12 +331,12 @@ class RunStore:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def in_threads(action: Callable, items: list) -> None:
+def in_threads(action: Callable, items: list, threads: int = TRANSFER_THREADS) -> None:
     """Run ``action`` over ``items`` on a few threads (transfers wait on the network)."""
     if len(items) <= 1:
         for item in items:
             action(item)
         return
-    with ThreadPoolExecutor(min(TRANSFER_THREADS, len(items))) as pool:
+    with ThreadPoolExecutor(min(threads, len(items))) as pool:
         for _ in pool.map(action, items):
             pass
