@@ -76,7 +76,7 @@ def run_global(config: Config, store: RunStore, segment: Segment, units, executo
 def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor, mode) -> dict:
     """Run the stage's finalize rounds on the executor; the driver only plans between them.
 
-    A task's result lives in its marker, so a resumed run replays the plan from the
+    A task's result also lives in its marker, so a resumed run replays the plan from the
     markers and runs just the tasks without one."""
     layout = Layout(store.root)
     done: list[list[dict]] = []
@@ -87,9 +87,13 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
         bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
-        executor.run([(finalize_task, (config, store, segment.index, step, k, t)) for t in todo], bar)
+        results = executor.run([(finalize_task, (config, store, segment.index, step, k, t)) for t in todo], bar)
         bar.close()
-        done.append([json.loads(m.read_text())["counters"] for m in markers])
+        # This run's tasks answer here (their markers may sit in another machine's mirror);
+        # earlier runs' came with the markers synced before the map.
+        fresh = dict(zip(todo, results))
+        earlier = {t: json.loads(markers[t].read_text())["counters"] for t in range(step.tasks) if t not in fresh}
+        done.append([fresh.get(t, earlier.get(t)) for t in range(step.tasks)])
     return step
 
 
