@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -53,31 +54,35 @@ def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list
     return spans if len(spans) > 1 else None
 
 
-def _jsonl_spans(path: Path, split_bytes: int) -> list[Span]:
+def _jsonl_spans(path: Path, step: int) -> list[Span]:
     size = path.stat().st_size
     starts, lines = [0], [1]
+    buffer = bytearray(SCAN_BYTES)
     with open(path, "rb") as f:
         if f.read(2) == GZIP_MAGIC:
             return []
         f.seek(0)
-        position = newlines = 0  # file offset of ``chunk``; newlines before it
-        target = split_bytes  # the next nominal cut
-        while target < size and (chunk := f.read(SCAN_BYTES)):
-            counted = 0  # newlines of ``chunk`` before ``counted`` are in ``newlines``
-            while target < position + len(chunk):
-                found = chunk.find(b"\n", max(target - 1 - position, 0))
-                if found < 0:
-                    break
+        position = newlines = 0  # file offset of the bytes in ``buffer``; newlines before them
+        target = step  # the next nominal cut
+        while target < size and (n := f.readinto(buffer)):
+            chunk = memoryview(buffer)[:n]
+            counted = 0  # the newlines of ``chunk`` before ``counted`` are in ``newlines``
+            while target < position + n and (found := buffer.find(b"\n", max(target - 1 - position, 0), n)) >= 0:
                 cut = position + found + 1  # the first line start at or after ``target``
-                newlines += chunk.count(b"\n", counted, found + 1)
+                newlines += _count_newlines(chunk[counted : found + 1])
                 counted = found + 1
                 if cut < size:
                     starts.append(cut)
                     lines.append(newlines + 1)
-                target = (cut // split_bytes + 1) * split_bytes
-            newlines += chunk.count(b"\n", counted)
-            position += len(chunk)
+                target = (cut // step + 1) * step
+            newlines += _count_newlines(chunk[counted:])
+            position += n
     return [Span(start, end, line) for start, end, line in zip(starts, [*starts[1:], size], lines)]
+
+
+def _count_newlines(data: memoryview) -> int:
+    """Native and several GB/s (``bytes.count`` manages about one)."""
+    return int(np.count_nonzero(np.frombuffer(data, dtype=np.uint8) == 10))
 
 
 def _parquet_spans(path: Path, split_bytes: int) -> list[Span]:
