@@ -13,6 +13,7 @@ import pytest
 from conftest import EVERY_PHASE_STAGES, SAMPLE, write_config
 from test_run import tree_digest
 
+from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import StrictModeError
@@ -175,3 +176,10 @@ def test_a_run_stopped_between_pieces_resumes_to_the_same_bytes(runs, tmp_path):
     assert list((stopped / "stats" / "segment-0" / "web").iterdir()) and not (stopped / "manifest.json").exists()
     run_pipeline(config, stopped, workers=1, quiet=True)
     assert tree_digest(clean) == tree_digest(stopped)
+
+
+@pytest.mark.parametrize("value", ["-1", '"64MB"', "true"])
+def test_a_bad_split_size_is_a_one_line_error(tmp_path, value):
+    config = write_config(tmp_path / "c.toml", f'[run]\nsplit_bytes = {value}\n[sources.web]\npaths = ["*.toml"]\n')
+    with pytest.raises(ConfigError, match=r"^\[run\] split_bytes must be a non-negative integer, not .+$"):
+        load_config(config)

@@ -21,6 +21,10 @@ no records.) A file that fails part-way counts the records read before the failu
 where reading stopped: ``unreadable-file``, or ``truncated-gzip``/``corrupt-gzip``. The
 last chunk's ``extra`` holds the file's ``bytes`` and ``sha256`` whenever the file can
 be read as bytes at all, so the manifest records it.
+
+A large file may be read in pieces (``spec.span``; where files are cut is ``splits``):
+each piece yields exactly the chunks the whole file's reader yields for its lines or
+rows, and only the piece at the file's start reports the file's ``bytes`` and ``sha256``.
 """
 
 from __future__ import annotations
