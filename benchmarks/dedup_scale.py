@@ -153,9 +153,13 @@ def project(docs: int, reduce_wall: float, rounds: list[dict], fixed: dict[str, 
             P = min(fits, key=lambda P: sum(_phases(P, *shape)[:2]))
             reduce_s, finalize_s, fetch_s, core_s = _phases(P, *shape)
             print(
-                f"| {label} | {millions / 1e3:.2f}B | {nodes} | {P:,} | {reduce_s / 60:.1f} min | "
-                f"{finalize_s / 60:.1f} min | {fetch_s / 60:.1f} min | {core_s / 3600:,.1f} |"
+                f"| {label} | {millions / 1e3:.2f}B | {nodes} | {P:,} | {_wall(reduce_s)} | "
+                f"{_wall(finalize_s)} | {_wall(fetch_s)} | {core_s / 3600:,.1f} |"
             )
+
+
+def _wall(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.0f} min"
 
 
 def _phases(P, cores, millions, files, per_m, rounds, fixed, docs) -> tuple[float, float, float, float]:
