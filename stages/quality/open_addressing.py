@@ -12,14 +12,42 @@ import numpy as np
 from pipeline.kernels.mixing import mix64_nonzero
 from stages.quality.jit import kernel, leaf
 
+_B = np.uint64(0x100000001B3)
+_POWERS = np.array([pow(int(_B), k, 1 << 64) for k in range(64)], np.uint64)  # B**k mod 2**64
+_B2, _B3, _B4 = (np.uint64(pow(int(_B), k, 1 << 64)) for k in (2, 3, 4))
+
+
+@leaf
+def poly_hash(h, buf, start, end):
+    """``h`` extended by the bytes of buf[start:end]: h * B + byte + 1 per byte, four bytes a
+    step (the same value, with a quarter of the dependent multiplications)."""
+    i = start
+    while i + 4 <= end:
+        x = (np.uint64(buf[i]) + np.uint64(1)) * _B3 + (np.uint64(buf[i + 1]) + np.uint64(1)) * _B2
+        x += (np.uint64(buf[i + 2]) + np.uint64(1)) * _B + (np.uint64(buf[i + 3]) + np.uint64(1))
+        h = h * _B4 + x
+        i += 4
+    while i < end:
+        h = h * _B + np.uint64(buf[i]) + np.uint64(1)
+        i += 1
+    return h
+
+
+@leaf
+def poly_power(n):
+    """B ** n mod 2**64: what ``poly_hash`` multiplies a hash by when it extends it by n bytes."""
+    if n < 64:
+        return _POWERS[n]
+    p = _POWERS[63]
+    for _ in range(n - 63):
+        p *= _B
+    return p
+
 
 @leaf
 def bytes_key(buf, start, end):
     """Key of the string buf[start:end] (length-aware polynomial hash, finalised; never 0)."""
-    h = np.uint64(end - start)
-    for i in range(start, end):
-        h = h * np.uint64(0x100000001B3) + np.uint64(buf[i]) + np.uint64(1)
-    return mix64_nonzero(h)
+    return mix64_nonzero(poly_hash(np.uint64(end - start), buf, start, end))
 
 
 @leaf

@@ -12,6 +12,7 @@ import numpy as np
 
 from pipeline.kernels.utf8 import decode
 from stages.quality.jit import leaf
+from stages.quality.open_addressing import poly_hash, poly_power
 from stages.quality.tables import ALPHA, DT_PUNCT, NO_SPACE_SCRIPT
 
 
@@ -32,8 +33,6 @@ def word_stats(T, buf, ntok, tok_s, tok_e, chars, poly, powlen):
         c = 0
         non_symbol = False
         alpha = False
-        h = np.uint64(0)
-        pw = np.uint64(1)
         i = a
         while i < b:
             cp, n = decode(buf, i)
@@ -47,12 +46,9 @@ def word_stats(T, buf, ntok, tok_s, tok_e, chars, poly, powlen):
                     no_space_letters += 1
             c += 1
             i += n
-        for i in range(a, b):
-            h = h * np.uint64(0x100000001B3) + np.uint64(buf[i]) + np.uint64(1)
-            pw = pw * np.uint64(0x100000001B3)
         chars[t] = c
-        poly[t] = h
-        powlen[t] = pw
+        poly[t] = poly_hash(np.uint64(0), buf, a, b)
+        powlen[t] = poly_power(b - a)
         if non_symbol:
             n_ns += 1
             ns_chars += c
