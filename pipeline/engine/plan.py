@@ -12,7 +12,9 @@ documents it kept under ``work/segments/k/`` for global stage ``k`` to map over 
 
 from __future__ import annotations
 
+import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
@@ -21,6 +23,8 @@ from pipeline.readers import detect_format
 from pipeline.readers.common import Span
 from pipeline.readers.splits import plan_spans
 from pipeline.util.printable import printable_path
+
+PLAN_THREADS = min(8, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -50,19 +54,23 @@ class Segment:
 
 
 def plan_units(config: Config) -> list[Unit]:
+    files = [(source, index, path) for source in config.sources.values() for index, path in enumerate(source.files)]
+    # Finding a file's cuts reads it (JSON lines) or its footer: files in parallel, since
+    # the reads and the native newline counts release the GIL.
+    with ThreadPoolExecutor(PLAN_THREADS) as pool:
+        pieces = list(pool.map(lambda file: _spans(file[2], file[0].format, config.run), files))
     units = []
-    for source in config.sources.values():
-        keys = _file_keys(source.files)
-        for index, path in enumerate(source.files):
-            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(path)).name)
-            name = f"{index:05d}-{stem}"
-            whole = Unit(source.name, index, path, name, source.format, source.text_field, source.id_field, keys[index])
-            spans = _spans(path, source.format, config.run)
-            if spans is None:
-                units.append(whole)
-                continue
-            width = max(5, len(str(len(spans) - 1)))
-            units += [replace(whole, name=f"{name}.part-{k:0{width}d}", span=span) for k, span in enumerate(spans)]
+    keys = {source.name: _file_keys(source.files) for source in config.sources.values()}
+    for (source, index, path), spans in zip(files, pieces):
+        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(path)).name)
+        name = f"{index:05d}-{stem}"
+        key = keys[source.name][index]
+        whole = Unit(source.name, index, path, name, source.format, source.text_field, source.id_field, key)
+        if spans is None:
+            units.append(whole)
+            continue
+        width = max(5, len(str(len(spans) - 1)))
+        units += [replace(whole, name=f"{name}.part-{k:0{width}d}", span=span) for k, span in enumerate(spans)]
     return units
 
 
