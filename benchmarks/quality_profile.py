@@ -1,0 +1,98 @@
+"""Where the quality stage's web kernel spends its time, per signal family, next to a
+pass that decodes every character once (the floor any family pays).
+
+Each family is timed as the difference between two drivers that run the kernel's steps
+on the same batches, one with and one without it: words (spaCy's splitting, then the
+per-word statistics), Gopher quality, Gopher repetition (lines, paragraphs, word
+n-grams), C4 (line rules and rewriting), FineWeb (on C4's text). CPU seconds, best of
+``repeat``, so other processes on the machine weigh less. ``benchmarks.filters
+--profile`` prints the table; the driver compiles on first use (about 10 s).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.kernels.buffers import string_buffers
+from pipeline.kernels.jit import njit
+from pipeline.kernels.utf8 import decode, n_chars
+from stages.quality.c4 import c4_rewrite
+from stages.quality.fineweb import fineweb
+from stages.quality.gopher_quality import gopher_quality
+from stages.quality.gopher_repetition import gopher_repetition
+from stages.quality.word_splitter import split_words, word_scratch
+from stages.quality.words import word_stats
+
+# (name, steps the driver runs); each family's time is its row minus the row before.
+STEPS = (
+    ("decode every character", 0),
+    ("words: splitting", 1),
+    ("words: per-word statistics", 2),
+    ("Gopher quality", 3),
+    ("Gopher repetition", 4),
+    ("C4", 5),
+    ("FineWeb", 6),
+)
+
+
+@njit(cache=False)
+def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, sig, out):
+    flags = T.flags
+    spaces = 0
+    for d in range(offsets.shape[0] - 1):
+        doc = data[offsets[d] : offsets[d + 1]]
+        size = doc.shape[0]
+        i = 0
+        while i < size:
+            cp, k = decode(doc, i)
+            spaces += flags[cp] & 1
+            i += k
+        if steps == 0 or size == 0:
+            continue
+        tok_s, tok_e, stack_s, stack_e = word_scratch(size)
+        ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e)
+        if steps == 1:
+            continue
+        chars = np.empty(ntok, np.int64)
+        poly = np.empty(ntok, np.uint64)
+        powlen = np.empty(ntok, np.uint64)
+        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
+        row = sig[d]
+        text_chars = n_chars(doc, 0, size)
+        if steps >= 3:
+            gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
+        if steps >= 4:
+            gopher_repetition(T, doc, ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
+        if steps >= 5:
+            p_blob, p_off, p_class, p_pairs = phrases
+            w_end, words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, 0, params, p_blob, p_off, p_class, p_pairs, row)
+            if steps >= 6:
+                fineweb(T, out[:w_end], 30, words, row)
+    return spaces
+
+
+def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 3) -> list[tuple[str, float]]:
+    """(family, CPU seconds) for the web kernel's steps on ``texts``."""
+    buffers = [
+        string_buffers(pa.array(texts[i : i + batch_size], pa.large_string())) for i in range(0, len(texts), batch_size)
+    ]
+
+    def run(steps: int) -> float:
+        start = time.process_time()
+        for data, offsets in buffers:
+            sig = np.full((len(offsets) - 1, stage._n_signals), np.nan)
+            out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
+            _drive(
+                steps, stage._tables, data, offsets, stage._params, *stage._stop_words, stage._phrases,
+                stage._top_ngram_sizes, stage._dup_ngram_sizes, sig, out,
+            )  # fmt: skip
+        return time.process_time() - start
+
+    run(len(STEPS) - 1)  # compile
+    best = [min(run(steps) for _ in range(repeat)) for _, steps in STEPS]
+    rows = [(STEPS[0][0], best[0])]
+    rows += [(name, max(best[k] - best[k - 1], 0.0)) for k, (name, _) in enumerate(STEPS) if k > 0]
+    return rows
