@@ -133,6 +133,46 @@ def test_repetition_signals_are_fractions_of_the_text():
     assert out.batch.column("gr_dup_para_char_frac")[0].as_py() == pytest.approx(3 / len(text))
 
 
+def _ngram_reference(text, n):
+    """datatrove's two n-gram measures, in plain Python, on our words: the top n-gram's
+    characters times its count, and the greedy walk's repeated characters (words joined
+    without a separator)."""
+    w = words(text)
+    grams = [" ".join(w[i : i + n]) for i in range(len(w) - n + 1)]
+    counts = {}
+    for gram in grams:
+        counts[gram] = counts.get(gram, 0) + 1
+    top = max(counts.items(), key=lambda item: item[1], default=("", 0))  # first among equals
+    seen, repeated, i = set(), 0, 0
+    while i < len(w) - n + 1:
+        joined = "".join(w[i : i + n])
+        if joined in seen:
+            repeated, i = repeated + len(joined), i + n
+        else:
+            seen.add(joined)
+            i += 1
+    return len(top[0]) * top[1] / len(text), repeated / len(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "one two three four five six seven eight nine ten",  # all unique: the first n-gram
+        "a b a b c a b a b c d e f a b",  # ties and overlapping repeats
+        "x ab c yy a bc yy ab c zz a b c",  # equal when joined, different as words
+        PROSE + " " + PROSE[:150] + " and " + PROSE[100:300],
+    ],
+)
+def test_ngram_signals_match_a_plain_count(text):
+    out = run([text], **only("gopher_repetition"))
+    for n in (2, 3, 4):
+        top, _ = _ngram_reference(text, n)
+        assert out.batch.column(f"gr_top_{n}gram")[0].as_py() == pytest.approx(top, rel=1e-6), n
+    for n in (5, 6, 7):
+        _, dup = _ngram_reference(text, n)
+        assert out.batch.column(f"gr_dup_{n}gram")[0].as_py() == pytest.approx(dup, rel=1e-6), n
+
+
 # ---------------------------------------------------------------- C4
 
 
@@ -167,6 +207,14 @@ def test_c4_document_rules(text, reason):
     assert out.drop_reason.to_pylist() == [f"c4:{reason}"]
     assert out.batch.column("text")[0].as_py() == text  # rejected rows keep their text
     assert out.changed == 0
+
+
+def test_c4_phrases_fold_ascii_case_and_may_be_one_character():
+    lines = [GOOD, "See the Terms Of Use below, they apply.", "Costs are 5 % higher this time, sadly."]
+    out = run(["\n".join(lines)], **only("c4"), c4_policy_substrings=["terms of use", "%"])
+    assert out.drop_reason.to_pylist() == [None]
+    assert out.batch.column("text")[0].as_py() == GOOD
+    assert out.batch.column("c4_lines_removed")[0].as_py() == 2
 
 
 def test_c4_sentence_count_follows_sentencizer():
