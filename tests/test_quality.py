@@ -5,12 +5,14 @@ neither crash nor misfire."""
 
 from __future__ import annotations
 
+import string
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
 from stages.quality import QualityStage
-from stages.quality.tables import kernel_tables, tables
+from stages.quality.tables import SP_DOT_AFTER, SP_ICON, SP_PREFIX, SP_SUFFIX, kernel_tables, tables
 from stages.quality.word_splitter import split_words
 
 GROUPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
@@ -73,6 +75,20 @@ def test_words_follow_spacy_english():
     # spaCy's second pass re-merges special cases inside a chunk.
     assert words("Co.Co a): b x [: y") == ["Co.", "Co", "a", "):", "b", "x", "[:", "y"]
     assert words("") == [] and words(" \n\t ") == []
+
+
+def test_letters_then_a_mark_split_as_spacy_does():
+    # The splitter's fast path for letters + one of , ; : ! ? ) " . (spaCy 3.8's answers).
+    assert words('Id, it. Mr. Yeah, US. AB. ok.) a:b cannot. Cannot, wed! x) "x" end.') == [
+        "I", "d", ",", "it", ".", "Mr.", "Yeah", ",", "US", ".", "AB", ".", "ok", ".", ")", "a", ":", "b",
+        "can", "not", ".", "Can", "not", ",", "we", "d", "!", "x", ")", '"', "x", '"', "end", ".",
+    ]  # fmt: skip
+    # What the fast path relies on in spaCy's character classes.
+    flags = tables().flags
+    letters = [ord(c) for c in string.ascii_letters]
+    assert not any(flags[c] & (SP_PREFIX | SP_SUFFIX | SP_ICON) for c in letters)
+    assert all(flags[ord(c)] & SP_SUFFIX for c in ',;:!?)"')
+    assert all(flags[ord(c)] & SP_DOT_AFTER for c in string.ascii_lowercase)
 
 
 # ---------------------------------------------------------------- Gopher quality

@@ -218,7 +218,7 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
     n = 0
     i = start
     chunk = -1
-    letters = True  # the chunk so far is ASCII letters only
+    shape = LETTERS  # of the chunk so far
     while i < end:
         b = buf[i]
         if b < 0x80:
@@ -228,27 +228,48 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
             cp, cl = decode(buf, i)
         if flags[cp] & SPACE:
             if chunk >= 0:
-                n = _letters_or_chunk(T, buf, chunk, i, letters, out_s, out_e, n, stack_s, stack_e)
+                n = _by_shape(T, buf, chunk, i, shape, out_s, out_e, n, stack_s, stack_e)
                 chunk = -1
         else:
             if chunk < 0:
                 chunk = i
-                letters = True
-            if letters and not ((65 <= b <= 90) or (97 <= b <= 122)):
-                letters = False
+                shape = LETTERS
+            if shape == LETTERS and not ((65 <= b <= 90) or (97 <= b <= 122)):
+                shape = LETTERS_MARK if i > chunk and _mark_after_letters(b, buf[i - 1]) else OTHER
+            elif shape == LETTERS_MARK:
+                shape = OTHER
         i += cl
     if chunk >= 0:
-        n = _letters_or_chunk(T, buf, chunk, end, letters, out_s, out_e, n, stack_s, stack_e)
+        n = _by_shape(T, buf, chunk, end, shape, out_s, out_e, n, stack_s, stack_e)
     return n
 
 
+LETTERS = 0  # ASCII letters only
+LETTERS_MARK = 1  # ASCII letters, then one of _mark_after_letters
+OTHER = 2
+
+
+@njit(_nrt=False)
+def _mark_after_letters(b, prev):
+    """Whether spaCy's only cut in letters + ``b`` is before ``b``: , ; : ! ? ) " are
+    suffixes anywhere, "." after a lowercase letter (tables.py's SP_SUFFIX and SP_DOT_AFTER;
+    the tests check both)."""
+    return b == 44 or b == 59 or b == 58 or b == 33 or b == 63 or b == 41 or b == 34 or (b == 46 and 97 <= prev <= 122)
+
+
 @leaf
-def _letters_or_chunk(T, buf, s, e, letters, out_s, out_e, n, stack_s, stack_e):
-    """Fast path: a chunk of ASCII letters has no prefix, suffix, infix or URL, so it is
-    one word unless it is a special case ("cannot", "Id", "wed")."""
-    if letters:
+def _by_shape(T, buf, s, e, shape, out_s, out_e, n, stack_s, stack_e):
+    """Fast paths. A chunk of ASCII letters has no prefix, suffix, infix or URL, so it is
+    one word unless it is a special case ("cannot", "Id", "wed"). Letters and a final mark
+    ("it.", "Yeah,") are the letters and the mark, unless the whole is a special case
+    ("Mr.") or the letters are one ("Id,": the special's pieces could re-merge); those go
+    the long way, as every other chunk."""
+    if shape == LETTERS:
         k = _special(T, buf, s, e)
         if k >= 0:
             return _emit_special(T, k, s, out_s, out_e, n)
         return _emit(out_s, out_e, n, s, e)
+    if shape == LETTERS_MARK and _special(T, buf, s, e) < 0 and _special(T, buf, s, e - 1) < 0:
+        n = _emit(out_s, out_e, n, s, e - 1)
+        return _emit(out_s, out_e, n, e - 1, e)
     return _chunk(T, buf, s, e, out_s, out_e, n, stack_s, stack_e)
