@@ -1,7 +1,7 @@
 """Python's ``str`` methods on a UTF-8 byte span, for the signal kernels.
 
 datatrove's rules are written with ``str.splitlines``, ``strip``, ``startswith``,
-``endswith``, ``count`` and ``in`` on ``lower()``; the kernels answer the same questions
+``endswith`` and ``in`` on ``lower()``; the kernels answer the same questions
 on the Arrow buffer's bytes, without building strings, so each rule counts exactly what
 the reference counts (characters as code points, whitespace and line breaks as
 ``str.isspace`` and ``str.splitlines`` define them).
@@ -74,21 +74,6 @@ def endswith(buf, a, b, lit):
         if buf[b - n + k] != lit[k]:
             return False
     return True
-
-
-@leaf
-def count_nonoverlapping(buf, a, b, lit):
-    """``str.count``: non-overlapping occurrences of ``lit``."""
-    n = lit.shape[0]
-    c = 0
-    i = a
-    while i + n <= b:
-        if startswith(buf, i, b, lit):
-            c += 1
-            i += n
-        else:
-            i += 1
-    return c
 
 
 @leaf
