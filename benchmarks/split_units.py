@@ -57,18 +57,7 @@ def timed_run(folder: Path, corpus: Path, workers: int) -> float:
     config = folder / "run.toml"
     config.write_text(f'[sources.web]\npaths = ["{corpus}"]\n{STAGES}')
     with tempfile.TemporaryDirectory(dir=folder) as out:
-        command = [
-            sys.executable,
-            "-m",
-            "pipeline",
-            "run",
-            str(config),
-            "--out",
-            f"{out}/out",
-            "-w",
-            str(workers),
-            "-q",
-        ]
+        command = [sys.executable, "-m", "pipeline", "run", str(config), "--out", f"{out}/o", "-w", str(workers), "-q"]
         start = time.perf_counter()
         subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return time.perf_counter() - start
