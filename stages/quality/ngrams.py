@@ -59,17 +59,19 @@ def ngram_repetition(ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, sig)
         power[t + 1] = power[t] * powlen[t]
         inverse[t + 1] = inverse[t] * _inverse(powlen[t])
     n_top = top_ns.shape[0]
-    sizes = np.sort(top_ns)
-    live = np.arange(ntok)  # places whose n-gram may repeat, ascending
+    live = np.empty(ntok, np.int64)  # places whose n-gram may repeat, ascending
+    for i in range(ntok):
+        live[i] = i
     n_live = ntok
     slot_at = np.empty(ntok, np.int64)
     keys = np.empty(table_capacity(ntok), np.uint64)
     counts = np.empty(keys.shape[0], np.int64)
     first = np.empty(keys.shape[0], np.int64)
-    for k in range(sizes.shape[0]):
-        n = sizes[k]
-        if k > 0 and n == sizes[k - 1]:
-            continue
+    n = 0
+    for _ in range(n_top):
+        n = _next_size(top_ns, n)
+        if n == 0:
+            break
         places = ntok - n + 1
         while n_live > 0 and live[n_live - 1] >= places:
             n_live -= 1
@@ -112,6 +114,16 @@ def ngram_repetition(ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, sig)
     for q in range(dup_ns.shape[0]):
         repeated = _greedy_duplicates(ntok, dup_ns[q], cum, by_byte, power, inverse, keys)
         sig[NGRAM_BASE + n_top + q] = repeated / text_chars
+
+
+@leaf
+def _next_size(sizes, after):
+    """The smallest size larger than ``after``, or 0 (a handful of sizes: no sort to compile)."""
+    best = 0
+    for k in range(sizes.shape[0]):
+        if sizes[k] > after and (best == 0 or sizes[k] < best):
+            best = sizes[k]
+    return best
 
 
 @leaf
