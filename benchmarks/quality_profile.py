@@ -74,7 +74,7 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
     return spaces
 
 
-def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 3) -> list[tuple[str, float]]:
+def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 5) -> list[tuple[str, float]]:
     """(family, CPU seconds) for the web kernel's steps on ``texts``."""
     buffers = [
         string_buffers(pa.array(texts[i : i + batch_size], pa.large_string())) for i in range(0, len(texts), batch_size)
