@@ -17,7 +17,7 @@ from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import StrictModeError
-from pipeline.readers.splits import plan_spans
+from pipeline.readers.splits import even_step, plan_spans
 
 # The bundled CommonCrawl sample as plain JSON lines, with lines a reader must quarantine
 # or skip, so that pieces carry ledger rows and blank lines too.
@@ -50,15 +50,31 @@ def test_jsonl_cuts_fall_at_the_first_line_start_past_each_step(tmp_path):
     path = plain_sample(tmp_path / "a.jsonl")
     data = path.read_bytes()
     spans = plan_spans(path, "jsonl", split_bytes=5000, block_bytes=1000)
+    step = even_step(len(data), 5000, 1000)
+    assert step % 1000 == 0 and step <= 5000
     assert spans[0].start == 0 and spans[-1].end == len(data) and len(spans) > 10
     for before, span in zip(spans, spans[1:]):
         assert before.end == span.start > before.start
-        step = (before.start // 5000 + 1) * 5000  # the first multiple past the piece's start
-        assert data.rfind(b"\n", 0, span.start) == span.start - 1 and data.find(b"\n", step - 1) == span.start - 1
+        nominal = (before.start // step + 1) * step  # the first multiple past the piece's start
+        assert data.rfind(b"\n", 0, span.start) == span.start - 1 and data.find(b"\n", nominal - 1) == span.start - 1
     assert [s.first_line for s in spans] == [data.count(b"\n", 0, s.start) + 1 for s in spans]
-    # The step is a multiple of block_bytes; a size below it is one block.
-    assert plan_spans(path, "jsonl", 5500, 1000) == spans
+    # A size below a block is one block.
     assert plan_spans(path, "jsonl", 1, 1000) == plan_spans(path, "jsonl", 1000, 1000)
+
+
+def test_jsonl_pieces_are_even():
+    """As many pieces as split_bytes asks for, of equal size: no short last piece that
+    leaves a worker idle (222 MB at 64 MB: four of 56 MB, not 64+64+64+30)."""
+    mb = 1 << 20
+    assert even_step(222 * mb, 64 * mb, 4 * mb) == 56 * mb
+    assert even_step(128 * mb, 64 * mb, 4 * mb) == 64 * mb
+    for size in (1, 999, 5000, 123_457, 10**9):
+        for split in (1000, 4096, 65_536):
+            step = even_step(size, split, 1000)
+            pieces = -(-size // step)
+            asked = -(-size // split)
+            assert step % 1000 == 0 and pieces <= asked
+            assert step < -(-size // asked) + 1000  # the equal share, rounded up to a block
 
 
 def test_files_read_whole(tmp_path):

@@ -5,10 +5,10 @@ A file is cut only where its format has natural seams, and only at seams fixed b
 file and ``split_bytes`` alone, so the same config cuts the same file the same way on
 any machine and for any worker count:
 
-* plain JSON lines: byte ranges, each starting at the first line start at or after a
-  multiple of ``split_bytes`` (rounded down to a multiple of ``block_bytes``, so that
-  every cut is also where the whole file's reader ends a block, and a piece is read in
-  the very batches the whole file is). Numbering lines (ids and ledger locations are
+* plain JSON lines: byte ranges of about equal size, each starting at the first line
+  start at or after a multiple of a step near ``split_bytes`` (``even_step``: a multiple
+  of ``block_bytes``, so that every cut is also where the whole file's reader ends a
+  block, and a piece is read in the very batches the whole file is). Numbering lines (ids and ledger locations are
   ``file:line``, exactly as for the whole file) takes one pass that counts newlines, at
   plan time, at memory speed.
 * Parquet: consecutive row groups, about ``split_bytes`` of them (compressed) a piece,
@@ -46,12 +46,22 @@ def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list
         if path.stat().st_size <= split_bytes:
             return None
         if fmt == "jsonl":
-            spans = _jsonl_spans(path, max(block_bytes, split_bytes - split_bytes % block_bytes))
+            spans = _jsonl_spans(path, even_step(path.stat().st_size, split_bytes, block_bytes))
         else:
             spans = {"parquet": _parquet_spans, "arrow": _arrow_spans}[fmt](path, split_bytes)
     except READ_ERRORS:
         return None
     return spans if len(spans) > 1 else None
+
+
+def even_step(size: int, split_bytes: int, block_bytes: int) -> int:
+    """The distance between nominal cuts: ``size`` in as many pieces as ``split_bytes``
+    asks for, of equal size (a multiple of ``block_bytes``), not full pieces and a short
+    last one. Why: 222 MB at 64 MB is 64+64+64+30, and two workers wait on 128 MB;
+    four pieces of 56 MB give them 112 MB each."""
+    pieces = -(-size // max(split_bytes, 1))
+    step = -(-size // pieces)
+    return max(block_bytes, -(-step // block_bytes) * block_bytes)
 
 
 def _jsonl_spans(path: Path, step: int) -> list[Span]:
