@@ -118,6 +118,17 @@ class FinalizeRound:
     slices: tuple[str, ...] = ()
     # Work-folder paths no round from this one on needs: removed before it runs.
     drops: tuple[str, ...] = ()
+    # Per task, globs of more files it reads whole (task ``t``: ``task_reads[t]``), where
+    # tasks read different files (a range's units); empty: every task reads ``reads``.
+    task_reads: tuple[tuple[str, ...], ...] = ()
+
+    def for_task(self, task: int) -> FinalizeRound:
+        """The round as task ``task`` is sent it: its own files in ``reads``, the other
+        tasks' left out (a round of P tasks would otherwise ship P lists to each)."""
+        if not self.task_reads:
+            return self
+        reads = None if self.reads is None else self.reads + self.task_reads[task]
+        return dataclasses.replace(self, reads=reads, task_reads=())
 
 
 def finalize_here(stage: GlobalStage, work_dir: Path) -> dict[str, int]:

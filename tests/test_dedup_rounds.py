@@ -46,11 +46,16 @@ def _near_duplicate_corpus(data: Path) -> tuple[list[str], list[str]]:
 
 def _one_process_decisions(options: Dedup.Options, work: Path) -> dict[int, tuple]:
     """The decisions with the whole graph in memory: one union-find over every pair of
-    documents that share a band key, each component a star on its smallest gid."""
+    documents that share a band key (an imported index's documents by its index, as the
+    reduce sees them), each component a star on its smallest gid."""
     table = UnitTable.load(work)
     keys, gids = [], []
-    for u in range(len(table.units)):
-        for p in range(options.partitions):
+    for p in range(options.partitions):
+        if options.index_from:
+            index = np.load(Path(options.index_from) / "reduce" / f"p{p:05d}.index.npy")
+            keys.append(index["key"])
+            gids.append(index["gid"])
+        for u in np.flatnonzero(~table.locked):
             records = partfile.read(bands_path(work, table.sources[u], table.units[u]), p, BAND_RECORD)
             keys.append(records["key"])
             gids.append(records["row"].astype(np.int64) + table.starts[u])
@@ -60,12 +65,18 @@ def _one_process_decisions(options: Dedup.Options, work: Path) -> dict[int, tupl
     same = keys[1:] == keys[:-1]
     root = _reference_components(table.total, zip(gids[:-1][same], gids[1:][same]))
     leaves = np.flatnonzero(root != np.arange(table.total))
-    store = DocStore(table)
+    centres = np.unique(root[leaves])
+    members, comp = np.concatenate([centres, leaves]), np.concatenate([centres, root[leaves]])
+    columns = ["id", "quality", "exact", "sig"] + (["shingles"] if options.verify else [])
+    rows = DocStore(table).gather(members, columns).add_column(0, "comp", pa.array(comp))
     rows = decide(
-        root[leaves], leaves, store, imported=0, verify=False, min_similarity=options.min_similarity, exact=True
+        rows.add_column(0, "gid", pa.array(members)),
+        imported=table.imported,
+        verify=options.verify,
+        min_similarity=options.min_similarity,
+        exact=options.exact,
     )
-    survivors = store.gather(rows["survivor"], ["id"]).column("id").to_pylist()
-    return {int(r["gid"]): (int(r["reason"]), s, float(r["similarity"])) for r, s in zip(rows, survivors)}
+    return {r["gid"]: (r["reason"], r["survivor"], r["similarity"]) for r in rows.to_pylist()}
 
 
 def _decisions(work: Path) -> dict[int, tuple]:
@@ -78,17 +89,31 @@ def _decisions(work: Path) -> dict[int, tuple]:
 
 
 @needs_data
-def test_rounds_decide_as_one_process_holding_the_whole_graph(tmp_path):
+@pytest.mark.parametrize(
+    "verify, exact, imported",
+    [(False, True, False), (True, True, False), (False, False, False), (True, False, True), (False, True, True)],
+)
+def test_rounds_decide_as_one_process_holding_the_whole_graph(tmp_path, verify, exact, imported):
     from test_dedup import DATA
 
     ids, texts = _near_duplicate_corpus(DATA)
-    options = Dedup.Options(partitions=4)
-    summary, removed = run_stage(options, make_units(ids, texts, 4, batch_size=128), tmp_path)
-    expected = _one_process_decisions(options, tmp_path)
-    assert _decisions(tmp_path) == expected
-    assert len(expected) == len(removed) > 150
+    index_from = ""
+    if imported:  # a third of the corpus indexed by an earlier run, the rest deduplicated against it
+        cut = len(ids) // 3
+        index_from = str(tmp_path / "earlier")
+        earlier = Dedup.Options(partitions=4, verify=verify, exact=exact)
+        run_stage(earlier, make_units(ids[:cut], texts[:cut], 2, batch_size=128), Path(index_from))
+        ids, texts = ids[cut:], texts[cut:]
+    options = Dedup.Options(partitions=4, verify=verify, exact=exact, index_from=index_from)
+    work = tmp_path / "run"
+    summary, removed = run_stage(options, make_units(ids, texts, 4, batch_size=128), work)
+    expected = _one_process_decisions(options, work)
+    assert _decisions(work) == expected
+    assert len(expected) == len(removed) > 100
     assert summary["dedup.cc_steps"] >= 3  # chains need more than one star step
     assert summary["dedup.exact_removed"] + summary["dedup.near_removed"] == len(expected)
+    assert (summary["dedup.exact_removed"] > 0) == exact
+    assert min(expected) >= UnitTable.load(work).imported  # an imported document is never removed
 
 
 def _dedup_config(tmp_path: Path, data: Path) -> Path:

@@ -87,7 +87,8 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
         bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
-        results = executor.run([(finalize_task, (config, store, segment.index, step, k, t)) for t in todo], bar)
+        tasks = [(finalize_task, (config, store, segment.index, step.for_task(t), k, t)) for t in todo]
+        results = executor.run(tasks, bar)
         bar.close()
         # This run's tasks answer here (their markers may sit in another machine's mirror);
         # earlier runs' came with the markers synced before the map.

@@ -8,7 +8,10 @@ just its partition's slice from each producer's file. Memory is one partition's 
 
 Layout: magic ``PREPPART`` (8 bytes), version, number of partitions ``P`` and a free
 ``count`` field (int64 each), then ``P + 1`` int64 record offsets, then the records (a
-numpy structured dtype known to both sides), partition after partition.
+numpy structured dtype known to both sides), partition after partition. Rows of variable
+length (strings, lists) travel as *blobs*: records of one byte, each partition one opaque
+byte string the two sides agree on (``write_blobs``; ``read`` with ``np.uint8`` gives it
+back), so slices work unchanged.
 
 A *slice* is one partition of such a file on its own: the same layout, the other
 partitions empty, under a hidden name beside the file (``slice_path``). When the file
@@ -44,6 +47,18 @@ def write(path: Path, records: np.ndarray, partition: np.ndarray, partitions: in
         np.array([_VERSION, partitions, count], np.int64).tofile(f)
         offsets.tofile(f)
         np.ascontiguousarray(records[order]).tofile(f)
+
+
+def write_blobs(path: Path, blobs: list[bytes], count: int = 0) -> None:
+    """Write one byte string per partition (``b""`` for an empty one) as a file of one-byte records."""
+    offsets = np.zeros(len(blobs) + 1, np.int64)
+    np.cumsum([len(b) for b in blobs], out=offsets[1:])
+    with open(path, "wb") as f:
+        f.write(_MAGIC)
+        np.array([_VERSION, len(blobs), count], np.int64).tofile(f)
+        offsets.tofile(f)
+        for blob in blobs:
+            f.write(blob)
 
 
 class Writer:

@@ -3,26 +3,33 @@ step runs on one machine over the whole corpus and each task holds one range in 
 
 Rounds, each planned from what the rounds before returned (the driver reads no file):
 
-1. ``units``, one task: the global order of documents (``units.json``, see ``store``).
+1. ``units``, one task: the global order of documents (``units.json``, see ``store``);
+   it returns, per document range, the docs files of the units overlapping it.
 2. ``components step s``, a task per node range ``q``: one large-star (even ``s``) or
    small-star (odd ``s``) step over range ``q`` of the previous step's files (the
    reduce forests for step 0), written to ``cc/step<s>/q<q>.part``; the task returns
    the count and hash of the edges it read. When the input of three steps in a row is
    the same graph, the input of the last one is the fixed point (``clusters``).
-3. ``decide``, a task per node range ``q``: the fixed point's stars centred in ``q``
-   are clusters; survivors and removals (``survivors.decide``) go to
-   ``decided/q<q>.part``, partitioned by the removed document's range.
-4. ``regroup``, a task per document range ``r``: range ``r`` of every decide file,
-   sorted by gid, survivor ids resolved, as ``decisions/r<r>.arrow``.
-5. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
+3. ``members``, a task per document range ``r``: range ``r``'s clustered documents with
+   their attributes, from the docs files of range ``r``'s units only, to
+   ``members/r<r>.part`` partitioned by their cluster centre's range (``shipping``).
+4. ``decide``, a task per node range ``q``: the clusters centred in ``q``, from
+   partition ``q`` of the members files; survivors and removals (``survivors.decide``),
+   with the survivor's id, go to ``decided/q<q>.part`` partitioned by the removed
+   document's range.
+5. ``regroup``, a task per document range ``r``: range ``r`` of every decide file,
+   sorted by gid, as ``decisions/r<r>.arrow``.
+6. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
 
 Each round names the files its tasks read (fetched when the work folder is on an object
-store: of the partitioned files, just the task's range) and the folders no later round
-needs (removed before it runs).
+store: of the partitioned files, just the task's range; of the docs files, only by the
+members tasks, each its range's units) and the folders no later round needs (removed
+before it runs).
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 from pathlib import Path
@@ -32,12 +39,11 @@ import pyarrow as pa
 
 from pipeline.formats import partfile
 from pipeline.stage import FinalizeRound
-from stages.dedup import clusters
-from stages.dedup.store import UNITS_FILE, DocStore, UnitTable, decisions_path, forest_path
-from stages.dedup.survivors import DECISION, REASONS, decide
+from stages.dedup import clusters, shipping
+from stages.dedup.store import UNITS_FILE, DocStore, UnitTable, decisions_path, docs_path, forest_path
+from stages.dedup.survivors import DECIDED, REASONS, decide
 
 DONE_FILE = "done.json"
-DOCS = "map/*/*.docs.arrow"
 
 
 def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, int]:
@@ -46,7 +52,8 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     if not done:
         # The task reads the band files' headers: a slice of each brings one along.
         return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands",))
-    total = done[0][0]["total"]
+    units = done[0][0]
+    total = units["total"]
     history: list[tuple[int, int]] = []
     for results in done[1:]:
         history.append(_edges_seen(results))
@@ -64,20 +71,23 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     fixed = step - 2  # the input of the last step: the output of the one before it
     after = done[1 + step :]
     if not after:
-        stars = (f"{_step_dir(fixed)}/*",)
-        drops = (_step_dir(fixed + 1),)
-        return FinalizeRound("decide", P, ("decide", fixed), reads=(UNITS_FILE, DOCS), slices=stars, drops=drops)
+        stars, drops = (f"{_step_dir(fixed)}/*",), (_step_dir(fixed + 1),)
+        docs = tuple(tuple(files) for files in units["docs"])
+        spec = ("members", fixed)
+        return FinalizeRound("members", P, spec, reads=(UNITS_FILE,), slices=stars, drops=drops, task_reads=docs)
     if len(after) == 1:
-        decided = ("decided/*",)
-        return FinalizeRound("regroup", P, ("regroup",), reads=(UNITS_FILE, DOCS), slices=decided, drops=("cc",))
+        spec = ("decide", total, total - units["documents"])
+        return FinalizeRound("decide", P, spec, reads=(), slices=("members/*",), drops=("cc",))
+    if len(after) == 2:
+        return FinalizeRound("regroup", P, ("regroup",), reads=(), slices=("decided/*",), drops=("members",))
     summary = {
-        "dedup.documents": done[0][0]["documents"],
-        "dedup.clusters": sum(r["clusters"] for r in after[0]),
-        "dedup.exact_removed": sum(r["exact"] for r in after[1]),
-        "dedup.near_removed": sum(r["near"] for r in after[1]),
+        "dedup.documents": units["documents"],
+        "dedup.clusters": sum(r["clusters"] for r in after[1]),
+        "dedup.exact_removed": sum(r["exact"] for r in after[2]),
+        "dedup.near_removed": sum(r["near"] for r in after[2]),
         "dedup.cc_steps": step - 1,
     }
-    if len(after) == 2:
+    if len(after) == 3:
         return FinalizeRound("done", 1, ("done", summary), reads=(), drops=("decided",))
     return summary
 
@@ -103,14 +113,19 @@ def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
     if kind == "units":
         table = stage.scan(work_dir)
         table.save(work_dir)
-        return {"documents": table.total - table.imported, "total": table.total}
+        return {"documents": table.total - table.imported, "total": table.total, "docs": _docs_by_range(table, P)}
     if kind == "step":
         s, total = args
-        inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, s - 1, P)
+        inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, _step_dir(s - 1), P)
         edges, digest = clusters.star_step(inputs, task, s, _range_file(work_dir / _step_dir(s), task), total, P)
         return {"edges": edges, "hash": digest}
+    if kind == "members":
+        table = UnitTable.load(work_dir)
+        stars = _range_files(work_dir, _step_dir(args[0]), P)
+        out = _range_file(work_dir / "members", task)
+        return {"members": shipping.ship(stars, task, DocStore(table), out, P, _member_schema(stage))}
     if kind == "decide":
-        return _decide(stage, work_dir, _range_files(work_dir, args[0], P), task)
+        return _decide(stage, work_dir, task, *args)
     if kind == "regroup":
         return _regroup(work_dir, task, P)
     tmp = partfile.temp_for(work_dir / DONE_FILE)
@@ -119,50 +134,45 @@ def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
     return {}
 
 
-def _range_files(work_dir: Path, step: int, partitions: int) -> list[Path]:
-    return [_range_file(work_dir / _step_dir(step), q) for q in range(partitions)]
+def _docs_by_range(table: UnitTable, partitions: int) -> list[list[str]]:
+    """Per document range, the docs files (globs relative to the work folder) of this
+    run's units with documents in it; an imported index's files are read where they are."""
+    ranges: list[list[str]] = [[] for _ in range(partitions)]
+    for u in np.flatnonzero(~table.locked & (table.counts > 0)):
+        ends = np.array([table.starts[u], table.starts[u + 1] - 1])
+        first, last = clusters.node_partition(ends, table.total, partitions)
+        rel = glob.escape(docs_path(Path(), table.sources[u], table.units[u]).as_posix())
+        for r in range(first, last + 1):
+            ranges[r].append(rel)
+    return ranges
 
 
-def _decide(stage, work_dir: Path, stars: list[Path], q: int) -> dict:
+def _range_files(work_dir: Path, folder: str, partitions: int) -> list[Path]:
+    return [_range_file(work_dir / folder, q) for q in range(partitions)]
+
+
+def _member_schema(stage) -> pa.Schema:
+    return shipping.member_schema(stage.signer.num_hashes, stage.options.verify)
+
+
+def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
     """Survivors and removals of the clusters centred in node range ``q``."""
-    table = UnitTable.load(work_dir)
     P, o = stage.partitions(), stage.options
-    adj = clusters.read_adjacency(stars, q)
-    star = adj[adj["v"] > adj["u"]]  # at the fixed point only a centre has larger neighbours
-    decisions = decide(
-        star["u"],
-        star["v"],
-        DocStore(table),
-        imported=table.imported,
-        verify=o.verify,
-        min_similarity=o.min_similarity,
-        exact=o.exact,
-    )
-    final = _range_file(work_dir / "decided", q)
-    tmp = partfile.temp_for(final)
-    partfile.write(tmp, decisions, clusters.node_partition(decisions["gid"], table.total, P), P)
-    os.replace(tmp, final)
-    return {"clusters": len(np.unique(star["u"]))}
+    members = shipping.read_tables(_range_files(work_dir, "members", P), q, _member_schema(stage))
+    decisions = decide(members, imported=imported, verify=o.verify, min_similarity=o.min_similarity, exact=o.exact)
+    gid = decisions.column("gid").to_numpy()
+    shipping.write_tables(_range_file(work_dir / "decided", q), decisions, clusters.node_partition(gid, total, P), P)
+    return {"clusters": len(np.unique(members.column("comp").to_numpy()))}
 
 
 def _regroup(work_dir: Path, r: int, partitions: int) -> dict:
-    """Document range ``r``'s removals from every decide task, with survivor ids."""
-    table = UnitTable.load(work_dir)
-    parts = [partfile.read(_range_file(work_dir / "decided", q), r, DECISION) for q in range(partitions)]
-    rows = np.concatenate(parts)
-    rows = rows[np.argsort(rows["gid"], kind="stable")]
-    counts = np.bincount(rows["reason"], minlength=len(REASONS))
-    survivor_ids = DocStore(table).gather(rows["survivor"], ["id"]).column("id")
-    data = {
-        "gid": rows["gid"],
-        "reason": rows["reason"],
-        "similarity": rows["similarity"],
-        "survivor": survivor_ids.cast(pa.string()),  # an empty gather has no type
-    }
+    """Document range ``r``'s removals from every decide task, sorted by gid."""
+    rows = shipping.read_tables(_range_files(work_dir, "decided", partitions), r, DECIDED)
+    rows = rows.take(pa.array(np.argsort(rows.column("gid").to_numpy(), kind="stable"))).combine_chunks()
+    counts = np.bincount(rows.column("reason").to_numpy(), minlength=len(REASONS))
     final = decisions_path(work_dir, r)
     tmp = partfile.temp_for(final)
-    written = pa.table(data)
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, written.schema) as writer:
-        writer.write_table(written)
+    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
+        writer.write_table(rows)
     os.replace(tmp, final)
     return {"exact": int(counts[0]), "near": int(counts[1])}

@@ -20,39 +20,37 @@ import pyarrow.compute as pc
 
 from pipeline.kernels.jit import njit
 from stages.dedup.minhash import jaccard_sorted
-from stages.dedup.store import DocStore, fixed_binary_matrix, list_values
+from stages.dedup.store import fixed_binary_matrix, list_values
 
-DECISION = np.dtype([("gid", "<i8"), ("survivor", "<i8"), ("similarity", "<f4"), ("reason", "u1")])
+# A removed document: the survivor it is removed for, by id (what the filter phase writes).
+DECIDED = pa.schema(
+    [
+        pa.field("gid", pa.int64()),
+        pa.field("reason", pa.uint8()),
+        pa.field("similarity", pa.float32()),
+        pa.field("survivor", pa.string()),
+    ]
+)
 REASONS = ("exact-duplicate", "near-duplicate")  # reason codes 0 and 1
 # Survivors tried per cluster before the rest of it is kept as is (bounds the work on
 # huge clusters of mutually dissimilar documents chained by LSH).
 MAX_SURVIVORS = 1000
 
 
-def decide(
-    roots: np.ndarray,
-    leaves: np.ndarray,
-    store: DocStore,
-    *,
-    imported: int,
-    verify: bool,
-    min_similarity: float,
-    exact: bool,
-) -> np.ndarray:
-    """Decisions (DECISION records) for the components given as star edges ``leaves[i] -> roots[i]``."""
-    if len(leaves) == 0:
-        return np.empty(0, DECISION)
-    centres = np.unique(roots)
-    gids = np.concatenate([centres, leaves])
-    comp = np.concatenate([centres, roots])
-    columns = ["id", "quality", "exact", "sig"] + (["shingles"] if verify else [])
-    attrs = store.gather(gids, columns)
+def decide(members: pa.Table, *, imported: int, verify: bool, min_similarity: float, exact: bool) -> pa.Table:
+    """Decisions (``DECIDED`` rows) for the clusters of ``members`` (rows of
+    ``shipping.member_schema``: each member's gid, its cluster's centre ``comp``, its
+    attributes), in any order."""
+    if members.num_rows == 0:
+        return DECIDED.empty_table()
+    gids = members.column("gid").to_numpy()
+    comp = members.column("comp").to_numpy()
     ranking = pa.table(
         {
             "comp": comp,
             "locked": (gids < imported).astype(np.int8),
-            "quality": attrs.column("quality"),
-            "id": attrs.column("id"),
+            "quality": members.column("quality"),
+            "id": members.column("id"),
             "gid": gids,
         }
     )
@@ -68,10 +66,10 @@ def decide(
     head = np.ones(len(order), bool)
     head[1:] = sorted_comp[1:] != sorted_comp[:-1]
     bounds = np.append(np.flatnonzero(head), len(order))
-    sig = fixed_binary_matrix(attrs.column("sig"))[order]
-    hashes = attrs.column("exact").to_numpy()[order]
+    sig = fixed_binary_matrix(members.column("sig"))[order]
+    hashes = members.column("exact").to_numpy()[order]
     if verify:
-        values, offsets = _select(*list_values(attrs.column("shingles")), order)
+        values, offsets = _select(*list_values(members.column("shingles")), order)
     else:
         values, offsets = np.empty(0, np.uint64), np.zeros(1, np.int64)
     locked = gids[order] < imported
@@ -79,12 +77,13 @@ def decide(
         bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity)
     )
     removed = survivor >= 0
-    out = np.empty(int(removed.sum()), DECISION)
-    out["gid"] = gids[order][removed]
-    out["survivor"] = gids[order][survivor[removed]]
-    out["similarity"] = similarity[removed]
-    out["reason"] = reason[removed]
-    return out
+    data = {
+        "gid": gids[order][removed],
+        "reason": reason[removed],
+        "similarity": similarity[removed],
+        "survivor": members.column("id").take(pa.array(order[survivor[removed]])),
+    }
+    return pa.table(data, schema=DECIDED)
 
 
 @njit

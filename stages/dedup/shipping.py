@@ -1,0 +1,83 @@
+"""The round between connected components and ``decide``: each cluster's members, with
+what ``decide`` needs of them, shipped to the range of the cluster's centre.
+
+Why: ``decide`` ranks a cluster's members by their attributes (quality, id, exact hash,
+stored signature, with ``verify`` the shingles), which live in the units' docs files. A
+decide task per centre range would touch documents of any unit, so on an object store
+every task would download every docs file whole. Instead ``ship`` task ``r`` reads the
+fixed point's adjacency of document range ``r`` (each clustered document of the range
+and its centre), opens only the docs files of the units overlapping range ``r``, and
+writes its clustered documents' rows to one file partitioned by the centre's range;
+decide task ``q`` reads partition ``q`` of every such file. Singletons, most of a
+corpus, are never shipped, and each docs file is read by the one or two tasks whose
+range its unit overlaps.
+
+Rows with variable-length columns (ids, shingles) travel as one Arrow IPC stream per
+partition, stored as the blobs of a partitioned file (``partfile.write_blobs``), so an
+object store's slices fetch one partition's bytes as for any partitioned file.
+``decide`` hands its decisions to ``regroup`` the same way, survivor ids included.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.formats import partfile
+from stages.dedup import clusters
+from stages.dedup.store import DocStore, docs_schema
+
+
+def member_schema(stored_width: int, verify: bool) -> pa.Schema:
+    """A shipped member: its gid, its cluster's centre (``comp``) and its docs file row."""
+    fields = [pa.field("gid", pa.int64()), pa.field("comp", pa.int64())]
+    return pa.schema(fields + list(docs_schema(stored_width, verify)))
+
+
+def ship(stars: list[Path], r: int, store: DocStore, out: Path, partitions: int, schema: pa.Schema) -> int:
+    """Document range ``r``'s clustered documents, from the fixed point's adjacency files
+    ``stars``, written to ``out`` partitioned by their centre's range; returns how many."""
+    adj = clusters.read_adjacency(stars, r)  # sorted by (u, v): a node's first v is its smallest
+    first = np.ones(len(adj), bool)
+    first[1:] = adj["u"][1:] != adj["u"][:-1]
+    gids = adj["u"][first]
+    # At the fixed point a centre's neighbours are all larger, a leaf's one neighbour is its centre.
+    comp = np.minimum(gids, adj["v"][first])
+    if len(gids):
+        rows = store.gather(gids, schema.names[2:]).add_column(0, "comp", pa.array(comp))
+        rows = rows.add_column(0, "gid", pa.array(gids)).cast(schema)
+    else:
+        rows = schema.empty_table()
+    write_tables(out, rows, clusters.node_partition(comp, store.table.total, partitions), partitions)
+    return len(gids)
+
+
+def write_tables(final: Path, rows: pa.Table, partition: np.ndarray, partitions: int) -> None:
+    """``rows`` grouped by ``partition`` (order kept within one), a partition an IPC stream."""
+    order = np.argsort(partition, kind="stable")
+    bounds = np.searchsorted(partition[order], np.arange(partitions + 1))
+    blobs = []
+    for p in range(partitions):
+        if bounds[p + 1] == bounds[p]:
+            blobs.append(b"")
+            continue
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, rows.schema) as writer:
+            writer.write_table(rows.take(pa.array(order[bounds[p] : bounds[p + 1]])))
+        blobs.append(sink.getvalue())
+    tmp = partfile.temp_for(final)
+    partfile.write_blobs(tmp, blobs)
+    os.replace(tmp, final)
+
+
+def read_tables(files: list[Path], partition: int, schema: pa.Schema) -> pa.Table:
+    """Partition ``partition`` of every file of ``write_tables``, one after another."""
+    parts = []
+    for path in files:
+        data = partfile.read(path, partition, np.uint8)
+        if len(data):
+            parts.append(pa.ipc.open_stream(pa.py_buffer(data)).read_all())
+    return pa.concat_tables(parts) if parts else schema.empty_table()
