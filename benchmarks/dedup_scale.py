@@ -9,8 +9,8 @@ It runs every phase in this process, as the local runner would with one worker: 
 unit, reduce per partition, finalize's rounds task by task, then filter per unit
 (regenerating the same documents). Reported: time per phase, documents per second, peak
 RSS (``resource.getrusage``, which includes memory-mapped pages the process touched),
-CPU seconds of each finalize round, and from them the projection of reduce and finalize
-for 1 TB and 100 TB of C4 on 16 and 64 nodes (``project`` says what it assumes).
+CPU seconds and bytes read of each finalize round, and from them the projection of reduce
+and finalize for 1 TB and 100 TB of C4 on 16 and 64 nodes (``project`` says what it assumes).
 
     python -m benchmarks.dedup_scale                  # 1M documents
     python -m benchmarks.dedup_scale --docs 10000000  # 10M
@@ -42,6 +42,7 @@ C4_DOCS_PER_TB = 450e6  # c4/en: 365M documents in about 800 GB of JSON
 C4_FILES_PER_TB = 1280  # its files of about 780 MB of JSON: map's units
 CORES_PER_NODE = 32
 FETCH_S = 0.03  # one ranged GET from an object store in the same region (assumed)
+NODE_BYTES_S = 1.25e9  # a node's link to the object store, 10 Gbit/s, shared by its cores (assumed)
 TASK_MEMORY = 4 << 30  # 128 GB a node over its 32 cores
 WORD_LEN = 6  # letters; each word is followed by a space
 
@@ -85,6 +86,7 @@ def finalize_timed(stage: Dedup, work: Path) -> tuple[dict, list[dict]]:
     while isinstance(step := stage.finalize_plan(done), FinalizeRound):
         for rel in step.drops:
             shutil.rmtree(work / rel, ignore_errors=True)
+        sliced = sum(_size(work, pattern) for pattern in step.slices)
         results, wall, cpu = [], [], []
         for task in range(step.tasks):
             started, cpu_started = time.perf_counter(), time.process_time()
@@ -93,15 +95,22 @@ def finalize_timed(stage: Dedup, work: Path) -> tuple[dict, list[dict]]:
             cpu.append(time.process_time() - cpu_started)
         done.append(results)
         kind = step.name.split(" step")[0]
-        rounds.append({"kind": kind, "tasks": step.tasks, "wall": sum(wall), "cpu": sum(cpu), "max": max(wall)})
+        rounds.append(
+            {"kind": kind, "tasks": step.tasks, "wall": sum(wall), "cpu": sum(cpu), "max": max(wall), "sliced": sliced}
+        )
     return step, rounds
+
+
+def _size(work: Path, pattern: str) -> int:
+    return sum(f.stat().st_size for f in work.glob(pattern) if f.is_file())
 
 
 def fixed_costs(stage: Dedup, work: Path, units: int) -> dict[str, float]:
     """Per-task costs that grow with the files a task reads rather than its documents:
     reading one partition of a partitioned file (a task reads one of each of P files, or
-    of every unit's band file), and opening a unit's docs file (decide and regroup may
-    touch every unit). Median of repeated reads, page cache warm."""
+    of every unit's band file), and opening a unit's docs file (a members task opens those
+    of its range's units); bytes per document of the band and docs files. Median of
+    repeated reads, page cache warm."""
     bands = [bands_path(work, "web", f"u{u:05d}") for u in range(units)]
     reads = []
     for _ in range(20):
@@ -116,7 +125,13 @@ def fixed_costs(stage: Dedup, work: Path, units: int) -> dict[str, float]:
             started = time.perf_counter()
             store.unit_rows(u)
             opens.append(time.perf_counter() - started)
-    return {"file_s": statistics.median(reads), "open_s": statistics.median(opens)}
+    docs = UnitTable.load(work).total
+    return {
+        "file_s": statistics.median(reads),
+        "open_s": statistics.median(opens),
+        "bands_per_doc": _size(work, "map/*/*.bands") / docs,
+        "docs_per_doc": _size(work, "map/*/*.docs.arrow") / docs,
+    }
 
 
 def project(docs: int, reduce_wall: float, rounds: list[dict], fixed: dict[str, float], bytes_per_doc: float) -> None:
@@ -127,11 +142,12 @@ def project(docs: int, reduce_wall: float, rounds: list[dict], fixed: dict[str, 
     tasks a round in ceil(P / cores) waves. A task's time: its share of the round's
     measured time, plus per file it reads a partition of (every unit's band file in
     reduce and in the units round, P files in the rounds of P tasks) ``file_s`` and on
-    an object store two requests (``FETCH_S`` each, ``slices.THREADS`` at a time), plus in
-    decide and regroup ``open_s`` per unit's docs file. P is the power of two with the
-    shortest time among those whose partitions fit ``TASK_MEMORY`` at ``bytes_per_doc``
-    (reduce's band records dominate). Not counted: each machine that runs decide or
-    regroup tasks fetches every unit's docs file whole, about 0.25 KB a document."""
+    an object store two requests (``FETCH_S`` each, ``slices.THREADS`` at a time), plus the
+    transfer of its bytes (its share of the round's measured input; in members also the
+    docs files of its range's units, ``C4_FILES_PER_TB / P + 1`` of them, whole, and
+    ``open_s`` each) over its node's link, which the node's cores share (``NODE_BYTES_S``).
+    P is the power of two with the shortest time among those whose partitions fit
+    ``TASK_MEMORY`` at ``bytes_per_doc`` (reduce's band records dominate)."""
     per_m = {"reduce": reduce_wall / docs * 1e6}
     for r in rounds:
         per_m[r["kind"]] = per_m.get(r["kind"], 0.0) + r["wall"] / docs * 1e6
@@ -140,9 +156,16 @@ def project(docs: int, reduce_wall: float, rounds: list[dict], fixed: dict[str, 
         count = sum(r["kind"] == kind for r in rounds) or 1
         print(f"  {kind:<12} {value:8.2f}   ({count} round{'s' * (count > 1)})")
     print(f"  a partition of a file {fixed['file_s'] * 1e3:.2f} ms, a docs file opened {fixed['open_s'] * 1e3:.2f} ms")
+    print(
+        f"  bytes per document: {fixed['bands_per_doc']:,.0f} of band files, {fixed['docs_per_doc']:,.0f} of docs files"
+    )
+    for r in rounds:
+        if r["tasks"] > 1:
+            print(f"  {r['kind']:<12} reads {r['sliced'] / docs:6.1f} bytes a document of partitioned files")
     print(f"  memory: {bytes_per_doc:,.0f} bytes per document of a task's partition")
-    print(f"\nprojection ({CORES_PER_NODE} cores a node, {TASK_MEMORY >> 30} GB a task):")
-    print("| corpus | documents | nodes | P | reduce | finalize | of which S3 requests | core-hours |")
+    shape = f"{CORES_PER_NODE} cores and {NODE_BYTES_S / 1e9:.2f} GB/s a node, {TASK_MEMORY >> 30} GB a task"
+    print(f"\nprojection ({shape}):")
+    print("| corpus | documents | nodes | P | reduce | finalize | of both, fetching | core-hours |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
     for label, tb in (("1 TB C4", 1), ("100 TB C4", 100)):
         millions = tb * C4_DOCS_PER_TB / 1e6
@@ -163,23 +186,33 @@ def _wall(seconds: float) -> str:
 
 
 def _phases(P, cores, millions, files, per_m, rounds, fixed, docs) -> tuple[float, float, float, float]:
-    """Wall seconds of reduce, of finalize, of the requests in both, and core-seconds."""
+    """Wall seconds of reduce, of finalize, of the fetches in both, and core-seconds."""
     waves = -(-P // cores)
     request = 2 * FETCH_S / SLICE_THREADS
+    per_task_docs = millions * 1e6 / P
     reduce_task = per_m["reduce"] * millions / P + files * fixed["file_s"]
-    reduce_fetch = files * request
-    finalize_s, fetch_s, core_s = files * (fixed["file_s"] + request), (waves + 1) * files * request, 0.0
+    reduce_fetch = files * request + _transfer(fixed["bands_per_doc"] * per_task_docs)
+    # The units round reads a header of every band file.
+    finalize_s, fetch_s, core_s = files * (fixed["file_s"] + request), files * request + waves * reduce_fetch, 0.0
     for r in rounds:
         if r["tasks"] == 1:
             continue
-        task = r["wall"] / docs * 1e6 * millions / P + P * fixed["file_s"]
-        if r["kind"] in ("decide", "regroup"):
-            task += files * fixed["open_s"]
-        finalize_s += waves * (task + P * request)
-        fetch_s += waves * P * request
+        task = r["wall"] / docs * per_task_docs + P * fixed["file_s"]
+        fetch = P * request + _transfer(r["sliced"] / docs * per_task_docs)
+        if r["kind"] == "members":
+            units = files / P + 1  # a range's units, the first and last shared with its neighbours
+            task += units * fixed["open_s"]
+            fetch += _transfer(units * fixed["docs_per_doc"] * millions * 1e6 / files)
+        finalize_s += waves * (task + fetch)
+        fetch_s += waves * fetch
         core_s += P * task
     core_s += P * reduce_task
     return waves * (reduce_task + reduce_fetch), finalize_s, fetch_s, core_s
+
+
+def _transfer(task_bytes: float) -> float:
+    """Seconds to fetch ``task_bytes`` for each of a node's tasks at once over its link."""
+    return task_bytes * CORES_PER_NODE / NODE_BYTES_S
 
 
 def peak_rss_mb() -> float:

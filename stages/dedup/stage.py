@@ -10,9 +10,11 @@ Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in 
   (``reduce/p<p>.forest``); its unique keys are kept as this run's index
   (``reduce/p<p>.index.npy``), which a later run can import with ``index_from``.
 * finalize, in rounds of tasks the engine spreads over its workers (``rounds``):
-  connected components over the forests (``clusters``), survivor and decisions per
-  component (``survivors``), decisions regrouped by document range
-  (``decisions/r<r>.arrow``, survivor ids resolved), then ``done.json``.
+  connected components over the forests (``clusters``), each cluster's members and
+  their attributes shipped from their document range to their centre's (``shipping``,
+  the only round that opens docs files), survivor and decisions per component
+  (``survivors``), decisions regrouped by document range (``decisions/r<r>.arrow``,
+  survivor ids resolved), then ``done.json``.
 * ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
   ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
