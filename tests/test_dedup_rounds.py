@@ -125,30 +125,35 @@ def _dedup_config(tmp_path: Path, data: Path) -> Path:
     )
 
 
-def test_a_crash_inside_a_finalize_round_resumes_to_the_same_bytes(shared_data, tmp_path, monkeypatch):
+@pytest.mark.parametrize("round_kind", ["step", "members", "decide"])
+def test_a_crash_inside_a_finalize_round_resumes_to_the_same_bytes(shared_data, tmp_path, monkeypatch, round_kind):
     config = _dedup_config(tmp_path, shared_data)
     clean = tmp_path / "clean"
     manifest = run_pipeline(config, clean, workers=1, quiet=True)
     tasks = [m.stem.split("-")[1:] for m in (clean / "stats" / "global-1").glob("finalize-*-*.json")]
     per_round = {k: sum(1 for r, _ in tasks if r == k) for k, _ in tasks}
-    # units, at least three star steps, decide, regroup, done: a task per range in between.
-    assert len(per_round) >= 7 and per_round["0"] == 1 and per_round["1"] == 3
+    # units, at least three star steps, members, decide, regroup, done: a task per range in between.
+    assert len(per_round) >= 8 and per_round["0"] == 1 and per_round["1"] == 3
     assert manifest["stages"]["dedup"]["rejected"].get("exact-duplicate", 0) > 0
     assert not (clean / "work" / "global" / "1" / "cc").exists()  # the steps' files are removed
-    # workers=1 runs the tasks in this process: crash the second task of star step 1,
-    # after the first one finished (tasks run in order there).
+    assert not (clean / "work" / "global" / "1" / "members").exists()
+    # workers=1 runs the tasks in this process: crash the second task of a round (star
+    # step 1, members or decide), after the first one finished (tasks run in order there).
     run_task = rounds.run_task
     crashed = tmp_path / "crashed"
 
     def crashing(stage, step, task, work_dir):
-        if step.spec[:2] == ("step", 1) and task == 1 and Path(work_dir).is_relative_to(crashed):
+        ours = step.spec[0] == round_kind and (round_kind != "step" or step.spec[1] == 1)
+        if ours and task == 1 and Path(work_dir).is_relative_to(crashed):
             raise RuntimeError("killed inside a round")
         return run_task(stage, step, task, work_dir)
 
     monkeypatch.setattr(rounds, "run_task", crashing)  # not in the kernels' rehearsal
     with pytest.raises(RuntimeError, match="killed inside a round"):
         run_pipeline(config, crashed, workers=1, quiet=True)
-    assert (crashed / "stats" / "global-1" / "finalize-2-0.json").exists()
+    markers = crashed / "stats" / "global-1"
+    halfway = [k for k in range(len(per_round)) if (markers / f"finalize-{k}-0.json").exists()]
+    assert not (markers / f"finalize-{halfway[-1]}-1.json").exists()  # the round was cut in the middle
     monkeypatch.setattr(rounds, "run_task", run_task)
     run_pipeline(config, crashed, workers=1, quiet=True)
     assert tree_digest(clean) == tree_digest(crashed)
