@@ -9,8 +9,8 @@ fixed point's adjacency of document range ``r`` (each clustered document of the 
 and its centre), opens only the docs files of the units overlapping range ``r``, and
 writes its clustered documents' rows to one file partitioned by the centre's range;
 decide task ``q`` reads partition ``q`` of every such file. Singletons, most of a
-corpus, are never shipped, and each docs file is read by the one or two tasks whose
-range its unit overlaps.
+corpus, are never shipped, and each docs file is read only by the tasks whose range its
+unit overlaps (one or two where a range holds several units).
 
 Rows with variable-length columns (ids, shingles) travel as one Arrow IPC stream per
 partition, stored as the blobs of a partitioned file (``partfile.write_blobs``), so an
