@@ -65,7 +65,7 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         if steps >= 3:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         if steps >= 4:
-            gopher_repetition(T, doc, ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
+            gopher_repetition(T, doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
             w_end, words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, 0, params, p_blob, p_off, p_class, p_pairs, row)

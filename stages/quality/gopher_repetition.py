@@ -57,9 +57,9 @@ def split_duplicates(buf, a, b, min_run, text_chars, sig, i_frac, i_chars):
 
 
 @kernel
-def gopher_repetition(T, buf, ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, sig):
-    """The Gopher repetition signals of one document whose ``ntok`` words have the
-    characters, hashes and powers ``words.word_stats`` gives."""
+def gopher_repetition(T, buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig):
+    """The Gopher repetition signals of one document whose ``ntok`` words
+    buf[tok_s[t]:tok_e[t]] have the characters, hashes and powers ``words.word_stats`` gives."""
     flags = T.flags
     end = buf.shape[0]
     if end == 0:
@@ -68,4 +68,4 @@ def gopher_repetition(T, buf, ntok, chars, poly, powlen, text_chars, top_ns, dup
     b = rstrip(flags, buf, a, end)
     split_duplicates(buf, a, b, 2, text_chars, sig, GR_DUP_PARA_FRAC, GR_DUP_PARA_CHAR_FRAC)
     split_duplicates(buf, 0, end, 1, text_chars, sig, GR_DUP_LINE_FRAC, GR_DUP_LINE_CHAR_FRAC)
-    ngram_repetition(ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, sig)
+    ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig)

@@ -63,7 +63,9 @@ def web_batch(
 ):
     """Gopher quality + repetition on each document, C4 rewriting into ``out``, FineWeb on
     the result. ``out_off`` receives the rewritten texts' offsets. Documents whose
-    letters are mostly (>= no_space_min) from scripts without spaces skip C4."""
+    letters are mostly (>= no_space_min) from scripts without spaces skip C4 (copied
+    byte by byte: a numpy slice assignment compiles numba's shape-error messages, about
+    2 CPU-seconds of a cold start)."""
     ndocs = offsets.shape[0] - 1
     w = 0
     out_off[0] = 0
@@ -87,13 +89,14 @@ def web_batch(
         text_chars = n_chars(doc, 0, size)
         row[TEXT_CHARS] = text_chars
         gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
-        gopher_repetition(T, doc, ntok, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
+        gopher_repetition(T, doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
         if params[P_C4] != 0 and not (letters > 0 and no_space_frac >= no_space_min):
             w_end, out_words = c4_rewrite(
                 T, doc, ntok, tok_s, tok_e, out, w, params, phrases, phrase_off, phrase_class, phrase_pairs, row
             )
         else:
-            out[w : w + size] = doc
+            for k in range(size):  # not a slice assignment: see above
+                out[w + k] = doc[k]
             w_end = w + size
             out_words = ntok
         fineweb(T, out[w:w_end], params[P_FINEWEB_SHORT_LINE_LENGTH], out_words, row)

@@ -14,6 +14,7 @@ from stages.quality.jit import kernel, leaf
 
 _B = np.uint64(0x100000001B3)
 _POWERS = np.array([pow(int(_B), k, 1 << 64) for k in range(64)], np.uint64)  # B**k mod 2**64
+INVERSE_POWERS = np.array([pow(int(_B), -k, 1 << 64) for k in range(64)], np.uint64)  # B**-k
 _B2, _B3, _B4 = (np.uint64(pow(int(_B), k, 1 << 64)) for k in (2, 3, 4))
 
 

@@ -56,9 +56,18 @@ def word_scratch(n):
 @leaf
 def _special(T, buf, s, e):
     """Index of buf[s:e] among the special cases, or -1."""
-    if e - s > T.special_max_len:
+    return _special_in(
+        T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len, buf, s, e
+    )
+
+
+@leaf
+def _special_in(keys, slot_item, item_off, blob, max_len, buf, s, e):
+    """``_special`` on the special cases' arrays alone, for the per-word fast path (see
+    ``_plain``)."""
+    if e - s > max_len:
         return -1
-    return byte_set_find(T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, buf, s, e)
+    return byte_set_find(keys, slot_item, item_off, blob, buf, s, e)
 
 
 @leaf
@@ -215,6 +224,7 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
     count. stack_s/stack_e are scratch of the same size.
     """
     flags = T.flags
+    sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
     n = 0
     i = start
     chunk = -1
@@ -228,7 +238,8 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
             cp, cl = decode(buf, i)
         if flags[cp] & SPACE:
             if chunk >= 0:
-                n = _by_shape(T, buf, chunk, i, shape, out_s, out_e, n, stack_s, stack_e)
+                m = _plain(sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
+                n = m if m >= 0 else _chunk(T, buf, chunk, i, out_s, out_e, n, stack_s, stack_e)
                 chunk = -1
         else:
             if chunk < 0:
@@ -240,7 +251,8 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
                 shape = OTHER
         i += cl
     if chunk >= 0:
-        n = _by_shape(T, buf, chunk, end, shape, out_s, out_e, n, stack_s, stack_e)
+        m = _plain(sk, ssi, sio, sb, smax, buf, chunk, end, shape, out_s, out_e, n)
+        n = m if m >= 0 else _chunk(T, buf, chunk, end, out_s, out_e, n, stack_s, stack_e)
     return n
 
 
@@ -258,18 +270,20 @@ def _mark_after_letters(b, prev):
 
 
 @leaf
-def _by_shape(T, buf, s, e, shape, out_s, out_e, n, stack_s, stack_e):
-    """Fast paths. A chunk of ASCII letters has no prefix, suffix, infix or URL, so it is
+def _plain(sk, ssi, sio, sb, smax, buf, s, e, shape, out_s, out_e, n):
+    """Fast paths; returns the new word count, or -1 where the chunk goes the long way
+    (``_chunk``). A chunk of ASCII letters has no prefix, suffix, infix or URL, so it is
     one word unless it is a special case ("cannot", "Id", "wed"). Letters and a final mark
     ("it.", "Yeah,") are the letters and the mark, unless the whole is a special case
-    ("Mr.") or the letters are one ("Id,": the special's pieces could re-merge); those go
-    the long way, as every other chunk."""
+    ("Mr.") or the letters are one ("Id,": the special's pieces could re-merge).
+
+    It takes the special cases' arrays (sk ... smax), not the tables tuple: a call that
+    passes the tuple passes its hundred-odd fields, which cost more than the word itself."""
     if shape == LETTERS:
-        k = _special(T, buf, s, e)
-        if k >= 0:
-            return _emit_special(T, k, s, out_s, out_e, n)
-        return _emit(out_s, out_e, n, s, e)
-    if shape == LETTERS_MARK and _special(T, buf, s, e) < 0 and _special(T, buf, s, e - 1) < 0:
-        n = _emit(out_s, out_e, n, s, e - 1)
-        return _emit(out_s, out_e, n, e - 1, e)
-    return _chunk(T, buf, s, e, out_s, out_e, n, stack_s, stack_e)
+        if _special_in(sk, ssi, sio, sb, smax, buf, s, e) < 0:
+            return _emit(out_s, out_e, n, s, e)
+    elif shape == LETTERS_MARK and _special_in(sk, ssi, sio, sb, smax, buf, s, e) < 0:
+        if _special_in(sk, ssi, sio, sb, smax, buf, s, e - 1) < 0:
+            n = _emit(out_s, out_e, n, s, e - 1)
+            return _emit(out_s, out_e, n, e - 1, e)
+    return -1
