@@ -40,9 +40,10 @@ _CITATION_NEEDED = np.frombuffer(b"citation needed]", np.uint8).copy()
 
 
 @leaf
-def copy_without_citations(T, src, a, b, dst, w):
-    """Copy src[a:b] to dst[w:], dropping ``\\[\\d*]|\\[edit]|\\[citation needed]``; returns the end."""
-    flags = T.flags
+def copy_without_citations(flags, src, a, b, dst, w):
+    """Copy src[a:b] to dst[w:], dropping ``\\[\\d*]|\\[edit]|\\[citation needed]``; returns the end.
+    Per-line helpers take ``flags``, not the tables tuple, whose hundred-odd fields would
+    be passed at each call."""
     i = a
     while i < b:
         if src[i] == 91:  # '['
@@ -68,12 +69,11 @@ def copy_without_citations(T, src, a, b, dst, w):
 
 
 @leaf
-def count_sentences(T, buf, a, b, tok_s, tok_e, t0, t1):
+def count_sentences(flags, buf, a, b, tok_s, tok_e, t0, t1):
     """Sentences spaCy's Sentencizer finds in buf[a:b] (datatrove's split_into_sentences),
     given that text's words: tokens t0..t1-1, all inside [a, b)."""
     if b <= a:
         return 0
-    flags = T.flags
     sentences = 1
     seen_period = False
     prev_end = a
@@ -164,7 +164,7 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off,
             continue
         ls = w + 1 if n_kept > 0 else w  # room for the "\n" separator
         if remove_citations:
-            lend = copy_without_citations(T, buf, a, b, out, ls)
+            lend = copy_without_citations(flags, buf, a, b, out, ls)
         else:
             for k in range(b - a):
                 out[ls + k] = buf[a + k]
@@ -192,14 +192,14 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off,
         if params[P_C4_FILTER_POLICY] != 0 and found & POLICY:
             continue
         if lend - ls == b - a:
-            sentences += count_sentences(T, buf, a, b, tok_s, tok_e, t0, t1)
+            sentences += count_sentences(flags, buf, a, b, tok_s, tok_e, t0, t1)
             kept_words += t1 - t0
         else:  # citations removed: split the cleaned line anew
             size = lend - ls
             ls_, le_, ss_, se_ = word_scratch(size)
             view = out[ls:lend]
             n_line = split_words(T, view, 0, size, ls_, le_, ss_, se_)
-            sentences += count_sentences(T, view, 0, size, ls_, le_, 0, n_line)
+            sentences += count_sentences(flags, view, 0, size, ls_, le_, 0, n_line)
             kept_words += n_line
         if n_kept > 0:
             out[w] = 10

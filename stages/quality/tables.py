@@ -120,10 +120,29 @@ def byte_set_find(keys, slot_item, item_off, blob, buf, start, end):
     return -1
 
 
+@njit(_nrt=False)
+def sketch_slot(buf, s, e):
+    """The bit of buf[s:e] (not empty) in a 64K-bit sketch of a set of strings, from its
+    length and first, second and last bytes: one load tells most words they are not in
+    the set, without hashing them. No product overflows, so Python builds the same."""
+    n = min(e - s, 63)
+    second = np.int64(buf[s + 1]) if n > 1 else 0
+    x = (np.int64(buf[s]) * 0x9E37) ^ (second * 0x85EB) ^ (np.int64(buf[e - 1]) * 0xC2B2) ^ (n * 0x27D4)
+    return ((x * 0x9E3779B1) >> 7) & 0xFFFF
+
+
+def sketch(strings: list[bytes]) -> np.ndarray:
+    bits = np.zeros(1 << 16, np.bool_)
+    for item in strings:
+        bits[sketch_slot.py_func(np.frombuffer(item, np.uint8), 0, len(item))] = True
+    return bits
+
+
 @dataclass(frozen=True)
 class Tables:
     flags: np.ndarray
     specials: ByteSet
+    special_sketch: np.ndarray  # sketch() of the specials
     # Byte lengths of each special case's tokens: pieces of special i are
     # special_piece_len[special_piece_off[i]:special_piece_off[i + 1]].
     special_piece_off: np.ndarray
@@ -164,6 +183,7 @@ def tables() -> Tables:
         _TABLES = Tables(
             flags=char_flags(),
             specials=byte_set([k for k, _ in specials]),
+            special_sketch=sketch([k for k, _ in specials]),
             special_piece_off=piece_off,
             special_piece_len=piece_len,
             special_pattern_off=pattern_off,
@@ -186,6 +206,7 @@ class KernelTables(NamedTuple):
     special_item_off: np.ndarray
     special_blob: np.ndarray
     special_max_len: int
+    special_sketch: np.ndarray
     special_piece_off: np.ndarray
     special_piece_len: np.ndarray
     special_pattern_off: np.ndarray
@@ -207,6 +228,7 @@ def kernel_tables(built: Tables) -> KernelTables:
         built.specials.item_off,
         built.specials.blob,
         built.specials.max_len,
+        built.special_sketch,
         built.special_piece_off,
         built.special_piece_len,
         built.special_pattern_off,

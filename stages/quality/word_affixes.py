@@ -31,7 +31,7 @@ def is_digit(b):
 
 
 @leaf
-def find_prefix(T, buf, s, e):
+def find_prefix(flags, buf, s, e):
     """Byte length of the prefix match at the start of buf[s:e] (0 if none)."""
     b = buf[s]
     if b == 46:  # "\.\.+"
@@ -46,17 +46,17 @@ def find_prefix(T, buf, s, e):
     if b == 43:  # "\+(?![0-9])"
         return 0 if (s + 1 < e and is_digit(buf[s + 1])) else 1
     cp, n = decode(buf, s)
-    if T.flags[cp] & SP_PREFIX:
+    if flags[cp] & SP_PREFIX:
         return n
     return 0
 
 
 @leaf
-def find_suffix(T, buf, s, e):
-    """Byte length of the leftmost suffix match in buf[s:e] (0 if none)."""
+def find_suffix(flags, unit_keys, unit_slot_item, unit_item_off, unit_blob, unit_max_len, buf, s, e):
+    """Byte length of the leftmost suffix match in buf[s:e] (0 if none); ``unit_*``: the
+    tables' ``after_digit`` byte set."""
     if s >= e:
         return 0
-    flags = T.flags
     best = 0
     last = prev_start(buf, e)
     cp, n = decode(buf, last)
@@ -92,13 +92,11 @@ def find_suffix(T, buf, s, e):
         elif last - 3 >= s and buf[last - 3] == 0xE2 and buf[last - 2] == 0x80 and buf[last - 1] == 0x99:
             best = max(best, 4)
     # Units and currencies right after a digit ("5km", "3$").
-    lo = max(s + 1, e - T.after_digit_max_len)
+    lo = max(s + 1, e - unit_max_len)
     p = e - 1
     while p >= lo:
         if (buf[p] & 0xC0) != 0x80 and is_digit(buf[p - 1]) and e - p > best:
-            unit = byte_set_find(
-                T.after_digit_keys, T.after_digit_slot_item, T.after_digit_item_off, T.after_digit_blob, buf, p, e
-            )
+            unit = byte_set_find(unit_keys, unit_slot_item, unit_item_off, unit_blob, buf, p, e)
             if unit >= 0:
                 best = e - p
         p -= 1
@@ -106,9 +104,8 @@ def find_suffix(T, buf, s, e):
 
 
 @leaf
-def find_infix(T, buf, s, i, e):
+def find_infix(flags, buf, s, i, e):
     """Length of an infix match starting at byte i of buf[s:e], or 0."""
-    flags = T.flags
     b = buf[i]
     if b == 46 and i + 1 < e and buf[i + 1] == 46:  # "\.\.+"
         j = i

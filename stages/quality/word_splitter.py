@@ -37,7 +37,7 @@ import numpy as np
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
 from stages.quality.jit import leaf
-from stages.quality.tables import SPACE, byte_set_find
+from stages.quality.tables import SPACE, byte_set_find, sketch_slot
 from stages.quality.word_affixes import find_infix, find_prefix, find_suffix
 from stages.quality.word_urls import url_match
 
@@ -54,17 +54,8 @@ def word_scratch(n):
 
 
 @leaf
-def _special(T, buf, s, e):
-    """Index of buf[s:e] among the special cases, or -1."""
-    return _special_in(
-        T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len, buf, s, e
-    )
-
-
-@leaf
 def _special_in(keys, slot_item, item_off, blob, max_len, buf, s, e):
-    """``_special`` on the special cases' arrays alone, for the per-word fast path (see
-    ``_plain``)."""
+    """Index of buf[s:e] among the special cases (the tables' ``special_*`` arrays), or -1."""
     if e - s > max_len:
         return -1
     return byte_set_find(keys, slot_item, item_off, blob, buf, s, e)
@@ -88,8 +79,19 @@ def _emit_special(T, k, s, out_s, out_e, n):
 
 @leaf
 def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
+    """Steps 2 to 5 on the chunk buf[cs:ce]; its helpers take the tables' arrays they
+    read, not the tuple (see ``_plain``)."""
+    flags = T.flags
+    sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
+    ak, asi, aio, ab, amax = (
+        T.after_digit_keys,
+        T.after_digit_slot_item,
+        T.after_digit_item_off,
+        T.after_digit_blob,
+        T.after_digit_max_len,
+    )
     n0 = n
-    k = _special(T, buf, cs, ce)
+    k = _special_in(sk, ssi, sio, sb, smax, buf, cs, ce)
     if k >= 0:
         return _emit_special(T, k, cs, out_s, out_e, n)
     s = cs
@@ -100,21 +102,21 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
     known = True
     while s < e and e - s != last_size:
         if not known:
-            special = _special(T, buf, s, e)
+            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e)
             known = True
         if special >= 0:
             break
         last_size = e - s
-        pre = find_prefix(T, buf, s, e)
+        pre = find_prefix(flags, buf, s, e)
         if pre and s + pre < e:
-            special = _special(T, buf, s + pre, e)
+            special = _special_in(sk, ssi, sio, sb, smax, buf, s + pre, e)
             if special >= 0:
                 n = _emit(out_s, out_e, n, s, s + pre)
                 s += pre
                 break
-        suf = find_suffix(T, buf, s + pre, e)
+        suf = find_suffix(flags, ak, asi, aio, ab, amax, buf, s + pre, e)
         if suf and e - suf > s:
-            special = _special(T, buf, s, e - suf)
+            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e - suf)
             if special >= 0:
                 stack_s[n_suf] = e - suf
                 stack_e[n_suf] = e
@@ -133,10 +135,10 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
             known = False
     if s < e:
         if not known:
-            special = _special(T, buf, s, e)
+            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e)
         if special >= 0:
             n = _emit_special(T, special, s, out_s, out_e, n)
-        elif url_match(T, buf, s, e):
+        elif url_match(flags, buf, s, e):
             n = _emit(out_s, out_e, n, s, e)
         else:
             start = s
@@ -146,7 +148,7 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
                 if (48 <= b <= 57) or (65 <= b <= 90) or (97 <= b <= 122):
                     i += 1  # no infix starts at an ASCII letter or digit
                     continue
-                m = find_infix(T, buf, s, i, e)
+                m = find_infix(flags, buf, s, i, e)
                 if m:
                     if i != s:  # spaCy ignores an infix at the very start
                         if i != start:
@@ -174,6 +176,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
     covered (spaCy's _filter_special_spans). ``take`` is scratch (one slot per token):
     -2 untouched, -1 covered, k >= 0 special k starts here. Specials never have more
     tokens than their pattern (checked in tables.py), so rewriting in place is safe."""
+    sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
     n_tok = n - n0
     for t in range(n_tok):
         take[t] = -2
@@ -182,7 +185,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
             j = i + L
             if not T.merge_first_byte[buf[out_s[i]]]:
                 continue
-            k = _special(T, buf, np.int64(out_s[i]), np.int64(out_e[j - 1]))
+            k = _special_in(sk, ssi, sio, sb, smax, buf, np.int64(out_s[i]), np.int64(out_e[j - 1]))
             if k < 0 or T.special_pattern_off[k + 1] - T.special_pattern_off[k] != L:
                 continue
             ok = True
@@ -224,22 +227,29 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
     count. stack_s/stack_e are scratch of the same size.
     """
     flags = T.flags
+    sketch = T.special_sketch
     sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
     n = 0
     i = start
     chunk = -1
     shape = LETTERS  # of the chunk so far
-    while i < end:
-        b = buf[i]
-        if b < 0x80:
+    while i <= end:  # end: the last chunk's end, as a space would be
+        b = 32
+        cl = 1
+        if i < end:
+            b = buf[i]
             cp = numba.int64(b)
-            cl = 1
-        else:
-            cp, cl = decode(buf, i)
-        if flags[cp] & SPACE:
+            if b >= 0x80:
+                cp, cl = decode(buf, i)
+        if i == end or flags[cp] & SPACE:
             if chunk >= 0:
-                m = _plain(sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
-                n = m if m >= 0 else _chunk(T, buf, chunk, i, out_s, out_e, n, stack_s, stack_e)
+                # Most words are ASCII letters and not special; the sketch tells them so
+                # without a call (see _plain).
+                if shape == LETTERS and not sketch[sketch_slot(buf, chunk, i)]:
+                    n = _emit(out_s, out_e, n, chunk, i)
+                else:
+                    m = _plain(sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
+                    n = m if m >= 0 else _chunk(T, buf, chunk, i, out_s, out_e, n, stack_s, stack_e)
                 chunk = -1
         else:
             if chunk < 0:
@@ -250,9 +260,6 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
             elif shape == LETTERS_MARK:
                 shape = OTHER
         i += cl
-    if chunk >= 0:
-        m = _plain(sk, ssi, sio, sb, smax, buf, chunk, end, shape, out_s, out_e, n)
-        n = m if m >= 0 else _chunk(T, buf, chunk, end, out_s, out_e, n, stack_s, stack_e)
     return n
 
 

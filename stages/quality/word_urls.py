@@ -69,12 +69,11 @@ def _ipv4(buf, h, e):
 
 
 @leaf
-def _host(T, buf, h, e):
+def _host(flags, buf, h, e):
     if h >= e:
         return False
     if is_digit(buf[h]) and _ipv4(buf, h, e):
         return True
-    flags = T.flags
     # The host region: label chars, '_', '-', '.'.
     r = h
     while r < e:
@@ -126,7 +125,7 @@ def _host(T, buf, h, e):
 
 
 @leaf
-def url_match(T, buf, s, e):
+def url_match(flags, buf, s, e):
     """spaCy's URL_MATCH on buf[s:e] (no whitespace inside)."""
     dot = False  # every host (name or IPv4) has one: without it nothing matches
     for i in range(s, e):
@@ -135,8 +134,7 @@ def url_match(T, buf, s, e):
             break
     if not dot:
         return False
-    flags = T.flags
-    if _host(T, buf, s, e):
+    if _host(flags, buf, s, e):
         return True
     # "scheme://" with [\w+\-.]{2,} before it.
     i = s
@@ -149,10 +147,10 @@ def url_match(T, buf, s, e):
         else:
             break
     if n_scheme >= 2 and i + 2 < e and buf[i] == 58 and buf[i + 1] == 47 and buf[i + 2] == 47:
-        if _host(T, buf, i + 3, e):
+        if _host(flags, buf, i + 3, e):
             return True
     # "user[:pass]@host": any '@' after at least one character.
     for p in range(s + 1, e):
-        if buf[p] == 64 and _host(T, buf, p + 1, e):
+        if buf[p] == 64 and _host(flags, buf, p + 1, e):
             return True
     return False
