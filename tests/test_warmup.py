@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -91,3 +92,48 @@ def test_the_web_kernel_finds_every_helper_prepared():
     # c4_rewrite only on a cold cache: a cached web_batch loads without resolving its callees
     assert "stages.quality.kernels.web_batch" in gained
     assert gained <= {"stages.quality.kernels.web_batch", "stages.quality.c4.c4_rewrite"}
+
+
+# A helper first compiled for a jitted caller has no Python entry point: calling it from
+# Python compiles it again with one, in the process that compiled it and in the next one,
+# which finds it in numba's cache without one.
+KERNELS = """
+from pipeline.kernels.jit import njit
+@njit
+def inner(x):
+    return x + 1
+@njit
+def outer(x):
+    return inner(x) * 2
+"""
+CALLS = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import kernels
+from pipeline.kernels.jit import _KernelDispatcher
+for call in sys.argv[2:]:
+    print(call, eval(call, vars(kernels)))
+(cres,) = kernels.inner.overloads.values()
+print("wrapper", _KernelDispatcher._has_wrapper(cres))
+"""
+
+
+def test_a_helper_compiled_for_jitted_code_is_callable_from_python(tmp_path):
+    (tmp_path / "kernels.py").write_text(KERNELS)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(*calls):
+        done = subprocess.run(
+            [sys.executable, "-c", CALLS, str(tmp_path), *calls],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **env},
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split("\n")[:-1]
+
+    assert run("outer(3)") == ["outer(3) 8", "wrapper False"]
+    assert run("outer(3)", "inner(3)") == ["outer(3) 8", "inner(3) 4", "wrapper True"]
+    assert run("inner(3)", "outer(3)") == ["inner(3) 4", "outer(3) 8", "wrapper True"]

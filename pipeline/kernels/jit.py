@@ -1,13 +1,23 @@
 """The one jit decorator for prep's kernels: numba's ``njit``, cached, minus one
-specialization per constant.
+specialization per constant, and no Python entry points for code only jitted code calls.
 
-Why: when a jitted function calls another jitted function with a constant (a literal
-``0`` or ``-1``, a column index imported from ``signals.py``), numba types that argument
-as a literal and compiles the callee again for it: the quality kernels held five copies
-of ``byte_set_find`` and four of ``split_duplicates``, and a third of a cold run's
-compile time went to such copies. Here a call from jitted code types its arguments as
-plain values first, so each helper compiles once per real signature; the compiled code
-is the same (LLVM still folds the constant when it inlines).
+Why plain arguments: when a jitted function calls another jitted function with a
+constant (a literal ``0`` or ``-1``, a column index imported from ``signals.py``), numba
+types that argument as a literal and compiles the callee again for it: the quality
+kernels held five copies of ``byte_set_find`` and four of ``split_duplicates``, and a
+third of a cold run's compile time went to such copies. Here a call from jitted code
+types its arguments as plain values first, so each helper compiles once per real
+signature; the compiled code is the same (LLVM still folds the constant when it inlines).
+
+Why no entry points: numba gives every compiled function a CPython wrapper (unboxing
+each argument, boxing the result) and a C callback wrapper, though most of prep's
+helpers are only ever called from other kernels. Each wrapper is generated, optimized
+and emitted, and then again inside every caller, since a caller's module links in its
+callees' whole modules: they were a tenth of a cold run's compile time. So a function
+compiled because a jitted caller needs it gets neither wrapper; one called from Python
+(a batch kernel, a warmup step, a test) gets both. A helper called from Python for a
+signature it only has without the wrapper (in memory or in numba's cache) is compiled
+again with it, once: that happens in tests, not in runs.
 
 ``njit(fn)`` or ``njit(**options)``: numba's options (``_nrt``, ``nogil``, ``inline``);
 ``cache`` defaults to True, as every prep kernel caches what it compiles (see
@@ -16,22 +26,67 @@ is the same (LLVM still folds the constant when it inlines).
 
 from __future__ import annotations
 
-from numba.core import types
+import contextlib
+
+from numba.core import sigutils, types
+from numba.core.caching import NullCache
 from numba.core.registry import CPUDispatcher
 
+_NO_WRAPPERS = ("no_cpython_wrapper", "no_cfunc_wrapper")
 
-class _PlainArgumentDispatcher(CPUDispatcher):
+
+class _KernelDispatcher(CPUDispatcher):
     def get_call_template(self, args, kws):
+        """A jitted caller's request: plain argument types, and no wrappers if compiled now."""
         args = tuple(types.unliteral(a) for a in args)
         kws = {name: types.unliteral(t) for name, t in kws.items()}
-        return super().get_call_template(args, kws)
+        with self._options(**dict.fromkeys(_NO_WRAPPERS, True)):
+            return super().get_call_template(args, kws)
+
+    def compile(self, sig):
+        if self.targetoptions.get("no_cpython_wrapper"):  # for a jitted caller: any overload serves
+            return super().compile(sig)
+        args = tuple(sigutils.normalize_signature(sig)[0])
+        if args in self.overloads and not self._has_wrapper(self.overloads[args]):
+            del self.overloads[args]
+        entry = super().compile(sig)
+        if not self._has_wrapper(self.overloads[args]):  # numba's cache held it without one
+            del self.overloads[args]
+            cache, self._cache = self._cache, NullCache()
+            try:
+                entry = super().compile(sig)
+            finally:
+                self._cache = cache
+            cache.save_overload(sig, self.overloads[args])
+        return entry
+
+    def add_overload(self, cres):
+        """Python calls only what has a wrapper: numba's C dispatcher would jump to a null one."""
+        if self._has_wrapper(cres):
+            super().add_overload(cres)
+        else:
+            self.overloads[tuple(cres.signature.args)] = cres
+
+    @staticmethod
+    def _has_wrapper(cres) -> bool:
+        return cres.objectmode or bool(cres.library.get_pointer_to_function(cres.fndesc.llvm_cpython_wrapper_name))
+
+    @contextlib.contextmanager
+    def _options(self, **options):
+        saved = dict(self.targetoptions)
+        self.targetoptions.update(options)
+        try:
+            yield
+        finally:
+            self.targetoptions.clear()
+            self.targetoptions.update(saved)
 
 
 def njit(fn=None, *, cache: bool = True, **options):
     targetoptions = {"nopython": True, "boundscheck": None, **options}
 
     def compile_lazily(function):
-        dispatcher = _PlainArgumentDispatcher(py_func=function, locals={}, targetoptions=targetoptions)
+        dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions=targetoptions)
         if cache:
             dispatcher.enable_caching()
         return dispatcher
