@@ -11,7 +11,7 @@ from conftest import REPO, write_config, write_jsonl
 
 from pipeline.engine.config import load_config
 from pipeline.engine.plan import plan_units
-from pipeline.engine.warmup import reader_kernels, warmup_rounds
+from pipeline.engine.warmup import compile_seconds, round_seconds, warmup_rounds
 from stages.quality import warmup as quality_warmup
 
 CHAIN = """
@@ -39,15 +39,48 @@ def _config(tmp_path: Path):
     return config, plan_units(config)
 
 
-def test_rounds_follow_each_stage_and_align_short_chains_at_the_end(tmp_path):
+def _names(steps) -> list[str]:
+    return [getattr(step, "func", step).__name__ for step in steps]
+
+
+def test_rounds_follow_each_stage_and_take_longest_steps_first(tmp_path):
     config, units = _config(tmp_path)
     first, last = warmup_rounds(config, units)
-    # quality's web rounds: its helpers side by side, then the kernel that calls them, first
-    # in its round; quality's code step, dedup and the reader (one round each) fill the rest.
-    assert [step.func for step in first] == [quality_warmup.words, quality_warmup.web_rules]
-    names = [getattr(step, "func", step).__name__ for step in last]
-    assert names == ["web", "reader_kernels", "code", "rehearse"]
-    assert last[1] is reader_kernels
+    # quality's web rounds: its helpers side by side, then the kernel that calls them; the
+    # one-round stages (quality's code step, dedup and the reader) go where they fit.
+    assert {quality_warmup.words, quality_warmup.web_rules} <= {getattr(step, "func", step) for step in first}
+    assert "web" in _names(last)
+    steps = sum((first, last), [])
+    assert sorted(_names(steps)) == ["code", "reader_kernels", "rehearse", "web", "web_rules", "words"]
+    for steps in (first, last):
+        assert [compile_seconds(s) for s in steps] == sorted(map(compile_seconds, steps), reverse=True)
+
+
+def test_two_workers_take_short_steps_into_the_helpers_round_where_that_is_sooner(tmp_path, monkeypatch):
+    config, units = _config(tmp_path)
+    # the helpers' round leaves a worker idle for long when one helper is quick
+    monkeypatch.setattr(quality_warmup.web_rules, "compile_seconds", 1.0)
+    balanced = warmup_rounds(config, units, workers=2)
+    helpers = [s for s in balanced[0] if _names([s])[0] in ("words", "web_rules")]
+    aligned = [helpers, [s for s in sum(balanced, []) if s not in helpers]]  # the rest waits for web
+    assert _names(balanced[0])[:1] == ["words"] and "web_rules" in _names(balanced[0])
+    assert _names(balanced[1])[0] in ("web", "rehearse") and "web" in _names(balanced[1])
+    assert len(balanced[0]) > 2
+    assert sum(round_seconds(r, 2) for r in balanced) < sum(round_seconds(r, 2) for r in aligned)
+
+
+def test_a_round_takes_its_longest_steps_first_on_each_free_worker():
+    def step(seconds):
+        def run():
+            return None
+
+        run.compile_seconds = seconds
+        return run
+
+    steps = [step(s) for s in (1.0, 4.0, 2.0, 3.0)]
+    assert round_seconds(steps, 2) == 5.0  # 4 + 1 beside 3 + 2
+    assert round_seconds(steps, 0) == round_seconds(steps, 4) == 4.0
+    assert round_seconds(steps, 1) == 10.0
 
 
 def test_one_source_kind_warms_only_its_kernels(tmp_path):
