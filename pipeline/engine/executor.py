@@ -20,6 +20,7 @@ import os
 import pickle
 import queue
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
@@ -58,6 +59,9 @@ class _Reporter:
 
 
 def _worker(tasks, results) -> None:
+    """Run tasks until told to stop, then leave without Python's shutdown: tearing down
+    the modules and numba's compiled code took a worker about a second, which the run
+    waited for at its end. What the worker sent is flushed first; it holds nothing else."""
     while (item := tasks.get()) is not None:
         index, fn, args = item
         results.put(("started", index, os.getpid()))
@@ -70,6 +74,11 @@ def _worker(tasks, results) -> None:
         else:
             reporter.flush()
             results.put(("done", index, value))
+    results.close()
+    results.join_thread()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _portable(error: BaseException) -> BaseException:
