@@ -30,6 +30,7 @@ import contextlib
 
 from numba.core import sigutils, types
 from numba.core.caching import NullCache
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
 _NO_WRAPPERS = ("no_cpython_wrapper", "no_cfunc_wrapper")
@@ -40,9 +41,10 @@ class _KernelDispatcher(CPUDispatcher):
         """A jitted caller's request: plain argument types, and no wrappers if compiled now."""
         args = tuple(types.unliteral(a) for a in args)
         kws = {name: types.unliteral(t) for name, t in kws.items()}
-        with self._options(**dict.fromkeys(_NO_WRAPPERS, True)):
+        with global_compiler_lock, self._options(**dict.fromkeys(_NO_WRAPPERS, True)):
             return super().get_call_template(args, kws)
 
+    @global_compiler_lock  # the options above hold for one compile (a reader compiles on its thread)
     def compile(self, sig):
         if self.targetoptions.get("no_cpython_wrapper"):  # for a jitted caller: any overload serves
             return super().compile(sig)
