@@ -50,11 +50,13 @@ def symbol_counts(buf, end):
 
 @leaf
 def stop_word_count(buf, ntok, tok_s, tok_e, stop_blob, stop_off):
-    """How many distinct stop words occur as words."""
+    """How many distinct stop words occur as words (reading words until all have)."""
     n_stop = stop_off.shape[0] - 1  # at most 64 (checked by the options)
     seen = np.uint64(0)
     count = 0
     for t in range(ntok):
+        if count == n_stop:
+            break
         ln = tok_e[t] - tok_s[t]
         for k in range(n_stop):
             bit = np.uint64(1) << np.uint64(k)
