@@ -39,12 +39,14 @@ def fineweb(T, buf, short_len, ntok, sig):
     n = 0
     n_punct = 0
     n_short = 0
+    denom = 0  # characters but newlines: those of every line
     start = 0
     for i in range(end + 1):
         if i == end or buf[i] == 10:
             a = lstrip(flags, buf, start, i)
+            c = n_chars(buf, start, i)
+            denom += c
             if a < i:  # line.strip() != ""
-                c = n_chars(buf, start, i)
                 p = prev_start(buf, i)
                 cp, _ = decode(buf, p)
                 if flags[cp] & DT_TERM:
@@ -61,6 +63,5 @@ def fineweb(T, buf, short_len, ntok, sig):
     sig[FW_LINE_PUNCT_RATIO] = n_punct / n
     sig[FW_SHORT_LINE_RATIO] = n_short / n
     _, dup_chars = count_duplicates(keys, lens, n)
-    denom = n_chars(buf, 0, end) - n_newlines
     sig[FW_CHAR_DUP_RATIO] = dup_chars / denom if denom > 0 else np.nan
     sig[FW_LIST_RATIO] = n_newlines / ntok if ntok > 0 else np.nan
