@@ -3,7 +3,7 @@
 ``find_top_duplicate`` and greedy ``find_all_duplicate``), in time that follows the
 n-grams that repeat rather than sizes x words.
 
-Two things make it fast without changing a value:
+Three things make it fast without changing a value:
 
 - Each n-gram's key is read off prefix hashes in O(1). Polynomial hashes of a
   concatenation compose, and the bases are odd, hence invertible mod 2**64, so
@@ -22,7 +22,7 @@ Two things make it fast without changing a value:
   collision only keeps a place), and then no walk (the six duplicate sizes, the first
   top size) looks them up or stores them: such an n-gram can equal no n-gram before it
   nor after it. Shorter n-grams are looked up as before. The first top size's keys go
-  through the same bitmap before the table, which then holds only repeating n-grams.
+  through such a bitmap too before its table, which then holds only repeating n-grams.
 """
 
 from __future__ import annotations
