@@ -17,6 +17,8 @@ Both sides run the same steps on every document, with `--workers` processes:
       MinhashDedup (signatures, buckets, cluster, filter) with the same 5-grams and 14x8
       buckets, and DocumentTokenizer with GPT-2 (built offline from the shared
       encoder.json and vocab.bpe), writing kept documents as JSON lines.
+prep's kernels are compiled by one untimed prep run first (a cold numba cache costs a
+fresh install about 20 s once, which `benchmarks.first_run` measures on its own).
 Each side runs in its own process tree; CPU seconds and peak memory are sampled from
 /proc over all its processes together (CPU of processes living under 0.2 s is missed).
 """
@@ -318,6 +320,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             corpus = Path(tmp) / "corpus"
             documents, size = build_corpus(args.data, corpus, scale)
+            if "prep" in sides and not rows:
+                measure("prep", corpus, args.workers)  # untimed: compiles the kernels if the cache is cold
             results = {side: measure(side, corpus, args.workers) for side in sides}
             shutil.rmtree(corpus)
         report(scale, documents, size, results)
