@@ -36,6 +36,13 @@ _VERSION = 1
 _HEADER = 8 + 3 * 8
 
 
+def _write_header(f, count: int, offsets: np.ndarray) -> None:
+    """Magic, version, partitions (one fewer than ``offsets``), ``count``, then ``offsets``."""
+    f.write(_MAGIC)
+    np.array([_VERSION, len(offsets) - 1, count], np.int64).tofile(f)
+    np.asarray(offsets, np.int64).tofile(f)
+
+
 def write(path: Path, records: np.ndarray, partition: np.ndarray, partitions: int, count: int = 0) -> None:
     """Write ``records`` grouped by ``partition`` (stable: order within a partition is kept)."""
     order = np.argsort(partition, kind="stable")
@@ -43,9 +50,7 @@ def write(path: Path, records: np.ndarray, partition: np.ndarray, partitions: in
     offsets = np.zeros(partitions + 1, np.int64)
     np.cumsum(sizes, out=offsets[1:])
     with open(path, "wb") as f:
-        f.write(_MAGIC)
-        np.array([_VERSION, partitions, count], np.int64).tofile(f)
-        offsets.tofile(f)
+        _write_header(f, count, offsets)
         np.ascontiguousarray(records[order]).tofile(f)
 
 
@@ -54,9 +59,7 @@ def write_blobs(path: Path, blobs: list[bytes], count: int = 0) -> None:
     offsets = np.zeros(len(blobs) + 1, np.int64)
     np.cumsum([len(b) for b in blobs], out=offsets[1:])
     with open(path, "wb") as f:
-        f.write(_MAGIC)
-        np.array([_VERSION, len(blobs), count], np.int64).tofile(f)
-        offsets.tofile(f)
+        _write_header(f, count, offsets)
         for blob in blobs:
             f.write(blob)
 
@@ -104,9 +107,7 @@ class Writer:
         offsets = np.zeros(self.partitions + 1, np.int64)
         np.cumsum(sizes, out=offsets[1:])
         with open(self.path, "wb") as f:
-            f.write(_MAGIC)
-            np.array([_VERSION, self.partitions, count], np.int64).tofile(f)
-            offsets.tofile(f)
+            _write_header(f, count, offsets)
             for p in range(self.partitions):
                 if self.spills[p] is not None:
                     with open(self.spills[p], "rb") as s:
@@ -207,9 +208,7 @@ def write_slice(path: Path, head: bytes, partition: int, records: bytes) -> None
     own = np.zeros(partitions + 1, np.int64)
     own[partition + 1 :] = size
     with open(path, "wb") as f:
-        f.write(_MAGIC)
-        np.array([_VERSION, partitions, count], np.int64).tofile(f)
-        own.tofile(f)
+        _write_header(f, count, own)
         f.write(records)
 
 
