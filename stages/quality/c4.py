@@ -29,9 +29,9 @@ from stages.quality.signals import (
     P_C4_MIN_WORDS_PER_LINE,
     P_C4_REMOVE_CITATIONS,
 )
-from stages.quality.str_methods import DOTS, endswith, lstrip, next_line, rstrip, startswith
+from stages.quality.str_methods import DOTS, endswith, lstrip, rstrip, startswith
 from stages.quality.substrings import CURLY, JAVASCRIPT, LOREM, POLICY, find_phrases
-from stages.quality.tables import DECIMAL, SENT_PUNCT, SPACE, UNI_P
+from stages.quality.tables import DECIMAL, LINEBREAK, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.word_splitter import split_words, word_scratch
 
 _END_PUNCT = np.array([46, 63, 33, 34, 39], np.uint8)  # . ? ! " '
@@ -107,6 +107,35 @@ def count_sentences(flags, buf, a, b, tok_s, tok_e, t0, t1):
     return sentences
 
 
+@leaf
+def _line_words(flags, buf, i, end):
+    """``str.splitlines`` and ``line.split()`` in one pass: (end of the line starting at
+    i, start of the next, its number of words, the longest word's characters). Every
+    line break is whitespace to ``split``, so the words end where the line does."""
+    n_words = 0
+    longest = 0
+    cur = 0
+    j = i
+    while j < end:
+        cp, n = decode(buf, j)
+        f = flags[cp]
+        if f & SPACE:
+            if cur > 0:
+                n_words += 1
+                longest = max(longest, cur)
+                cur = 0
+            if f & LINEBREAK:
+                nx = j + 2 if cp == 13 and j + 1 < end and buf[j + 1] == 10 else j + n
+                return j, nx, n_words, longest
+        else:
+            cur += 1
+        j += n
+    if cur > 0:
+        n_words += 1
+        longest = max(longest, cur)
+    return end, end, n_words, longest
+
+
 @kernel
 def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off, phrase_class, phrase_pairs, sig):
     """datatrove's C4QualityFilter (split_paragraph=True) on one document whose words are
@@ -128,7 +157,7 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off,
     t = 0  # first word not before the current line
     i = 0
     while i < end:
-        le, nx = next_line(flags, buf, i, end)
+        le, nx, n_words, longest = _line_words(flags, buf, i, end)
         line_start = i
         i = nx
         n_lines += 1
@@ -142,24 +171,6 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off,
         while t < ntok and tok_e[t] <= b:
             t += 1
         t1 = t
-        # words = line.split(): count, and the longest
-        n_words = 0
-        longest = 0
-        cur = 0
-        j = a
-        while j < b:
-            cp, n = decode(buf, j)
-            if flags[cp] & SPACE:
-                if cur > 0:
-                    n_words += 1
-                    longest = max(longest, cur)
-                cur = 0
-            else:
-                cur += 1
-            j += n
-        if cur > 0:
-            n_words += 1
-            longest = max(longest, cur)
         if max_word != -1 and longest > max_word:
             continue
         ls = w + 1 if n_kept > 0 else w  # room for the "\n" separator
