@@ -120,11 +120,16 @@ def test_each_room_imports_only_the_rooms_below_it():
     assert not wrong, "\n".join(wrong)
 
 
-def _importers_of(package: str) -> set[str]:
-    """The modules that import ``package`` (at the top or inside a function)."""
+def _importers_of(package: str, name: str | None = None) -> set[str]:
+    """The modules that import ``package`` (at the top or inside a function), or with
+    ``name``, that import that name from it."""
     found = set()
     for module, path in _modules(REPO).items():
         for node in ast.walk(ast.parse(path.read_text())):
+            if name is not None:
+                if isinstance(node, ast.ImportFrom) and node.module == package:
+                    found.update(module for a in node.names if a.name == name)
+                continue
             names = (
                 [a.name for a in node.names]
                 if isinstance(node, ast.Import)
@@ -161,7 +166,7 @@ def test_every_kernel_lives_where_the_cache_guard_looks():
     """numba_cache hashes only KERNEL_FOLDERS to decide when cached kernels are stale."""
     from pipeline.kernels.numba_cache import KERNEL_FOLDERS
 
-    compiles = _importers_of("numba") | _importers_of("pipeline.kernels.jit")
+    compiles = _importers_of("numba") | _importers_of("pipeline.kernels.jit", "njit")
     paths = {str(_modules(REPO)[module].relative_to(REPO)) for module in compiles}
     assert paths and {path for path in paths if not path.startswith(KERNEL_FOLDERS)} == set()
 

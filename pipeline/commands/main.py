@@ -140,6 +140,11 @@ def run(
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
+    if executor == "local" and workers != 1:
+        from pipeline.engine.executor import start_fork_server
+
+        # Now, while the run plans; with this module, which a worker re-imports as `prep`.
+        start_fork_server(also_preload=[__name__])
     from pipeline.engine.run import run_pipeline
     from pipeline.engine.summary import print_summary
     from pipeline.readers.common import StrictModeError

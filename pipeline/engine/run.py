@@ -19,7 +19,7 @@ from pathlib import Path, PurePosixPath
 from pipeline.engine.config import Config, ConfigError, load_config
 from pipeline.engine.cost import summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
-from pipeline.engine.executor import LocalExecutor
+from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
@@ -56,6 +56,9 @@ def run_pipeline(
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
     config = load_config(config_path)
+    workers = workers or config.run.workers or os.cpu_count() or 1
+    if executor == "local" and workers > 1:
+        start_fork_server()  # the workers' imports overlap the planning below
     units = plan_units(config)
     try:
         input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
@@ -95,7 +98,6 @@ def _run_claimed(
     segments = plan_segments(config)
     labels = stage_labels(config)
     _remove_temporaries(layout.out)
-    workers = workers or config.run.workers or os.cpu_count() or 1
     runner = _executor(executor, address, workers)
     mode = "none" if quiet else progress
     unit_stats: list[dict] = []
@@ -146,7 +148,7 @@ def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: 
 
 def _executor(name: str, address: str | None, workers: int | None):
     if name == "local":
-        return LocalExecutor(workers or os.cpu_count() or 1)
+        return LocalExecutor(workers)
     if name == "ray":
         from pipeline.engine.ray_executor import RayExecutor  # ray is an optional extra
 

@@ -1,0 +1,26 @@
+"""What every worker process needs, imported once by the server the local executor's
+workers are forked from (multiprocessing's "forkserver", see ``executor.py``).
+
+A worker started from scratch spent about 1.3 CPU-seconds before its first task, on every
+run, warm cache or not: importing numpy, pyarrow, numba and prep's stages, running the
+``prep`` script again as multiprocessing does for a spawned child (the command line adds
+its own module to the server's list), the pandas that pyarrow imports on its first
+list-to-array conversion, and numba's first use of its CPU target, which loads its
+registries of compiled functions (0.4 s alone). Done here once, a forked worker starts
+with all of it in place, shared copy-on-write.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+# The modules of the task functions of every phase.
+import pipeline.engine.global_run
+import pipeline.engine.unit
+import pipeline.engine.warmup  # noqa: F401
+from pipeline.engine.stage_registry import registry
+from pipeline.kernels.jit import ready_compiler
+
+registry()  # every stage's module
+pa.array(["warm"])  # pyarrow imports pandas here, when it is installed
+ready_compiler()
