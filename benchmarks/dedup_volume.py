@@ -18,7 +18,7 @@ kept documents:
       ``benchmarks.dedup.run_datatrove``, one task per file in the signature and filter
       steps, 14 in buckets, kept documents as uncompressed JSON lines.
 Each side runs in its own process tree (``benchmarks.e2e.measure``): wall, CPU seconds
-and peak resident memory summed over the tree, sampled every 0.2 s. The two sides take
+and peak proportional resident memory (PSS) summed over the tree, sampled every 0.2 s. The two sides take
 turns going first; the medians of ``--repeat`` runs are reported, with their spread.
 
 A planted pair is *found* when exactly one of its two documents survives, *missed* when
@@ -124,10 +124,10 @@ def report(documents: list[dict], planted: list[dict], skipped: int, runs: dict[
         f"{mb:,.1f} MB of text; {skipped:,} exact repeats passed over"
     )
     print("  " + ", ".join(f"{k} {v:,}" for k, v in kinds.most_common()))
-    print(f"\n{'':<10} {'wall s':>16} {'CPU s':>16} {'peak RSS MB':>18} {'docs/s':>8} {'removed':>8}")
+    print(f"\n{'':<10} {'wall s':>16} {'CPU s':>16} {'peak PSS MB':>18} {'docs/s':>8} {'removed':>8}")
     for side, rs in runs.items():
         cells = []
-        for key, scale in (("wall", 1), ("cpu", 1), ("peak_rss", 2**20)):
+        for key, scale in (("wall", 1), ("cpu", 1), ("peak_pss", 2**20)):
             med, lo, hi = (v / scale for v in _median(rs, key))
             cells.append(f"{med:7,.1f} ({lo:,.0f}-{hi:,.0f})")
         removed = n - len(rs[0]["kept"])
@@ -135,7 +135,7 @@ def report(documents: list[dict], planted: list[dict], skipped: int, runs: dict[
         print(f"{side:<10} {cells[0]:>16} {cells[1]:>16} {cells[2]:>18} {n / wall:8,.0f} {removed:8,}")
     if len(runs) == 2:
         prep, dt = runs["prep"], runs["datatrove"]
-        ratios = [_median(dt, k)[0] / _median(prep, k)[0] for k in ("wall", "cpu", "peak_rss")]
+        ratios = [_median(dt, k)[0] / _median(prep, k)[0] for k in ("wall", "cpu", "peak_pss")]
         print(
             f"datatrove / prep (medians of {len(prep)}): wall {ratios[0]:.1f}x, CPU {ratios[1]:.1f}x, "
             f"peak memory {ratios[2]:.1f}x"

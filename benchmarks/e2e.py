@@ -29,7 +29,6 @@ import argparse
 import gzip
 import json
 import math
-import os
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.proctree import wait_sampling
+from benchmarks.proctree import cpu_and_peak_memory
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 CORPUS = {
@@ -205,21 +204,6 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     return {"kept": kept, "tokens": tokens}
 
 
-def _sample(pids: list[int], cpu_ticks: dict[int, int]) -> int:
-    """Resident bytes of ``pids`` together; records each one's CPU ticks so far."""
-    total = 0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            cpu_ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
-        except (OSError, IndexError, ValueError):
-            pass
-    return total
-
-
 def add_side_arguments(parser: argparse.ArgumentParser) -> None:
     """The hidden arguments ``measure`` runs a side with (``--workers`` is the caller's)."""
     parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
@@ -229,12 +213,10 @@ def add_side_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e") -> dict:
-    """Run one side in its own process tree: wall, CPU seconds and peak RSS of the tree.
+    """Run one side in its own process tree: wall, CPU seconds and peak PSS of the tree.
 
     The side runs as ``python -m <module> --side ...`` (another benchmark may lend its own).
-    Both are sampled from /proc every 0.2 s over every process of the tree: datatrove's
-    pool workers are not reaped in a way that reaches the kernel's child accounting, so
-    RUSAGE_CHILDREN would miss most of its CPU time.
+    Both are sampled from /proc over every process of the tree (``cpu_and_peak_memory``).
     """
     with tempfile.TemporaryDirectory(dir=corpus.parent) as work:
         result_file = Path(work) / "result.json"
@@ -257,20 +239,12 @@ def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e
             ],
             cwd=Path(__file__).resolve().parents[1],
         )
-        peak = 0
-        cpu_ticks: dict[int, int] = {}
-
-        def sample(pids: list[int]) -> None:
-            nonlocal peak
-            peak = max(peak, _sample(pids, cpu_ticks))
-
-        code = wait_sampling(proc, sample)
+        code, cpu, peak = cpu_and_peak_memory(proc)
         wall = time.perf_counter() - start
         if code != 0:
             raise SystemExit(f"{side} failed with exit code {code}")
         result = json.loads(result_file.read_text())
-    cpu = sum(cpu_ticks.values()) / os.sysconf("SC_CLK_TCK")
-    return {"wall": wall, "cpu": cpu, "peak_rss": peak, **result}
+    return {"wall": wall, "cpu": cpu, "peak_pss": peak, **result}
 
 
 def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> None:
@@ -280,13 +254,13 @@ def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> N
     )
     print(
         f"{'':<12} {'wall s':>8} {'CPU s':>8} {'docs/s':>9} {'MB/s':>7} {'kept':>8} {'tokens':>12} "
-        f"{'peak RSS':>9} {'CPU-h/B tok':>12}"
+        f"{'peak PSS':>9} {'CPU-h/B tok':>12}"
     )
     for name, r in results.items():
         per_billion = r["cpu"] / 3600 / (r["tokens"] / 1e9) if r["tokens"] else float("nan")
         print(
             f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
-            f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_rss'] / 2**20:8,.0f}M {per_billion:12.1f}"
+            f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_pss'] / 2**20:8,.0f}M {per_billion:12.1f}"
         )
     if len(results) < 2:
         return
@@ -332,7 +306,7 @@ def main() -> None:
         for name in sides:
             a, b = first[name], last[name]
             k_time = math.log(b["wall"] / a["wall"]) / math.log(s1 / s0)
-            k_mem = math.log(b["peak_rss"] / a["peak_rss"]) / math.log(s1 / s0)
+            k_mem = math.log(b["peak_pss"] / a["peak_pss"]) / math.log(s1 / s0)
             print(f"  {name:<10} time k = {k_time:.2f}   peak memory k = {k_mem:.2f}")
 
 

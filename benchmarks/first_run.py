@@ -15,30 +15,27 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.proctree import cpu_and_peak_memory
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 15.0
 
 
 def timed_run(out: Path, cache: Path, workers: int) -> tuple[float, float]:
-    """Wall and CPU seconds of one ``prep run``."""
+    """Wall and CPU seconds of one ``prep run`` (its whole process tree)."""
     env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
     command = [sys.executable, "-m", "pipeline", "run", str(REPO / "configs" / "sample.toml"), "--out", str(out)]
-    cpu = _children_cpu()
     start = time.perf_counter()
-    subprocess.run([*command, "-q", "-w", str(workers)], env=env, check=True)
-    return time.perf_counter() - start, _children_cpu() - cpu
-
-
-def _children_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
+    code, cpu, _ = cpu_and_peak_memory(subprocess.Popen([*command, "-q", "-w", str(workers)], env=env))
+    if code != 0:
+        raise SystemExit(f"prep run failed with exit code {code}")
+    return time.perf_counter() - start, cpu
 
 
 def main() -> None:

@@ -48,6 +48,34 @@ def wait_sampling(proc: subprocess.Popen, sample: Callable[[list[int]], None], i
     return code
 
 
+def cpu_and_peak_memory(proc: subprocess.Popen) -> tuple[int, float, int]:
+    """Wait for ``proc``: (exit code, CPU seconds, peak PSS bytes) of its whole tree.
+
+    Sampled from /proc every 0.2 s, so a process that lives less than that is missed.
+    Not RUSAGE_CHILDREN: a pool's workers whose parent is not the command (datatrove's
+    pool, prep's fork server) never reach the command's child accounting. PSS, not RSS:
+    a page forked processes share counts once between them, not once per process."""
+    peak = 0
+    cpu_ticks: dict[int, int] = {}
+
+    def sample(pids: list[int]) -> None:
+        nonlocal peak
+        total = 0
+        for pid in pids:
+            try:
+                with open(f"/proc/{pid}/smaps_rollup") as f:
+                    total += next(int(line.split()[1]) for line in f if line.startswith("Pss:")) * 1024
+                with open(f"/proc/{pid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                cpu_ticks[pid] = int(fields[11]) + int(fields[12])  # utime + stime
+            except (OSError, IndexError, ValueError, StopIteration):
+                pass
+        peak = max(peak, total)
+
+    code = wait_sampling(proc, sample)
+    return code, sum(cpu_ticks.values()) / os.sysconf("SC_CLK_TCK"), peak
+
+
 class Memory(NamedTuple):
     """One process's resident memory by owner, in KiB (from ``/proc/<pid>/smaps``).
 
