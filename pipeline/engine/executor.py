@@ -12,8 +12,8 @@ every step: it kills the workers, tells its queues not to wait for data nobody w
 read, and raises one exception. A worker that dies (killed, out of memory, a crash in
 native code) is noticed within a fraction of a second and named with its task.
 
-Workers are forked from a server process that imported prep once (``preload.py``) and
-is started as soon as the executor is made, so it imports while the run plans: a worker
+Workers are forked from a server process that imported prep once (``preload.py``), which
+a run starts as soon as it has read its config, so it imports while the run plans: a worker
 is ready in milliseconds instead of about 1.3 CPU-seconds of imports and set-up per
 worker per run. Where a platform has no fork server, each worker is a fresh interpreter.
 """
@@ -135,8 +135,6 @@ class LocalExecutor:
         self.workers = max(1, workers)
         self._processes: list = []
         self._tasks = self._results = None
-        if self.workers > 1:
-            start_fork_server()  # it imports while the run goes on planning
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest.
