@@ -18,8 +18,9 @@ kept documents:
       ``benchmarks.dedup.run_datatrove``, one task per file in the signature and filter
       steps, 14 in buckets, kept documents as uncompressed JSON lines.
 Each side runs in its own process tree (``benchmarks.e2e.measure``): wall, CPU seconds
-and peak proportional resident memory (PSS) summed over the tree, sampled every 0.2 s. The two sides take
-turns going first; the medians of ``--repeat`` runs are reported, with their spread.
+and peak proportional resident memory (PSS) summed over the tree, sampled every 0.2 s.
+The two sides take turns going first; the medians of ``--repeat`` runs are reported,
+with their spread.
 
 A planted pair is *found* when exactly one of its two documents survives, *missed* when
 both survive, and *both gone* when neither does (each was taken as the duplicate of some
