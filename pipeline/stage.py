@@ -86,10 +86,11 @@ class Stage:
         arguments: a module-level function, or a ``functools.partial`` of one.
 
         Why: a cold kernel compiles in every worker that first calls it, each paying the
-        same tens of CPU-seconds. The engine runs every stage's round 0 spread over the
-        workers, then round 1, and so on, so each kernel compiles once per machine and the
-        compiles run side by side; a step may rely on the kernels of the rounds before it
-        being in the cache. With a warm cache a step only loads. Default: none."""
+        same tens of CPU-seconds. The engine spreads every stage's steps over the workers, a
+        step starting once the rounds before it (of this stage and source) are done, so
+        each kernel compiles once per machine and the compiles run side by side; a step
+        may rely on the kernels of the rounds before it being in the cache. With a warm
+        cache a step only loads. Default: none."""
         return []
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:

@@ -58,3 +58,24 @@ def test_killed_worker_is_retried_to_the_same_bytes(shared_data, tmp_path):
     assert killed is not None, "never saw a Ray task running"
     assert proc.wait(timeout=300) == 0, proc.stderr.read()
     assert tree_digest(local) == tree_digest(out)
+
+
+def test_a_task_starts_after_the_tasks_it_waits_for(tmp_path):
+    """Task 1 waits for task 0, which runs until task 2 has run: Ray must hold task 1
+    back (it fails if task 0's file is missing) and must not hold task 2 back."""
+    import ray
+    from test_warmup import _await, _touch
+
+    from pipeline.engine.progress import ProgressBar
+    from pipeline.engine.ray_executor import RayExecutor
+
+    a, c, d = (str(tmp_path / name) for name in "acd")
+    tests = os.path.dirname(__file__)  # where Ray's workers find the tasks' module
+    ray.init(num_cpus=3, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": tests}})
+    executor = RayExecutor(None, 3)
+    try:
+        tasks = [(_await, (a, d)), (_touch, (c, a)), (_touch, (d,))]
+        assert executor.run(tasks, ProgressBar("t", 0, 3, mode="none"), after=[[], [0], []]) == [a, c, d]
+    finally:
+        executor.close()
+        executor.ray.shutdown()

@@ -1,17 +1,24 @@
-"""Kernels compile once per machine, before the run, in rounds spread over the workers."""
+"""Kernels compile once per machine, before the run, spread over the workers, each step
+waiting only for the steps it needs."""
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
 from conftest import REPO, write_config, write_jsonl
 
+from pipeline.engine import warmup
 from pipeline.engine.config import load_config
+from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.plan import plan_units
-from pipeline.engine.warmup import compile_seconds, round_seconds, warmup_rounds
+from pipeline.engine.progress import ProgressBar
+from pipeline.engine.warmup import warmup_plan
 from stages.quality import warmup as quality_warmup
 
 CHAIN = """
@@ -43,50 +50,89 @@ def _names(steps) -> list[str]:
     return [getattr(step, "func", step).__name__ for step in steps]
 
 
-def test_rounds_follow_each_stage_and_take_longest_steps_first(tmp_path):
+def test_each_step_waits_only_for_the_rounds_before_it_in_its_own_chain(tmp_path):
     config, units = _config(tmp_path)
-    first, last = warmup_rounds(config, units)
-    # quality's web rounds: its helpers side by side, then the kernel that calls them; the
-    # one-round stages (quality's code step, dedup and the reader) go where they fit.
-    assert {quality_warmup.words, quality_warmup.web_rules} <= {getattr(step, "func", step) for step in first}
-    assert "web" in _names(last)
-    steps = sum((first, last), [])
-    assert sorted(_names(steps)) == ["code", "reader_kernels", "rehearse", "web", "web_rules", "words"]
-    for steps in (first, last):
-        assert [compile_seconds(s) for s in steps] == sorted(map(compile_seconds, steps), reverse=True)
+    steps, after = warmup_plan(config, units)
+    names = _names(steps)
+    assert sorted(names) == ["code", "reader_kernels", "rehearse", "web", "web_rules", "words"]
+    waits = {names[i]: sorted(names[j] for j in after[i]) for i in range(len(steps))}
+    assert waits == {
+        "web": ["web_rules", "words"],  # quality's web kernel links the helpers they compile
+        **{name: [] for name in ("code", "reader_kernels", "rehearse", "web_rules", "words")},
+    }
+    assert all(j < i for i, before in enumerate(after) for j in before)  # the list is an order
 
 
-def test_two_workers_take_short_steps_into_the_helpers_round_where_that_is_sooner(tmp_path, monkeypatch):
+def test_the_longest_chain_starts_first_and_short_steps_fill_in(tmp_path, monkeypatch):
     config, units = _config(tmp_path)
-    # the helpers' round leaves a worker idle for long when one helper is quick
-    monkeypatch.setattr(quality_warmup.web_rules, "compile_seconds", 1.0)
-    balanced = warmup_rounds(config, units, workers=2)
-    helpers = [s for s in balanced[0] if _names([s])[0] in ("words", "web_rules")]
-    aligned = [helpers, [s for s in sum(balanced, []) if s not in helpers]]  # the rest waits for web
-    assert _names(balanced[0])[:1] == ["words"] and "web_rules" in _names(balanced[0])
-    assert _names(balanced[1])[0] in ("web", "rehearse") and "web" in _names(balanced[1])
-    assert len(balanced[0]) > 2
-    assert sum(round_seconds(r, 2) for r in balanced) < sum(round_seconds(r, 2) for r in aligned)
+    for step, seconds in ((quality_warmup.words, 7.0), (quality_warmup.web_rules, 10.0), (quality_warmup.web, 4.5)):
+        monkeypatch.setattr(step, "compile_seconds", seconds)
+    names = _names(warmup_plan(config, units)[0])
+    assert names[:2] == ["web_rules", "words"]  # 14.5 and 11.5 s to the end of the warm-up
+    assert names.index("rehearse") < names.index("code") < names.index("reader_kernels")
+    monkeypatch.setattr(quality_warmup.words, "compile_seconds", 12.0)
+    assert _names(warmup_plan(config, units)[0])[:2] == ["words", "web_rules"]
 
 
-def test_a_round_takes_its_longest_steps_first_on_each_free_worker():
-    def step(seconds):
-        def run():
-            return None
+def test_a_step_two_chains_share_runs_once_and_gates_both():
+    def step(name):
+        return functools.partial(_named, name)
 
-        run.compile_seconds = seconds
-        return run
+    shared, a2, b2 = step("shared"), step("a2"), step("b2")
+    steps, waits = [], []
+    known = {}
+    for chain in ([[shared], [a2]], [[shared], [b2]]):
+        indices = [[warmup._add(s, steps, waits, known) for s in round_] for round_ in chain]
+        for i in indices[1]:
+            waits[i].update(indices[0])
+    assert len(steps) == 3 and waits == [set(), {0}, {0}]
+    paths = warmup._critical_paths(steps, waits)
+    assert paths[0] == 2 * warmup.DEFAULT_SECONDS and paths[1] == paths[2] == warmup.DEFAULT_SECONDS
+    waits[0].add(1)
+    with pytest.raises(ValueError, match="circle"):
+        warmup._critical_paths(steps, waits)
 
-    steps = [step(s) for s in (1.0, 4.0, 2.0, 3.0)]
-    assert round_seconds(steps, 2) == 5.0  # 4 + 1 beside 3 + 2
-    assert round_seconds(steps, 0) == round_seconds(steps, 4) == 4.0
-    assert round_seconds(steps, 1) == 10.0
+
+def _named(name):
+    return name
+
+
+def _await(path: str, wanted: str, progress=None) -> str:
+    """Finishes once ``wanted`` exists (another task made it), writing ``path``."""
+    deadline = time.monotonic() + 60
+    while not os.path.exists(wanted):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{wanted} never appeared: a ready task was held back")
+        time.sleep(0.01)
+    Path(path).write_text("done")
+    return path
+
+
+def _touch(path: str, must_exist: str = "", progress=None) -> str:
+    if must_exist and not os.path.exists(must_exist):
+        raise AssertionError(f"ran before {must_exist} was written")
+    Path(path).write_text("done")
+    return path
+
+
+def test_a_free_worker_takes_the_next_ready_task_while_an_earlier_one_waits(tmp_path):
+    """No barrier: with two workers, task 0 runs until task 3 has run; task 2 waits for
+    task 0 and must not start before it ends, and task 3 (ready, later in the list) must
+    not wait for task 2."""
+    a, b, c, d = (str(tmp_path / name) for name in "abcd")
+    tasks = [(_await, (a, d)), (_touch, (b,)), (_touch, (c, a)), (_touch, (d,))]
+    executor = LocalExecutor(2)
+    try:
+        results = executor.run(tasks, ProgressBar("t", 0, 4, mode="none"), after=[[], [], [0], []])
+    finally:
+        executor.close()
+    assert results == [a, b, c, d]
 
 
 def test_one_source_kind_warms_only_its_kernels(tmp_path):
     config, units = _config(tmp_path)
     code_only = [u for u in units if u.source == "code"]
-    steps = [step for steps in warmup_rounds(config, code_only) for step in steps]
+    steps = warmup_plan(config, code_only)[0]
     functions = [getattr(step, "func", step) for step in steps]
     assert quality_warmup.words not in functions and quality_warmup.code in functions
 

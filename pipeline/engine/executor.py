@@ -136,8 +136,12 @@ class LocalExecutor:
         self._processes: list = []
         self._tasks = self._results = None
 
-    def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
+    def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest.
+
+        ``after[i]``: the indices of the tasks task i waits for, all below i. Given, a task
+        is handed out only when a worker is free, the first ready one in list order, so
+        the list order is the priority order; without it every task is queued at once.
 
         A failed task's error is raised here as it was raised in the worker; its
         traceback there is kept on the error as ``worker_traceback`` (``PREP_DEBUG=1``
@@ -153,19 +157,21 @@ class LocalExecutor:
             self.close(terminate=True)
         self._start()
         try:
-            return self._collect(tasks, bar)
+            return self._collect(tasks, bar, after)
         except BaseException:
             self.close(terminate=True)
             raise
 
-    def _collect(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
-        for index, (fn, args) in enumerate(tasks):
-            self._tasks.put((index, fn, args))
+    def _collect(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None) -> list[Any]:
+        waiting = [set(a) for a in after] if after is not None else [set() for _ in tasks]
+        limit = self.workers if after is not None else len(tasks)
+        unsent = list(range(len(tasks)))
         results: list[Any] = [None] * len(tasks)
         running: dict[int, int] = {}  # task index -> pid of the worker that runs it
         left = len(tasks)
         checked = time.monotonic()
         while left:
+            unsent = self._send_ready(tasks, unsent, waiting, limit - (left - len(unsent)))
             if time.monotonic() - checked > POLL_SECONDS:  # even while messages keep coming
                 self._check_alive(tasks, running)
                 checked = time.monotonic()
@@ -183,12 +189,27 @@ class LocalExecutor:
                 results[index] = value
                 running.pop(index, None)
                 left -= 1
+                for wait in waiting:
+                    wait.discard(index)
                 bar.unit_done()
             else:  # failed
                 index, error, worker_traceback = rest
                 error.worker_traceback = worker_traceback
                 raise error
         return results
+
+    def _send_ready(self, tasks: Sequence[Task], unsent: list[int], waiting: list[set[int]], free: int) -> list[int]:
+        """Queues up to ``free`` of the unsent tasks that wait for nothing, first ones first;
+        returns those still unsent."""
+        kept = []
+        for index in unsent:
+            if free > 0 and not waiting[index]:
+                fn, args = tasks[index]
+                self._tasks.put((index, fn, args))
+                free -= 1
+            else:
+                kept.append(index)
+        return kept
 
     def _check_alive(self, tasks: Sequence[Task], running: dict[int, int]) -> None:
         for process in self._processes:

@@ -20,7 +20,10 @@ from pipeline.engine.progress import ProgressBar
 RETRIES = 3
 
 
-def _run_task(fn, args, reporter):
+def _run_task(fn, args, reporter, *waited_for):
+    """``waited_for``: results of the tasks this one waits for; Ray starts a task only
+    when the tasks whose results it is given have finished."""
+
     def progress(documents: int, nbytes: int, tokens: int = 0) -> None:
         reporter.add.remote(documents, nbytes, tokens)
 
@@ -45,7 +48,8 @@ class RayExecutor:
         self._reporter_cls = ray.remote(num_cpus=0)(_Reporter)
         self._reporter = None  # one actor for the whole run: each one costs a worker process
 
-    def run(self, tasks: Sequence[Task], bar: ProgressBar) -> list[Any]:
+    def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
+        """As ``LocalExecutor.run``; a task waits for the tasks in ``after`` by taking their results."""
         ray = self.ray
         if not tasks:
             return []
@@ -53,7 +57,9 @@ class RayExecutor:
             self._reporter = self._reporter_cls.remote()
         reporter = self._reporter
         ray.get(reporter.take.remote())  # what a failed earlier phase left
-        refs = [self._remote.remote(fn, args, reporter) for fn, args in tasks]
+        refs: list = []
+        for i, (fn, args) in enumerate(tasks):
+            refs.append(self._remote.remote(fn, args, reporter, *(refs[j] for j in (after[i] if after else ()))))
         index = {ref: i for i, ref in enumerate(refs)}
         results: list[Any] = [None] * len(refs)
         pending = list(refs)

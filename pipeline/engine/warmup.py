@@ -1,21 +1,25 @@
 """Compiling a run's numba kernels once per machine, before its first unit, with every
-worker compiling a different part (``Stage.warmups`` says what and in which rounds).
+worker compiling a different part (``Stage.warmups`` says what, and which part waits for
+which).
 
 Without it each worker compiles every kernel it meets on its own: on a cold cache, two
 workers spent the same 40 CPU-seconds side by side, and a cluster's every process does.
-Rounds run one after another; the steps of a round are tasks on the run's executor, so
-they spread over the workers (locally, or on Ray's nodes, which share what they compiled
-when ``NUMBA_CACHE_DIR`` points at a shared folder; see the README). With a warm cache a
-step only loads its kernels: a fraction of a second.
+The steps are tasks on the run's executor, so they spread over the workers (locally, or
+on Ray's nodes, which share what they compiled when ``NUMBA_CACHE_DIR`` points at a shared
+folder; see the README). With a warm cache a step only loads its kernels: a fraction of a
+second.
 
+A stage gives its steps as rounds, and a step waits only for the rounds before it in its
+own stage and source, not for a barrier across all of them: a worker that finishes early
+takes the next step that is ready, so no core idles while another compiles a long step.
+Which is next is decided by how long the longest chain of steps still waiting behind it
+is (list scheduling by critical path), so the chain that ends the warm-up starts first.
 A step may carry ``compile_seconds``, the CPU-seconds it took on a cold cache (measured,
-``DEFAULT_SECONDS`` if not): rounds are balanced with it, and a round's workers take its
-longest steps first.
+``DEFAULT_SECONDS`` if not), for that ranking.
 """
 
 from __future__ import annotations
 
-import heapq
 import pickle
 from collections.abc import Callable
 
@@ -41,26 +45,14 @@ def compile_seconds(step: Step) -> float:
     return getattr(getattr(step, "func", step), "compile_seconds", DEFAULT_SECONDS)
 
 
-def round_seconds(steps: list[Step], workers: int) -> float:
-    """How long a round takes when ``workers`` (0: as many as it has steps) take its
-    steps longest first, each the next step as soon as it is free."""
-    seconds = sorted(map(compile_seconds, steps), reverse=True)
-    if not workers or workers >= len(seconds):
-        return max(seconds, default=0.0)
-    free = [0.0] * workers
-    for s in seconds:
-        heapq.heappush(free, heapq.heappop(free) + s)
-    return max(free)
+def warmup_plan(config: Config, units: list[Unit]) -> tuple[list[Step], list[list[int]]]:
+    """The distinct steps of every stage for every source it sees, in the order free
+    workers take them, and for each the indices of the steps it waits for (all earlier
+    in the list, so the list order is also a valid order for one worker).
 
-
-def warmup_rounds(config: Config, units: list[Unit], workers: int = 0) -> list[list[Step]]:
-    """Round by round, the distinct steps of every stage for every source it sees.
-
-    The deepest stage's rounds fix how many there are (each waits for the helpers the
-    one before compiled). A shorter stage's steps depend on nothing before them, so its
-    chain goes where the rounds' estimated total (``round_seconds`` on ``workers``) grows
-    least, the latest place on a tie: the deepest stage's last round is one big kernel
-    that leaves workers idle to fill. Longest chains are placed first."""
+    Steps are ranked by their critical path: their own seconds plus the longest chain of
+    rounds after them. A step two chains share (the same picklable step) runs once and
+    gates the rounds after it in both."""
     chains: list[list[list[Step]]] = [[[reader_kernels]]]
     sources = sorted({unit.source for unit in units})
     for stage in config.stages:
@@ -68,34 +60,51 @@ def warmup_rounds(config: Config, units: list[Unit], workers: int = 0) -> list[l
         for source in filter(stage.applies_to, sources):
             options = cls.Options(**{**stage.options, **stage.per_source.get(source, {})})
             chains.append(cls.warmups(options, source))
-    seen: set[bytes] = set()
-    distinct = []
+    steps: list[Step] = []
+    waits: list[set[int]] = []
+    known: dict[bytes, int] = {}
     for chain in chains:
-        distinct.append([[step for step in steps if _first_time(step, seen)] for steps in chain])
-    depth = max(map(len, distinct))
-    rounds: list[list[Step]] = [[] for _ in range(depth)]
-    for chain in sorted(distinct, key=lambda c: (len(c), sum(map(compile_seconds, _steps(c)))), reverse=True):
-        offsets = range(depth - len(chain), -1, -1)
-        best = min(offsets, key=lambda o: sum(round_seconds(steps, workers) for steps in _placed(rounds, chain, o)))
-        rounds = _placed(rounds, chain, best)
-    return [sorted(steps, key=compile_seconds, reverse=True) for steps in rounds if steps]
+        indices = [[_add(step, steps, waits, known) for step in round_] for round_ in chain]
+        for before, after in zip(indices, indices[1:], strict=False):
+            for i in after:
+                waits[i].update(before)
+    rank = _critical_paths(steps, waits)
+    order = sorted(range(len(steps)), key=lambda i: -rank[i])  # stable: ties keep the order added
+    position = {i: k for k, i in enumerate(order)}
+    return [steps[i] for i in order], [sorted(position[j] for j in waits[i]) for i in order]
 
 
-def _first_time(step: Step, seen: set[bytes]) -> bool:
+def _add(step: Step, steps: list[Step], waits: list[set[int]], known: dict[bytes, int]) -> int:
+    """Index of ``step`` among ``steps``, added if new."""
     key = pickle.dumps(step)
-    if key in seen:
-        return False
-    seen.add(key)
-    return True
+    if key not in known:
+        known[key] = len(steps)
+        steps.append(step)
+        waits.append(set())
+    return known[key]
 
 
-def _steps(chain: list[list[Step]]) -> list[Step]:
-    return [step for steps in chain for step in steps]
+def _critical_paths(steps: list[Step], waits: list[set[int]]) -> list[float]:
+    """For each step, its seconds plus those of the longest chain of steps waiting on it.
+    A step's path is longer than any of its waiters' (seconds are positive), so ordering
+    by it never puts a step before one it waits for."""
+    waiters: list[list[int]] = [[] for _ in steps]
+    for i, before in enumerate(waits):
+        for j in before:
+            waiters[j].append(i)
+    paths: dict[int, float] = {}
+    open_: set[int] = set()
 
+    def path(i: int) -> float:
+        if i not in paths:
+            if i in open_:
+                raise ValueError(f"warm-up steps wait for each other in a circle: {steps[i]!r}")
+            open_.add(i)
+            after = max((path(j) for j in waiters[i]), default=0.0)
+            paths[i] = max(compile_seconds(steps[i]), 1e-3) + after
+        return paths[i]
 
-def _placed(rounds: list[list[Step]], chain: list[list[Step]], offset: int) -> list[list[Step]]:
-    """``rounds`` with ``chain``'s rounds added from round ``offset`` on."""
-    return [steps + (chain[r - offset] if 0 <= r - offset < len(chain) else []) for r, steps in enumerate(rounds)]
+    return [path(i) for i in range(len(steps))]
 
 
 def warmup_task(step: Step, progress=None) -> None:
@@ -103,8 +112,7 @@ def warmup_task(step: Step, progress=None) -> None:
 
 
 def warm_up(config: Config, units: list[Unit], executor, mode: str) -> None:
-    rounds = warmup_rounds(config, units, getattr(executor, "workers", 0))
-    bar = ProgressBar("compile kernels", 0, sum(map(len, rounds)), mode=mode, quiet_for=2.0)
-    for steps in rounds:
-        executor.run([(warmup_task, (step,)) for step in steps], bar)
+    steps, after = warmup_plan(config, units)
+    bar = ProgressBar("compile kernels", 0, len(steps), mode=mode, quiet_for=2.0)
+    executor.run([(warmup_task, (step,)) for step in steps], bar, after=after)
     bar.close()
