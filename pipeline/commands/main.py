@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import signal
 import sys
@@ -12,23 +13,26 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
 
     from pipeline import __version__
-    from pipeline.commands.ablate import ablate
-    from pipeline.commands.classifier import classifier_group
-    from pipeline.commands.estimate import estimate
-    from pipeline.commands.mix import mix
-    from pipeline.commands.report import report
-    from pipeline.commands.shards import shards_group
-    from pipeline.commands.show import show
-    from pipeline.commands.tokenizer import tokenizer_group
-    from pipeline.engine.config import ConfigError
-    from pipeline.engine.executor import WorkerDied
-    from pipeline.engine.runlock import OutputBusy
     from pipeline.util.printable import error_line, printable, printable_path
 except KeyboardInterrupt:
     if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
         raise
     sys.stderr.write("\ninterrupted\n")
     sys.exit(130)
+
+# The other commands, imported when a command line names them (or --help lists them):
+# importing them all took half a second (numba among it) before `prep run` could start
+# the process its workers fork from.
+COMMANDS = {
+    "ablate": "pipeline.commands.ablate:ablate",
+    "classifier": "pipeline.commands.classifier:classifier_group",
+    "estimate": "pipeline.commands.estimate:estimate",
+    "mix": "pipeline.commands.mix:mix",
+    "report": "pipeline.commands.report:report",
+    "shards": "pipeline.commands.shards:shards_group",
+    "show": "pipeline.commands.show:show",
+    "tokenizer": "pipeline.commands.tokenizer:tokenizer_group",
+}
 
 
 def one_line(error: BaseException) -> str:
@@ -45,6 +49,15 @@ class PrepGroup(click.Group):
 
     Errors that users cause (a bad config, a busy folder, a full disk) say what to do;
     anything else is a bug, reported as one line with a pointer to PREP_DEBUG."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *COMMANDS})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS:
+            module, attribute = COMMANDS[name].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
         debug = os.environ.get("PREP_DEBUG", "") not in ("", "0")
@@ -63,7 +76,7 @@ class PrepGroup(click.Group):
                     click.echo(f"worker: {line}", err=True)
                 raise
             message = one_line(error)
-            if not isinstance(error, USER_ERRORS):
+            if not isinstance(error, user_errors()):
                 message = f"{type(error).__name__}: {message} (PREP_DEBUG=1 prints the traceback)"
             raise click.ClickException(message) from None
         finally:
@@ -173,17 +186,13 @@ def run(
         print_summary(manifest, out)
 
 
-# Errors whose message is the whole story: no exception class name in front of it.
-USER_ERRORS = (ConfigError, OutputBusy, WorkerDied, OSError, ValueError)
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Errors whose message is the whole story: no exception class name in front of it."""
+    from pipeline.engine.config import ConfigError
+    from pipeline.engine.executor import WorkerDied
+    from pipeline.engine.runlock import OutputBusy
 
-main.add_command(mix)
-main.add_command(report)
-main.add_command(show)
-main.add_command(estimate)
-main.add_command(shards_group)
-main.add_command(tokenizer_group)
-main.add_command(classifier_group)
-main.add_command(ablate)
+    return (ConfigError, OutputBusy, WorkerDied, OSError, ValueError)
 
 
 if __name__ == "__main__":
