@@ -115,8 +115,10 @@ class FinalizeRound:
     # Globs (relative to the work folder) of the files a task reads; None: all of it.
     reads: tuple[str, ...] | None = None
     # Globs of partitioned record files (``pipeline.formats.partfile``) of which task ``t``
-    # reads only partition ``t``: on an object store it fetches just that byte range.
+    # reads only partition ``t`` (or the partitions ``slice_ranges[t]`` names, first and
+    # last): on an object store it fetches just those byte ranges.
     slices: tuple[str, ...] = ()
+    slice_ranges: tuple[tuple[int, int], ...] = ()
     # Work-folder paths no round from this one on needs: removed before it runs.
     drops: tuple[str, ...] = ()
     # Per task, globs of more files it reads whole (task ``t``: ``task_reads[t]``), where
@@ -130,6 +132,11 @@ class FinalizeRound:
             return self
         reads = None if self.reads is None else self.reads + self.task_reads[task]
         return dataclasses.replace(self, reads=reads, task_reads=())
+
+    def sliced(self, task: int) -> range:
+        """The partitions of the ``slices`` files task ``task`` reads."""
+        first, last = self.slice_ranges[task] if self.slice_ranges else (task, task)
+        return range(first, last + 1)
 
 
 def finalize_here(stage: GlobalStage, work_dir: Path) -> dict[str, int]:

@@ -232,13 +232,15 @@ def test_connected_components_through_files_match_union_find(tmp_path, seed):
     history, inputs, steps = [], files, 0
     while not clusters.converged(history):
         outputs = [tmp_path / f"step{steps}" / f"q{q}.part" for q in range(partitions)]
-        seen = [clusters.star_step(inputs, q, steps, outputs[q], n, partitions) for q in range(partitions)]
+        seen = [
+            clusters.star_step(inputs, range(q, q + 1), steps, outputs[q], n, partitions) for q in range(partitions)
+        ]
         history.append((sum(e for e, _ in seen), sum(h for _, h in seen) & 0xFFFFFFFFFFFFFFFF))
         inputs, steps = outputs, steps + 1
     stars = [tmp_path / f"step{steps - 2}" / f"q{q}.part" for q in range(partitions)]  # the last step's input
     root = np.arange(n)
     for q in range(partitions):
-        adj = clusters.read_adjacency(stars, q)
+        adj = clusters.read_adjacency(stars, range(q, q + 1))
         leaf = adj[adj["v"] < adj["u"]]
         assert len(np.unique(leaf["u"])) == len(leaf)  # a leaf has exactly one (smaller) centre
         root[leaf["u"]] = leaf["v"]

@@ -17,7 +17,7 @@ from test_run import tree_digest
 
 from pipeline.engine.run import run_pipeline
 from pipeline.formats import partfile
-from stages.dedup import Dedup, rounds
+from stages.dedup import Dedup, clusters, rounds
 from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path
 from stages.dedup.survivors import decide
 
@@ -90,11 +90,29 @@ def _decisions(work: Path) -> dict[int, tuple]:
 
 @needs_data
 @pytest.mark.parametrize(
-    "verify, exact, imported",
-    [(False, True, False), (True, True, False), (False, False, False), (True, False, True), (False, True, True)],
+    "verify, exact, imported, entries_per_range, ranges",
+    [
+        (False, True, False, None, 1),  # a small graph: one node range a component step
+        (True, True, False, 1, 4),  # a range per partition, as a large graph gets
+        (False, False, False, 2_000, 2),
+        (True, False, True, 1, 4),
+        (False, True, True, None, 1),
+    ],
 )
-def test_rounds_decide_as_one_process_holding_the_whole_graph(tmp_path, verify, exact, imported):
+def test_rounds_decide_as_one_process_holding_the_whole_graph(
+    tmp_path, monkeypatch, verify, exact, imported, entries_per_range, ranges
+):
     from test_dedup import DATA
+
+    if entries_per_range:
+        monkeypatch.setattr(clusters, "ENTRIES_PER_RANGE", entries_per_range)
+    star_step, taken = clusters.star_step, set()
+
+    def counting(inputs, parts, step, out, total, step_ranges):
+        taken.add(step_ranges)
+        return star_step(inputs, parts, step, out, total, step_ranges)
+
+    monkeypatch.setattr(clusters, "star_step", counting)
 
     ids, texts = _near_duplicate_corpus(DATA)
     index_from = ""
@@ -114,6 +132,7 @@ def test_rounds_decide_as_one_process_holding_the_whole_graph(tmp_path, verify, 
     assert summary["dedup.exact_removed"] + summary["dedup.near_removed"] == len(expected)
     assert (summary["dedup.exact_removed"] > 0) == exact
     assert min(expected) >= UnitTable.load(work).imported  # an imported document is never removed
+    assert taken == {ranges}
 
 
 def _dedup_config(tmp_path: Path, data: Path) -> Path:
@@ -127,6 +146,7 @@ def _dedup_config(tmp_path: Path, data: Path) -> Path:
 
 @pytest.mark.parametrize("round_kind", ["step", "members", "decide"])
 def test_a_crash_inside_a_finalize_round_resumes_to_the_same_bytes(shared_data, tmp_path, monkeypatch, round_kind):
+    monkeypatch.setattr(clusters, "ENTRIES_PER_RANGE", 1)  # a step task per partition, as a large graph gets
     config = _dedup_config(tmp_path, shared_data)
     clean = tmp_path / "clean"
     manifest = run_pipeline(config, clean, workers=1, quiet=True)

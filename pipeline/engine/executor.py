@@ -146,7 +146,9 @@ class LocalExecutor:
         A failed task's error is raised here as it was raised in the worker; its
         traceback there is kept on the error as ``worker_traceback`` (``PREP_DEBUG=1``
         prints it)."""
-        if self.workers == 1 or len(tasks) <= 1:
+        if self.workers == 1 or (len(tasks) <= 1 and not self._processes):
+            # No pool, or none started for one task; a started pool takes even one: it has
+            # the kernels loaded, which here would cost numba's set-up (0.4 s) on first use.
             results = []
             for fn, args in tasks:
                 results.append(fn(*args, progress=bar.update))

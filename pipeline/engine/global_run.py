@@ -128,7 +128,7 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
     return _work_task(
         store,
         segment_index,
-        (stage.reads("reduce"), stage.slices("reduce"), partition),
+        (stage.reads("reduce"), stage.slices("reduce"), range(partition, partition + 1)),
         lambda work: stage.reduce_partition(partition, work),
         f"reduce-{partition}",
         (Layout.reduce_phase(segment_index), str(partition), f"{stage.name}:reduce"),
@@ -142,7 +142,7 @@ def finalize_task(
     return _work_task(
         store,
         segment_index,
-        (step.reads, step.slices, task),
+        (step.reads, step.slices, step.sliced(task)),
         lambda work: stage.finalize_task(step, task, work),
         f"finalize-{k}-{task}",
         (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
@@ -156,14 +156,14 @@ def _stage(config: Config, segment_index: int):
 
 def _work_task(store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str]) -> dict:
     """One task over the work folder (a reduce partition, a finalize task): fetch what it
-    reads (``reads``: whole files, and files of which it reads one partition), run it,
+    reads (``reads``: whole files, and files of which it reads a range of partitions), run it,
     upload what it wrote, then its marker with its result."""
     layout = Layout(store.root)
-    whole, sliced, partition = reads
+    whole, sliced, partitions = reads
     pull_work(store, layout, segment_index, whole)
     if sliced:
         folder = layout.key(layout.global_work(segment_index))
-        pull_slices(store, folder, _matching(folder, sliced), partition)
+        pull_slices(store, folder, _matching(folder, sliced), partitions)
     started = time.process_time()
     counters = work_on(layout.global_work(segment_index))
     phase, name, label = cost_at

@@ -22,19 +22,21 @@ PROBE_BYTES = 64 << 10  # the first request: a header of up to 8,000 partitions,
 THREADS = 32
 
 
-def pull_slices(store: RunStore, rel: str, keep: Callable[[str], bool], partition: int) -> None:
-    """Fetch partition ``partition`` of each file under ``rel`` that ``keep`` takes (paths
+def pull_slices(store: RunStore, rel: str, keep: Callable[[str], bool], partitions: range) -> None:
+    """Fetch each of ``partitions`` of each file under ``rel`` that ``keep`` takes (paths
     relative to the run's root) that this mirror holds neither whole nor sliced."""
     if not store.remote:
         return
     wanted = [
-        (name, info)
+        (name, info, partition)
         for name, info in store.listing(rel, keep)
-        if not (store.root / name).is_file() and not partfile.slice_path(store.root / name, partition).is_file()
+        if not (store.root / name).is_file()
+        for partition in partitions
+        if not partfile.slice_path(store.root / name, partition).is_file()
     ]
 
     def fetch(item) -> None:
-        name, info = item
+        name, info, partition = item
         with store.open_ranged(info) as source:
             head = source.read_at(min(info.size, PROBE_BYTES), 0)
             size = partfile.header_size(partfile.partitions_in(head, name))

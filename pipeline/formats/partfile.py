@@ -187,6 +187,23 @@ def read(path: Path, partition: int, dtype: np.dtype) -> np.ndarray:
     return np.fromfile(path, dtype, count=(end - start) // dtype.itemsize, offset=start)
 
 
+def read_range(path: Path, partitions: range, dtype: np.dtype) -> np.ndarray:
+    """The records of consecutive partitions, one read where the whole file is here (a
+    finalize task over a range of several partitions), else slice by slice."""
+    path = Path(path)
+    if not path.exists():
+        parts = [read(path, p, dtype) for p in partitions]
+        return np.concatenate(parts) if parts else np.empty(0, dtype)
+    _, _, offsets = header(path)
+    dtype = np.dtype(dtype)
+    try:
+        start = byte_range(offsets, partitions.start, dtype.itemsize)[0]
+        end = byte_range(offsets, partitions.stop - 1, dtype.itemsize)[1]
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
+    return np.fromfile(path, dtype, count=(end - start) // dtype.itemsize, offset=start)
+
+
 def slice_path(path: Path, partition: int) -> Path:
     """Where partition ``partition`` of ``path`` lives on its own (a hidden name beside it)."""
     path = Path(path)

@@ -30,6 +30,9 @@ from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
 
 EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])
 MAX_STEPS = 400
+# A component step's range in memory: its adjacency entries (an edge is two, 16 bytes
+# each) and the sort's copies stay within a few hundred MB.
+ENTRIES_PER_RANGE = 4_000_000
 
 
 def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
@@ -96,9 +99,9 @@ def write_adjacency(path: Path, edges: np.ndarray, total: int, partitions: int) 
     partfile.publish(tmp, path)
 
 
-def read_adjacency(files: list[Path], q: int) -> np.ndarray:
-    """Range ``q`` of every file, sorted by (u, v), duplicates removed."""
-    parts = [partfile.read(f, q, EDGE) for f in files]
+def read_adjacency(files: list[Path], partitions: range) -> np.ndarray:
+    """Those partitions of every file, sorted by (u, v), duplicates removed."""
+    parts = [partfile.read_range(f, partitions, EDGE) for f in files]
     adj = np.concatenate(parts) if parts else np.empty(0, EDGE)
     if len(adj) == 0:
         return adj
@@ -159,14 +162,26 @@ def small_star(adj: np.ndarray) -> np.ndarray:
     return out
 
 
-def star_step(inputs: list[Path], q: int, step: int, out: Path, total: int, partitions: int) -> tuple[int, int]:
-    """Step ``step`` (large-star when even, small-star when odd) over node range ``q`` of the
-    adjacency files ``inputs``, written to ``out``; returns the (count, hash) of the edges
-    it read, which tell when the steps have stopped changing the graph (``converged``)."""
-    adj = read_adjacency(inputs, q)
+def star_step(inputs: list[Path], parts: range, step: int, out: Path, total: int, ranges: int) -> tuple[int, int]:
+    """Step ``step`` (large-star when even, small-star when odd) over partitions ``parts``
+    of the adjacency files ``inputs`` (one node range), written to ``out`` in ``ranges``
+    node ranges; returns the (count, hash) of the edges it read, which tell when the
+    steps have stopped changing the graph (``converged``)."""
+    adj = read_adjacency(inputs, parts)
     kind = large_star if step % 2 == 0 else small_star
-    write_adjacency(out, kind(adj), total, partitions)
+    write_adjacency(out, kind(adj), total, ranges)
     return fingerprint(adj)
+
+
+def step_ranges(entries: int, partitions: int) -> int:
+    """How many node ranges (tasks) the component steps take, for forests of ``entries``
+    adjacency entries: the fewest that divide ``partitions`` (so a range is whole
+    partitions of the forests) and hold at most ``ENTRIES_PER_RANGE`` each. A small graph
+    is one task a step, not ``partitions`` tasks of a few edges, each reading
+    ``partitions`` files (on the bundled sample, 224 tasks of 5 ms); a large one keeps its
+    ``partitions`` ranges."""
+    needed = -(-entries // ENTRIES_PER_RANGE)
+    return min(d for d in range(1, partitions + 1) if partitions % d == 0 and (d >= needed or d == partitions))
 
 
 def converged(history: list[tuple[int, int]]) -> bool:

@@ -9,9 +9,13 @@ Rounds, each planned from what the rounds before returned (the driver reads no f
    small-star (odd ``s``) step over range ``q`` of the previous step's files (the
    reduce forests for step 0), written to ``cc/step<s>/q<q>.part``; the task returns
    the count and hash of the edges it read. When the input of three steps in a row is
-   the same graph, the input of the last one is the fixed point (``clusters``).
+   the same graph, the input of the last one is the fixed point (``clusters``). The
+   steps use R node ranges, R dividing P, as few as keep a range's edges bounded
+   (``clusters.step_ranges``, from the forests' size the units task reads): a small
+   graph takes one task a step instead of P tasks each reading P tiny files.
 3. ``members``, a task per document range ``r``: range ``r``'s clustered documents with
-   their attributes, from the docs files of range ``r``'s units only, to
+   their attributes (from node range ``r // (P / R)`` of the fixed point), from the docs
+   files of range ``r``'s units only, to
    ``members/r<r>.part`` partitioned by their cluster centre's range (``shipping``).
 4. ``decide``, a task per node range ``q``: the clusters centred in ``q``, from
    partition ``q`` of the members files; survivors and removals (``survivors.decide``),
@@ -50,10 +54,12 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     """The next round after the rounds ``done``, or the counters once all have run."""
     P = partitions
     if not done:
-        # The task reads the band files' headers: a slice of each brings one along.
-        return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands",))
+        # The task reads the band and forest files' headers: a slice of each brings one along.
+        return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands", "reduce/*.forest"))
     units = done[0][0]
     total = units["total"]
+    R = clusters.step_ranges(units["entries"], P) if "entries" in units else P  # a run begun before R
+    k = P // R  # partitions per node range of the component steps
     history: list[tuple[int, int]] = []
     for results in done[1:]:
         history.append(_edges_seen(results))
@@ -65,16 +71,22 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
             raise RuntimeError("dedup: connected components did not converge")
         inputs = "reduce/*.forest" if step == 0 else f"{_step_dir(step - 1)}/*"
         drops = (_step_dir(step - 2),) if step >= 2 else ()
+        # The forests have P partitions, a range k of them; the steps' own files have R.
+        parts = tuple((q * k, q * k + k - 1) for q in range(R)) if step == 0 else ()
+        spec = ("step", step, total, R)
         return FinalizeRound(
-            f"components step {step}", P, ("step", step, total), reads=(), slices=(inputs,), drops=drops
+            f"components step {step}", R, spec, reads=(), slices=(inputs,), slice_ranges=parts, drops=drops
         )
     fixed = step - 2  # the input of the last step: the output of the one before it
     after = done[1 + step :]
     if not after:
         stars, drops = (f"{_step_dir(fixed)}/*",), (_step_dir(fixed + 1),)
         docs = tuple(tuple(files) for files in units["docs"])
-        spec = ("members", fixed)
-        return FinalizeRound("members", P, spec, reads=(UNITS_FILE,), slices=stars, drops=drops, task_reads=docs)
+        spec = ("members", fixed, R)
+        in_range = tuple((r // k, r // k) for r in range(P))  # document range r lies in node range r // k
+        return FinalizeRound(
+            "members", P, spec, reads=(UNITS_FILE,), slices=stars, slice_ranges=in_range, drops=drops, task_reads=docs
+        )
     if len(after) == 1:
         spec = ("decide", total, total - units["documents"])
         return FinalizeRound("decide", P, spec, reads=(), slices=("members/*",), drops=("cc",))
@@ -113,17 +125,22 @@ def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
     if kind == "units":
         table = stage.scan(work_dir)
         table.save(work_dir)
-        return {"documents": table.total - table.imported, "total": table.total, "docs": _docs_by_range(table, P)}
+        entries = sum(int(partfile.header(forest_path(work_dir, p))[2][-1]) for p in range(P))
+        docs = _docs_by_range(table, P)
+        return {"documents": table.total - table.imported, "total": table.total, "docs": docs, "entries": entries}
     if kind == "step":
-        s, total = args
-        inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, _step_dir(s - 1), P)
-        edges, digest = clusters.star_step(inputs, task, s, _range_file(work_dir / _step_dir(s), task), total, P)
+        s, total, R = args
+        inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, _step_dir(s - 1), R)
+        out = _range_file(work_dir / _step_dir(s), task)
+        edges, digest = clusters.star_step(inputs, step.sliced(task), s, out, total, R)
         return {"edges": edges, "hash": digest}
     if kind == "members":
         table = UnitTable.load(work_dir)
-        stars = _range_files(work_dir, _step_dir(args[0]), P)
+        fixed, R = args
+        stars = _range_files(work_dir, _step_dir(fixed), R)
         out = _range_file(work_dir / "members", task)
-        return {"members": shipping.ship(stars, task, DocStore(table), out, P, _member_schema(stage))}
+        members = shipping.ship(stars, step.sliced(task), task, DocStore(table), out, P, _member_schema(stage))
+        return {"members": members}
     if kind == "decide":
         return _decide(stage, work_dir, task, *args)
     if kind == "regroup":

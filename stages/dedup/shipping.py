@@ -37,10 +37,15 @@ def member_schema(stored_width: int, verify: bool) -> pa.Schema:
     return pa.schema(fields + list(docs_schema(stored_width, verify)))
 
 
-def ship(stars: list[Path], r: int, store: DocStore, out: Path, partitions: int, schema: pa.Schema) -> int:
-    """Document range ``r``'s clustered documents, from the fixed point's adjacency files
-    ``stars``, written to ``out`` partitioned by their centre's range; returns how many."""
-    adj = clusters.read_adjacency(stars, r)  # sorted by (u, v): a node's first v is its smallest
+def ship(
+    stars: list[Path], parts: range, r: int, store: DocStore, out: Path, partitions: int, schema: pa.Schema
+) -> int:
+    """Document range ``r``'s clustered documents, from partitions ``parts`` of the fixed
+    point's adjacency files ``stars`` (the node range holding ``r``: the component steps
+    may use fewer, larger ranges), written to ``out`` partitioned by their centre's range;
+    returns how many."""
+    adj = clusters.read_adjacency(stars, parts)  # sorted by (u, v): a node's first v is its smallest
+    adj = adj[clusters.node_partition(adj["u"], store.table.total, partitions) == r]
     first = np.ones(len(adj), bool)
     first[1:] = adj["u"][1:] != adj["u"][:-1]
     gids = adj["u"][first]
