@@ -166,6 +166,10 @@ class LocalExecutor:
 
     def _collect(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None) -> list[Any]:
         waiting = [set(a) for a in after] if after is not None else [set() for _ in tasks]
+        waiters: dict[int, list[int]] = {}  # task index -> the tasks waiting for it
+        for index, before in enumerate(waiting):
+            for j in before:
+                waiters.setdefault(j, []).append(index)
         limit = self.workers if after is not None else len(tasks)
         unsent = list(range(len(tasks)))
         results: list[Any] = [None] * len(tasks)
@@ -191,8 +195,8 @@ class LocalExecutor:
                 results[index] = value
                 running.pop(index, None)
                 left -= 1
-                for wait in waiting:
-                    wait.discard(index)
+                for waiter in waiters.pop(index, ()):
+                    waiting[waiter].discard(index)
                 bar.unit_done()
             else:  # failed
                 index, error, worker_traceback = rest
