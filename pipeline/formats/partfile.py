@@ -175,27 +175,21 @@ def header(path: Path) -> tuple[int, int, np.ndarray]:
 
 def read(path: Path, partition: int, dtype: np.dtype) -> np.ndarray:
     """The records of one partition (from the file, or from its slice when only that is here)."""
-    path = Path(path)
-    if not path.exists():
-        path = slice_path(path, partition)
-    _, _, offsets = header(path)
-    dtype = np.dtype(dtype)
-    try:
-        start, end = byte_range(offsets, partition, dtype.itemsize)
-    except ValueError as error:
-        raise ValueError(f"{path}: {error}") from None
-    return np.fromfile(path, dtype, count=(end - start) // dtype.itemsize, offset=start)
+    return read_range(path, range(partition, partition + 1), dtype)
 
 
 def read_range(path: Path, partitions: range, dtype: np.dtype) -> np.ndarray:
-    """The records of consecutive partitions, one read where the whole file is here (a
-    finalize task over a range of several partitions), else slice by slice."""
+    """The records of consecutive partitions: one read where the whole file is here (a
+    finalize task over a range of several partitions), else from each one's slice."""
     path = Path(path)
-    if not path.exists():
-        parts = [read(path, p, dtype) for p in partitions]
-        return np.concatenate(parts) if parts else np.empty(0, dtype)
+    if path.exists():
+        return _records(path, partitions, np.dtype(dtype))
+    parts = [_records(slice_path(path, p), range(p, p + 1), np.dtype(dtype)) for p in partitions]
+    return np.concatenate(parts) if parts else np.empty(0, dtype)
+
+
+def _records(path: Path, partitions: range, dtype: np.dtype) -> np.ndarray:
     _, _, offsets = header(path)
-    dtype = np.dtype(dtype)
     try:
         start = byte_range(offsets, partitions.start, dtype.itemsize)[0]
         end = byte_range(offsets, partitions.stop - 1, dtype.itemsize)[1]
