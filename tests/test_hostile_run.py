@@ -403,6 +403,24 @@ def test_a_worker_that_died_idle_is_replaced_before_the_next_phase():
         executor.close()  # returns: no worker waits on a lock the dead one held
 
 
+def test_a_closed_pool_leaves_no_queue_thread_to_be_frozen_at_exit():
+    """A queue's feeder thread runs the clean-up of its semaphores as it ends; one still
+    running when the interpreter exits is frozen half-way, and multiprocessing's resource
+    tracker then prints "leaked semaphore" warnings under a killed run's one-line error.
+    (A feeder often ends on its own before the check, so several pools are closed.)"""
+    import threading
+
+    from pipeline.engine.executor import LocalExecutor
+
+    for terminate in (False, True, False, True):
+        executor = LocalExecutor(2)
+        assert executor.run([(_square, (i,)) for i in range(3)], ProgressBar("t", 0, 3, mode="none")) == [0, 1, 4]
+        feeders = [t for t in threading.enumerate() if t.name == "QueueFeederThread" and t.is_alive()]
+        assert feeders  # the task queue's, started by the first task sent
+        executor.close(terminate=terminate)
+        assert not any(t.is_alive() for t in feeders)
+
+
 def test_written_files_get_the_umask_mode_not_a_private_temporary_one(tmp_path):
     """Atomic writes go through mkstemp (mode 0600); what they leave must be readable as a
     plain open would make it, or a team's shared run folder serves its writer alone."""

@@ -37,6 +37,7 @@ Task = tuple[Callable[..., Any], tuple]
 
 POLL_SECONDS = 0.2
 CLOSE_GRACE_SECONDS = 5.0
+FEEDER_GRACE_SECONDS = 1.0
 PRELOAD = "pipeline.engine.preload"
 HAS_FORK_SERVER = "forkserver" in multiprocessing.get_all_start_methods()
 
@@ -263,7 +264,22 @@ class LocalExecutor:
         for q in (self._tasks, self._results):
             q.cancel_join_thread()  # never wait at exit to flush data no worker will read
             q.close()
+            _let_feeder_finish(q)
         self._tasks = self._results = None
+
+
+def _let_feeder_finish(q) -> None:
+    """Wait a moment for a closed queue's feeder thread to end.
+
+    The feeder holds the last references to the queue's named semaphores, so their
+    clean-up (unlink the name, then tell multiprocessing's resource tracker) runs in that
+    thread as it ends. A run that exits at once froze it between the two now and then, and
+    the tracker printed "leaked semaphore objects" and "No such file" warnings under the
+    run's one-line error. A feeder blocked on a pipe no worker reads (workers killed)
+    never gets there; the main thread's exit handlers clean up its semaphores instead."""
+    feeder = getattr(q, "_thread", None)  # started by the queue's first put, if any
+    if feeder is not None:
+        feeder.join(FEEDER_GRACE_SECONDS)
 
 
 def describe_task(task: Task) -> str:
