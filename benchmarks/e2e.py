@@ -18,7 +18,7 @@ Both sides run the same steps on every document, with `--workers` processes:
       buckets, and DocumentTokenizer with GPT-2 (built offline from the shared
       encoder.json and vocab.bpe), writing kept documents as JSON lines.
 prep's kernels are compiled by one untimed prep run first (a cold numba cache costs a
-fresh install about 20 s once, which `benchmarks.first_run` measures on its own).
+fresh install's first run 18-23 s in all, which `benchmarks.first_run` measures on its own).
 Each side runs in its own process tree; CPU seconds and peak memory are sampled from
 /proc over all its processes together (CPU of processes living under 0.2 s is missed).
 """
