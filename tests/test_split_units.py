@@ -187,9 +187,9 @@ def test_a_run_in_pieces_writes_the_whole_files_output_for_any_worker_count(runs
 def test_a_run_stopped_between_pieces_resumes_to_the_same_bytes(runs, tmp_path):
     clean, _, config = runs["split"]
     stopped = tmp_path / "stopped"
-    with pytest.raises(StrictModeError, match=r"ccmain.jsonl:\d+"):  # the first bad line, in a later piece
+    with pytest.raises(StrictModeError, match=r"(ccmain.jsonl|a.parquet):\d+"):  # a bad line, in a later piece
         run_pipeline(config, stopped, workers=1, quiet=True, strict=True)
-    assert list((stopped / "stats" / "segment-0" / "web").iterdir()) and not (stopped / "manifest.json").exists()
+    assert list((stopped / "stats" / "segment-0").rglob("*.json")) and not (stopped / "manifest.json").exists()
     run_pipeline(config, stopped, workers=1, quiet=True)
     assert tree_digest(clean) == tree_digest(stopped)
 
@@ -199,3 +199,24 @@ def test_a_bad_split_size_is_a_one_line_error(tmp_path, value):
     config = write_config(tmp_path / "c.toml", f'[run]\nsplit_bytes = {value}\n[sources.web]\npaths = ["*.toml"]\n')
     with pytest.raises(ConfigError, match=r"^\[run\] split_bytes must be a non-negative integer, not .+$"):
         load_config(config)
+
+
+def test_workers_take_the_largest_units_first(tmp_path):
+    """A phase ends when its last unit does: handing out the large ones first leaves small
+    ones for the end. A file's pieces share its size; equal sizes keep the planned order."""
+    from pipeline.engine.plan import plan_units
+    from pipeline.engine.run import _input_sizes, _largest_first
+    from pipeline.engine.storage import input_stat
+
+    config = load_config(run_config(tmp_path, split_bytes=16384))
+    units = plan_units(config)
+    sizes = _input_sizes(units, [input_stat(unit.path) for unit in units])
+    plain = [unit for unit in units if unit.source == "web"]
+    assert len(plain) > 2 and {sizes["web", unit.name] for unit in plain} == {plain[0].path.stat().st_size / len(plain)}
+    order = _largest_first(units, sizes)
+    assert [sizes[u.source, u.name] for u in order] == sorted(sizes.values(), reverse=True)
+    assert [u for u in order if u.source == "web"] == plain
+    out = tmp_path / "out"
+    run_pipeline(tmp_path / "split16384.toml", out, workers=1, quiet=True)  # one at a time, in order
+    markers = sorted((out / "stats" / "segment-0").rglob("*.json"), key=lambda path: path.stat().st_mtime_ns)
+    assert [(path.parent.name, path.stem) for path in markers] == [(u.source, u.name) for u in order]
