@@ -6,6 +6,7 @@ Every refusal is one line on stderr, without a traceback, and exits non-zero."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import resource
@@ -246,6 +247,69 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
             assert stderr.strip().splitlines()[-1].startswith("interrupted")
     assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
     assert tree_digest(clean) == tree_digest(out)
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live processes under ``pid`` (its fork server, the workers forked from that)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if fields[0] != "Z":
+                parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+def test_sigterm_stops_the_run_and_its_workers_and_the_run_resumes(tmp_path):
+    """SIGTERM is how schedulers, `timeout` and `kill` stop a job. Its default action ended
+    the command at once and left the fork server and its workers running, idle, for good."""
+    clean = tmp_path / "clean"
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q", "-w", "2").returncode == 0
+    out = tmp_path / "out"
+    for delay in (1.5, 3.0):  # while the workers start, and while they run units
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(delay)
+        started = _descendants(proc.pid)
+        proc.terminate()
+        _, stderr = proc.communicate(timeout=60)
+        assert proc.returncode in (0, 143) and "Traceback" not in stderr, stderr
+        if proc.returncode == 143:
+            assert stderr.strip().splitlines()[-1] == (
+                "terminated: finished units are kept; run the same command again to resume"
+            )
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in started if _alive(pid)]
+    assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
+    assert tree_digest(clean) == tree_digest(out)
+
+
+def test_a_sigterm_while_workers_start_is_delivered_once_they_have():
+    """Raised in the middle of a start, it left a process the pool could neither join nor kill."""
+    from pipeline.engine.executor import _uninterrupted
+
+    events = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: events.append("SIGTERM"))
+    try:
+        _uninterrupted(lambda: (os.kill(os.getpid(), signal.SIGTERM), events.append("started")))
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert events == ["started", "SIGTERM"]
 
 
 def _limit_file_size():

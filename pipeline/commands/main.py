@@ -35,6 +35,16 @@ COMMANDS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, ``timeout``, a scheduler ending a job), handled as a Ctrl-C is:
+    the default action ended the command at once, and the workers it had started lived on,
+    idle, holding their memory, until killed by hand."""
+
+
+def _terminated(signum, frame) -> None:
+    raise Terminated
+
+
 def one_line(error: BaseException) -> str:
     """An error as the one line a user reads; the traceback is for PREP_DEBUG=1."""
     if isinstance(error, OSError) and error.errno == errno.ENOSPC:
@@ -61,15 +71,16 @@ class PrepGroup(click.Group):
 
     def invoke(self, ctx: click.Context):
         debug = os.environ.get("PREP_DEBUG", "") not in ("", "0")
+        signal.signal(signal.SIGTERM, _terminated)
         try:
             return super().invoke(ctx)
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as stop:
             if debug:
                 raise
-            click.echo("\ninterrupted", err=True)
-            sys.exit(130)
+            click.echo(f"\n{stopped(stop)}", err=True)
+            sys.exit(exit_code(stop))
         except Exception as error:
             if debug:
                 for line in getattr(error, "worker_traceback", "").splitlines():
@@ -83,6 +94,16 @@ class PrepGroup(click.Group):
             # The command is over: a Ctrl-C now would only cut the interpreter's teardown
             # short and end the process by a signal instead of its exit code.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def stopped(stop: KeyboardInterrupt) -> str:
+    return "terminated" if isinstance(stop, Terminated) else "interrupted"
+
+
+def exit_code(stop: KeyboardInterrupt) -> int:
+    """128 + the signal's number, as a shell reports a process the signal ended."""
+    return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
 
 
 @click.group(cls=PrepGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -177,11 +198,11 @@ def run(
         )
     except StrictModeError as error:
         raise click.ClickException(f"--strict: {error}") from None
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
             raise
-        click.echo("\ninterrupted: finished units are kept; run the same command again to resume", err=True)
-        sys.exit(130)
+        click.echo(f"\n{stopped(stop)}: finished units are kept; run the same command again to resume", err=True)
+        sys.exit(exit_code(stop))
     if not quiet:
         print_summary(manifest, out)
 

@@ -102,15 +102,24 @@ def _portable(error: BaseException) -> BaseException:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-def _ignoring_ctrl_c(start: Callable[[], None]) -> None:
+def _uninterrupted(start: Callable[[], None]) -> None:
     """Start processes with Ctrl-C ignored (a new Python keeps an ignored SIGINT ignored,
     and the fork server hands its own start-up setting to the workers it forks): a Ctrl-C
-    while they import would otherwise print their tracebacks. The main process stops them."""
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    while they import would otherwise print their tracebacks. The main process stops them.
+
+    A SIGTERM meanwhile is held until they have started, then delivered: raised in the
+    middle of a start, it left a process the pool could neither join nor kill, and a
+    worker that read its queues after the driver had removed them."""
+    held: list[int] = []
+    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
     try:
         start()
     finally:
-        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, previous_int)
+        signal.signal(signal.SIGTERM, previous_term)
+    if held:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def start_fork_server(also_preload: Sequence[str] = ()):
@@ -127,7 +136,7 @@ def start_fork_server(also_preload: Sequence[str] = ()):
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD, *also_preload])
-    _ignoring_ctrl_c(forkserver.ensure_running)
+    _uninterrupted(forkserver.ensure_running)
     return context
 
 
@@ -244,7 +253,7 @@ class LocalExecutor:
             )
             for i in range(self.workers)
         ]
-        _ignoring_ctrl_c(lambda: [process.start() for process in self._processes])
+        _uninterrupted(lambda: [process.start() for process in self._processes])
 
     def close(self, terminate: bool = False) -> None:
         """End the pool: let workers finish and exit, or (``terminate``) kill them now."""
