@@ -201,22 +201,20 @@ def test_a_bad_split_size_is_a_one_line_error(tmp_path, value):
         load_config(config)
 
 
-def test_workers_take_the_largest_units_first(tmp_path):
+def test_workers_take_the_largest_units_first(runs):
     """A phase ends when its last unit does: handing out the large ones first leaves small
     ones for the end. A file's pieces share its size; equal sizes keep the planned order."""
     from pipeline.engine.plan import plan_units
     from pipeline.engine.run import _input_sizes, _largest_first
     from pipeline.engine.storage import input_stat
 
-    config = load_config(run_config(tmp_path, split_bytes=16384))
-    units = plan_units(config)
+    out, _, config = runs["split"]  # run on one worker: units ran one at a time, in order
+    units = plan_units(load_config(config))
     sizes = _input_sizes(units, [input_stat(unit.path) for unit in units])
     plain = [unit for unit in units if unit.source == "web"]
     assert len(plain) > 2 and {sizes["web", unit.name] for unit in plain} == {plain[0].path.stat().st_size / len(plain)}
     order = _largest_first(units, sizes)
     assert [sizes[u.source, u.name] for u in order] == sorted(sizes.values(), reverse=True)
     assert [u for u in order if u.source == "web"] == plain
-    out = tmp_path / "out"
-    run_pipeline(tmp_path / "split16384.toml", out, workers=1, quiet=True)  # one at a time, in order
     markers = sorted((out / "stats" / "segment-0").rglob("*.json"), key=lambda path: path.stat().st_mtime_ns)
     assert [(path.parent.name, path.stem) for path in markers] == [(u.source, u.name) for u in order]
