@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import time
+from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
@@ -113,7 +114,7 @@ def _run_claimed(
             unit_stats += _run_segment(
                 config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes
             )
-            sizes = {(s["source"], s["unit"]): s["output"] for s in unit_stats[-len(units) :]}  # the next one's input
+            sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
     finally:
         runner.close()
     manifest = build_manifest(config, labels, unit_stats, global_stats)
@@ -249,9 +250,7 @@ def _remove_temporaries(out: Path) -> None:
 def _input_sizes(units: list[Unit], input_stats: list[list[int | str]]) -> dict[tuple[str, str], float]:
     """Bytes each unit reads, about: its file's size, shared evenly by the file's pieces
     (``splits`` cuts them even)."""
-    pieces: dict[tuple[str, int], int] = {}
-    for unit in units:
-        pieces[unit.source, unit.index] = pieces.get((unit.source, unit.index), 0) + 1
+    pieces = Counter((unit.source, unit.index) for unit in units)
     return {(u.source, u.name): stat[0] / pieces[u.source, u.index] for u, stat in zip(units, input_stats)}
 
 
