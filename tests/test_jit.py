@@ -36,3 +36,34 @@ def test_options_reach_numba():
     assert _sum(np.arange(5)) == 10
     assert _sum.targetoptions["_nrt"] is False
     assert _sum.targetoptions["nopython"] is True
+
+
+def _numba_values(config):
+    """What numba's own ``TargetConfig.values`` returns: every option through its property."""
+    return {name: getattr(config, name) for name in config.options}
+
+
+def test_compile_flags_compare_and_hash_as_numba_defines():
+    from numba.core.compiler import Flags
+
+    def flags(**explicit):
+        f = Flags()
+        for name, value in explicit.items():
+            setattr(f, name, value)
+        return f
+
+    variants = [
+        flags(),
+        flags(nrt=False),  # nrt's default, set explicitly
+        flags(nrt=True),
+        flags(no_cpython_wrapper=True),
+        flags(no_cpython_wrapper=True, nrt=True),
+        flags(nrt=True, no_cpython_wrapper=True, boundscheck=False),
+        flags(boundscheck=True),
+    ]
+    for a in variants:
+        assert hash(a) == hash(tuple(sorted(_numba_values(a))))
+        assert a.values() == _numba_values(a)
+        for b in variants:
+            assert (a == b) == (_numba_values(a) == _numba_values(b)), (a, b)
+    assert variants[0] == variants[1] and variants[0] != variants[2]
