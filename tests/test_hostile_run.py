@@ -264,6 +264,13 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
+def _wait_until(proc: subprocess.Popen, condition, timeout: float = 60.0) -> None:
+    """Until ``condition(proc)`` holds or ``proc`` has ended (or ``timeout`` has passed)."""
+    deadline = time.monotonic() + timeout
+    while not condition(proc) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
 def _alive(pid: int) -> bool:
     with contextlib.suppress(OSError):
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -276,13 +283,18 @@ def test_sigterm_stops_the_run_and_its_workers_and_the_run_resumes(tmp_path):
     clean = tmp_path / "clean"
     assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q", "-w", "2").returncode == 0
     out = tmp_path / "out"
-    for delay in (1.5, 3.0):  # while the workers start, and while they run units
+    # Stopped while the fork server and workers start, then once units have finished: by
+    # what the run has done, not after a fixed delay, which a loaded machine stretches.
+    for moment in ("workers start", "units finished"):
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(delay)
+        if moment == "workers start":
+            _wait_until(proc, lambda run: _descendants(run.pid))
+        else:
+            _wait_until(proc, lambda run: any((out / "stats").rglob("*.json")))
         started = _descendants(proc.pid)
         proc.terminate()
         _, stderr = proc.communicate(timeout=60)

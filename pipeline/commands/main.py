@@ -174,37 +174,34 @@ def run(
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
-    if executor == "local" and workers != 1:
-        from pipeline.engine.executor import start_fork_server
-
-        # Now, while the run plans; with this module, which a worker re-imports as `prep`.
-        start_fork_server(also_preload=[__name__])
-    from pipeline.engine.run import run_pipeline
-    from pipeline.engine.summary import print_summary
-    from pipeline.readers.common import StrictModeError
-
+    options = dict(workers=workers, strict=strict, force=force, quiet=quiet, progress=progress, sample=sample)
     try:
-        manifest = run_pipeline(
-            config,
-            out,
-            workers=workers,
-            strict=strict,
-            force=force,
-            quiet=quiet,
-            executor=executor,
-            address=address,
-            sample=sample,
-            progress=progress,
-        )
-    except StrictModeError as error:
-        raise click.ClickException(f"--strict: {error}") from None
-    except KeyboardInterrupt as stop:
+        manifest = _start_and_run(config, out, executor=executor, address=address, **options)
+    except KeyboardInterrupt as stop:  # from the first step on: the same line whenever it comes
         if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
             raise
         click.echo(f"\n{stopped(stop)}: finished units are kept; run the same command again to resume", err=True)
         sys.exit(exit_code(stop))
     if not quiet:
+        from pipeline.engine.summary import print_summary
+
         print_summary(manifest, out)
+
+
+def _start_and_run(config: Path, out: str, **options) -> dict:
+    """The fork server (while the run plans), then ``run_pipeline`` with these options."""
+    if options["executor"] == "local" and options["workers"] != 1:
+        from pipeline.engine.executor import start_fork_server
+
+        # Now, while the run plans; with this module, which a worker re-imports as `prep`.
+        start_fork_server(also_preload=[__name__])
+    from pipeline.engine.run import run_pipeline
+    from pipeline.readers.common import StrictModeError
+
+    try:
+        return run_pipeline(config, out, **options)
+    except StrictModeError as error:
+        raise click.ClickException(f"--strict: {error}") from None
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
