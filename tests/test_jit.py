@@ -67,3 +67,22 @@ def test_compile_flags_compare_and_hash_as_numba_defines():
         for b in variants:
             assert (a == b) == (_numba_values(a) == _numba_values(b)), (a, b)
     assert variants[0] == variants[1] and variants[0] != variants[2]
+
+
+def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
+    """numba's start imported scipy.linalg (a fifth of a fork server's start) to ask
+    whether BLAS exists; prep answers no, and np.dot still finds BLAS when it compiles."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from pipeline.kernels.jit import ready_compiler\n"
+        "ready_compiler()\n"
+        "print('scipy.linalg' in sys.modules)\n"
+        "import numpy as np\n"
+        "from numba import njit\n"
+        "print(njit(lambda a, b: np.dot(a, b))(np.ones(3), np.arange(3.0)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert result.stdout.split() == ["False", "3.0"]

@@ -34,6 +34,7 @@ the same answers with less work (see there).
 from __future__ import annotations
 
 import contextlib
+import sys
 
 from numba.core import sigutils, types
 from numba.core.caching import NullCache
@@ -141,6 +142,22 @@ _cheaper_option_comparison()
 
 def ready_compiler() -> None:
     """Do now what numba does on a process's first compile or cache load: set up its CPU
-    target, importing the registries of everything it can compile (0.4 s, scipy's BLAS
-    bindings among them). A fork server does it once for all the workers it forks."""
+    target, importing the registries of everything it can compile (0.2 s). A fork server
+    does it once for all the workers it forks."""
+    _import_numba_arraymath_without_scipy()
     CPUDispatcher.targetdescr.target_context.refresh()
+
+
+def _import_numba_arraymath_without_scipy() -> None:
+    """numba's array functions check on import whether scipy's BLAS is there (importing
+    scipy.linalg: 0.17 s, a fifth of the fork server's start, on every run's critical
+    path) for one use: ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop.
+    No prep kernel calls either, so the check is answered "no" by hiding scipy.linalg while
+    that module imports; ``np.dot`` and ``np.linalg`` still find it when they compile."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules["scipy.linalg"]
