@@ -86,3 +86,23 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "3.0"]
+
+
+def test_a_ctrl_c_inside_a_c_callback_during_a_compile_is_raised_when_it_ends():
+    """llvmlite calls Python back from C as it makes machine code; a KeyboardInterrupt
+    raised there was printed as "Exception ignored" and the run went on to its end."""
+    import ctypes
+
+    import pytest
+
+    from pipeline.kernels.jit import _interrupts_kept
+
+    def callback():
+        raise KeyboardInterrupt
+
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts_kept():
+            ctypes.CFUNCTYPE(None)(callback)()
+            done.append("went on")  # the rest of the compile still runs
+    assert done == ["went on"]

@@ -55,6 +55,10 @@ class _KernelDispatcher(CPUDispatcher):
 
     @global_compiler_lock  # the options above hold for one compile (a reader compiles on its thread)
     def compile(self, sig):
+        with _interrupts_kept():
+            return self._compile(sig)
+
+    def _compile(self, sig):
         if self.targetoptions.get("no_cpython_wrapper"):  # for a jitted caller: any overload serves
             return super().compile(sig)
         args = tuple(sigutils.normalize_signature(sig)[0])
@@ -91,6 +95,31 @@ class _KernelDispatcher(CPUDispatcher):
         finally:
             self.targetoptions.clear()
             self.targetoptions.update(saved)
+
+
+@contextlib.contextmanager
+def _interrupts_kept():
+    """Raises, when a compile or cache load ends, a Ctrl-C or SIGTERM that came during it
+    while C code ran a Python callback (llvmlite calls two as it makes machine code). C
+    cannot pass an exception on: Python printed "Exception ignored" and a traceback, and
+    the command went on as if no key had been pressed. Compiles hold numba's lock, so
+    one at a time swaps the process's hook for unraisable exceptions."""
+    kept: list[BaseException] = []
+    previous = sys.unraisablehook
+
+    def keep(unraisable) -> None:
+        if issubclass(unraisable.exc_type, KeyboardInterrupt):
+            kept.append(unraisable.exc_value or unraisable.exc_type())
+        else:
+            previous(unraisable)
+
+    sys.unraisablehook = keep
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+    if kept:
+        raise kept[0]
 
 
 def njit(fn=None, *, cache: bool = True, **options):
