@@ -77,7 +77,7 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
 
     script = (
         "import sys\n"
-        "from pipeline.kernels.jit import ready_compiler\n"
+        "from pipeline.kernels.numba_setup import ready_compiler\n"
         "ready_compiler()\n"
         "print('scipy.linalg' in sys.modules)\n"
         "import numpy as np\n"

@@ -19,7 +19,7 @@ import pipeline.engine.global_run
 import pipeline.engine.unit
 import pipeline.engine.warmup  # noqa: F401
 from pipeline.engine.stage_registry import registry
-from pipeline.kernels.jit import ready_compiler
+from pipeline.kernels.numba_setup import ready_compiler
 
 registry()  # every stage's module
 pa.array(["warm"])  # pyarrow imports pandas here, when it is installed

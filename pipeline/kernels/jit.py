@@ -19,13 +19,6 @@ compiled because a jitted caller needs it gets neither wrapper; one called from 
 signature it only has without the wrapper (in memory or in numba's cache) is compiled
 again with it, once: that happens in tests, not in runs.
 
-Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
-array methods, operators on numpy scalars) under a key that holds the compile's
-``Flags``, so every such call site typed hashes a ``Flags`` and compares it with the
-cached one's; both build a dict of all 40-odd options through their properties. That
-was a tenth of the word splitter's compile time. ``_cheaper_option_comparison`` gives
-the same answers with less work (see there).
-
 ``njit(fn)`` or ``njit(**options)``: numba's options (``_nrt``, ``nogil``, ``inline``);
 ``cache`` defaults to True, as every prep kernel caches what it compiles (see
 ``numba_cache`` for when those caches are cleared).
@@ -40,7 +33,8 @@ from numba.core import sigutils, types
 from numba.core.caching import NullCache
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
-from numba.core.targetconfig import TargetConfig
+
+import pipeline.kernels.numba_setup  # noqa: F401  (cheaper compile bookkeeping, before any compile)
 
 _NO_WRAPPERS = ("no_cpython_wrapper", "no_cfunc_wrapper")
 
@@ -116,6 +110,10 @@ def _interrupts_kept():
     sys.unraisablehook = keep
     try:
         yield
+    except Exception:
+        if kept:  # what failed after the interrupt is its consequence
+            raise kept[0] from None
+        raise
     finally:
         sys.unraisablehook = previous
     if kept:
@@ -132,61 +130,3 @@ def njit(fn=None, *, cache: bool = True, **options):
         return dispatcher
 
     return compile_lazily(fn) if fn is not None else compile_lazily
-
-
-def _cheaper_option_comparison() -> None:
-    """Replaces numba's ``TargetConfig`` hash and equality with ones that give the same
-    answers: the hash numba computes, ``hash(tuple(sorted(self.values())))``, sorts the
-    option *names* (iterating a dict yields its keys), so it is the hash of the class's
-    option names, computed here without the values; two configs of one class are equal
-    where the options either sets explicitly are (the others hold their defaults on both).
-    A numba whose configs keep their values otherwise keeps its own methods."""
-    if tuple(getattr(TargetConfig, "__slots__", ())) != ("_values",):
-        return
-
-    def values(self):
-        return {name: self._values.get(name, option.default) for name, option in self.options.items()}
-
-    def __hash__(self):
-        return hash(tuple(sorted(self.options)))
-
-    def __eq__(self, other):
-        if not isinstance(other, TargetConfig):
-            return NotImplemented
-        if type(self) is not type(other):
-            return self.values() == other.values()
-        mine, theirs, options = self._values, other._values, self.options
-        return mine == theirs or all(
-            mine.get(name, options[name].default) == theirs.get(name, options[name].default)
-            for name in mine.keys() | theirs.keys()
-        )
-
-    TargetConfig.values = values
-    TargetConfig.__hash__ = __hash__
-    TargetConfig.__eq__ = __eq__
-
-
-_cheaper_option_comparison()
-
-
-def ready_compiler() -> None:
-    """Do now what numba does on a process's first compile or cache load: set up its CPU
-    target, importing the registries of everything it can compile (0.2 s). A fork server
-    does it once for all the workers it forks."""
-    _import_numba_arraymath_without_scipy()
-    CPUDispatcher.targetdescr.target_context.refresh()
-
-
-def _import_numba_arraymath_without_scipy() -> None:
-    """numba's array functions check on import whether scipy's BLAS is there (importing
-    scipy.linalg: 0.17 s, a fifth of the fork server's start, on every run's critical
-    path) for one use: ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop.
-    No prep kernel calls either, so the check is answered "no" by hiding scipy.linalg while
-    that module imports; ``np.dot`` and ``np.linalg`` still find it when they compile."""
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]

@@ -1,0 +1,75 @@
+"""What prep changes in numba's own start and bookkeeping, to compile less slowly. Imported
+by ``jit`` (so before any kernel compiles); ``ready_compiler`` is for a fork server.
+
+Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
+array methods, operators on numpy scalars) under a key that holds the compile's
+``Flags``, so every such call site typed hashes a ``Flags`` and compares it with the
+cached one's; both build a dict of all 40-odd options through their properties. That
+was a tenth of the word splitter's compile time. ``_cheaper_option_comparison`` gives
+the same answers with less work.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from numba.core.registry import CPUDispatcher
+from numba.core.targetconfig import TargetConfig
+
+
+def _cheaper_option_comparison() -> None:
+    """Replaces numba's ``TargetConfig`` hash and equality with ones that give the same
+    answers: the hash numba computes, ``hash(tuple(sorted(self.values())))``, sorts the
+    option *names* (iterating a dict yields its keys), so it is the hash of the class's
+    option names, computed here without the values; two configs of one class are equal
+    where the options either sets explicitly are (the others hold their defaults on both).
+    A numba whose configs keep their values otherwise keeps its own methods."""
+    if tuple(getattr(TargetConfig, "__slots__", ())) != ("_values",):
+        return
+
+    def values(self):
+        return {name: self._values.get(name, option.default) for name, option in self.options.items()}
+
+    def __hash__(self):
+        return hash(tuple(sorted(self.options)))
+
+    def __eq__(self, other):
+        if not isinstance(other, TargetConfig):
+            return NotImplemented
+        if type(self) is not type(other):
+            return self.values() == other.values()
+        mine, theirs, options = self._values, other._values, self.options
+        return mine == theirs or all(
+            mine.get(name, options[name].default) == theirs.get(name, options[name].default)
+            for name in mine.keys() | theirs.keys()
+        )
+
+    TargetConfig.values = values
+    TargetConfig.__hash__ = __hash__
+    TargetConfig.__eq__ = __eq__
+
+
+_cheaper_option_comparison()
+
+
+def ready_compiler() -> None:
+    """Do now what numba does on a process's first compile or cache load: set up its CPU
+    target, importing the registries of everything it can compile (0.2 s). A fork server
+    does it once for all the workers it forks."""
+    _import_numba_arraymath_without_scipy()
+    CPUDispatcher.targetdescr.target_context.refresh()
+
+
+def _import_numba_arraymath_without_scipy() -> None:
+    """numba's array functions check on import whether scipy's BLAS is there (importing
+    scipy.linalg: 0.17 s, a fifth of the fork server's start, on every run's critical
+    path) for one use: ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop.
+    No prep kernel calls either, so the check is answered "no" by hiding scipy.linalg while
+    that module imports; ``np.dot`` and ``np.linalg`` still find it when they compile."""
+    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
+        return
+    sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
+    try:
+        import numba.np.arraymath  # noqa: F401
+    finally:
+        del sys.modules["scipy.linalg"]
