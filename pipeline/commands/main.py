@@ -79,7 +79,8 @@ class PrepGroup(click.Group):
         except KeyboardInterrupt as stop:
             if debug:
                 raise
-            click.echo(f"\n{stopped(stop)}", err=True)
+            hint = getattr(stop, "resume_hint", "")
+            click.echo(f"\n{stopped(stop)}{': ' + hint if hint else ''}", err=True)
             sys.exit(exit_code(stop))
         except Exception as error:
             if debug:
@@ -178,10 +179,8 @@ def run(
     try:
         manifest = _start_and_run(config, out, executor=executor, address=address, **options)
     except KeyboardInterrupt as stop:  # from the first step on: the same line whenever it comes
-        if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
-            raise
-        click.echo(f"\n{stopped(stop)}: finished units are kept; run the same command again to resume", err=True)
-        sys.exit(exit_code(stop))
+        stop.resume_hint = "finished units are kept; run the same command again to resume"
+        raise
     if not quiet:
         from pipeline.engine.summary import print_summary
 
