@@ -24,6 +24,39 @@ def test_constants_share_one_compiled_helper():
     assert len(_add.signatures) == 1  # numba's own njit compiles four: Literal[int](0), (-1), (3), int64
 
 
+@njit(cache=False)
+def _first(a, i):
+    return a[i]
+
+
+@njit(cache=False)
+def _token_offsets(offsets32, offsets64):
+    return _first(offsets32, offsets32[1]) + _first(offsets32, offsets64[1]) + _first(offsets32, np.int16(0))
+
+
+def test_narrow_signed_integers_share_the_int64_helper():
+    offsets = np.array([0, 2, 5], np.int32)
+    assert _token_offsets(offsets, offsets.astype(np.int64)) == 5 + 5 + 0
+    assert [str(args[1]) for args in _first.signatures] == ["int64"]  # numba compiles int32, int64, int16
+
+
+@njit(cache=False)
+def _typed_often(x, y):
+    return min(x, y) + min(y, x) + min(x + 1, y)
+
+
+def test_numba_types_a_repeated_call_once_and_answers_the_same():
+    """The second and third ``min(int64, int64)`` are answered from what the first found."""
+    from numba.core import types
+    from numba.core.registry import cpu_target
+
+    assert _typed_often(np.int64(2), np.int64(7)) == 2 + 2 + 3
+    min_type = cpu_target.typing_context.resolve_value_type(min)
+    answers = {key[1]: sig for key, sig in min_type.__dict__["_prep_call_types"].items()}
+    # numba types min(a, b) as min((a, b))
+    assert str(answers[(types.int64, types.int64)]) == "(UniTuple(int64, 2),) -> int64"
+
+
 @njit(cache=False, _nrt=False)
 def _sum(a):
     total = 0

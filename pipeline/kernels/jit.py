@@ -8,16 +8,21 @@ kernels held five copies of ``byte_set_find`` and four of ``split_duplicates``, 
 third of a cold run's compile time went to such copies. Here a call from jitted code
 types its arguments as plain values first, so each helper compiles once per real
 signature; the compiled code is the same (LLVM still folds the constant when it inlines).
+Plain also means 64-bit for a signed integer: token offsets are int32 arrays, and a
+helper handed one of their values compiled again beside its int64 copy (``decode``,
+``poly_hash``); numba does integer arithmetic in 64 bits whatever the width it is given,
+so the helper computes the same.
 
 Why no entry points: numba gives every compiled function a CPython wrapper (unboxing
 each argument, boxing the result) and a C callback wrapper, though most of prep's
 helpers are only ever called from other kernels. Each wrapper is generated, optimized
 and emitted, and then again inside every caller, since a caller's module links in its
-callees' whole modules: they were a tenth of a cold run's compile time. So a function
-compiled because a jitted caller needs it gets neither wrapper; one called from Python
-(a batch kernel, a warmup step, a test) gets both. A helper called from Python for a
-signature it only has without the wrapper (in memory or in numba's cache) is compiled
-again with it, once: that happens in tests, not in runs.
+callees' whole modules: they were a tenth of a cold run's compile time. No kernel gets
+the C callback (it is for handing a jitted function to C code, which prep never does),
+and a function compiled because a jitted caller needs it gets no CPython wrapper
+either; one called from Python (a batch kernel, a warmup step, a test) gets it. A
+helper called from Python for a signature it only has without the wrapper (in memory or
+in numba's cache) is compiled again with it, once: that happens in tests, not in runs.
 
 ``njit(fn)`` or ``njit(**options)``: numba's options (``_nrt``, ``nogil``, ``inline``);
 ``cache`` defaults to True, as every prep kernel caches what it compiles (see
@@ -36,15 +41,13 @@ from numba.core.registry import CPUDispatcher
 
 import pipeline.kernels.numba_setup  # noqa: F401  (cheaper compile bookkeeping, before any compile)
 
-_NO_WRAPPERS = ("no_cpython_wrapper", "no_cfunc_wrapper")
-
 
 class _KernelDispatcher(CPUDispatcher):
     def get_call_template(self, args, kws):
         """A jitted caller's request: plain argument types, and no wrappers if compiled now."""
-        args = tuple(types.unliteral(a) for a in args)
-        kws = {name: types.unliteral(t) for name, t in kws.items()}
-        with global_compiler_lock, self._options(**dict.fromkeys(_NO_WRAPPERS, True)):
+        args = tuple(_plain(a) for a in args)
+        kws = {name: _plain(t) for name, t in kws.items()}
+        with global_compiler_lock, self._options(no_cpython_wrapper=True):
             return super().get_call_template(args, kws)
 
     @global_compiler_lock  # the options above hold for one compile (a reader compiles on its thread)
@@ -91,6 +94,13 @@ class _KernelDispatcher(CPUDispatcher):
             self.targetoptions.update(saved)
 
 
+def _plain(argument: types.Type) -> types.Type:
+    argument = types.unliteral(argument)
+    if isinstance(argument, types.Integer) and argument.signed and argument.bitwidth < 64:
+        return types.int64
+    return argument
+
+
 @contextlib.contextmanager
 def _interrupts_kept():
     """Raises, when a compile or cache load ends, a Ctrl-C or SIGTERM that came during it
@@ -121,7 +131,7 @@ def _interrupts_kept():
 
 
 def njit(fn=None, *, cache: bool = True, **options):
-    targetoptions = {"nopython": True, "boundscheck": None, **options}
+    targetoptions = {"nopython": True, "boundscheck": None, "no_cfunc_wrapper": True, **options}
 
     def compile_lazily(function):
         dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions=targetoptions)

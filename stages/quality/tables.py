@@ -87,8 +87,8 @@ def byte_set(strings: list[bytes]) -> ByteSet:
     blob = np.frombuffer(b"".join(strings), np.uint8).copy() if strings else np.zeros(0, np.uint8)
     item_off = np.zeros(len(strings) + 1, np.int64)
     item_off[1:] = np.cumsum([len(s) for s in strings])
-    for i, s in enumerate(strings):
-        h = fnv1a_nonzero(np.frombuffer(s, np.uint8), 0, len(s))
+    for i in range(len(strings)):
+        h = fnv1a_nonzero(blob, item_off[i], item_off[i + 1])  # blob, not the bytes: the kernels' writable type
         slot = int(h) & (size - 1)
         while slot_item[slot] != -1:
             slot = (slot + 1) & (size - 1)
