@@ -12,6 +12,8 @@ with all of it in place, shared copy-on-write.
 
 from __future__ import annotations
 
+import gc
+
 import pyarrow as pa
 
 # The modules of the task functions of every phase.
@@ -24,3 +26,5 @@ from pipeline.kernels.numba_setup import ready_compiler
 registry()  # every stage's module
 pa.array(["warm"])  # pyarrow imports pandas here, when it is installed
 ready_compiler()
+gc.freeze()
+gc.set_threshold(10_000, 50, 100)

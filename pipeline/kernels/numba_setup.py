@@ -1,6 +1,6 @@
 """What prep changes in numba's own start and bookkeeping, to compile less slowly: cheaper
-option comparisons, typing answers remembered, plain error text (each function says
-why). Imported by ``jit`` (so before any kernel compiles); ``ready_compiler`` is for a
+option comparisons, typing answers remembered, plain error text, no LLVM lock events
+(each function says why). Imported by ``jit`` (so before any kernel compiles); ``ready_compiler`` is for a
 fork server.
 
 Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import sys
 
-from numba.core import errors
+from llvmlite import binding as ll
+from numba.core import base, errors  # noqa: F401  (base registers the LLVM lock callbacks)
 from numba.core.registry import CPUDispatcher
 from numba.core.targetconfig import ConfigStack, TargetConfig
 from numba.core.types.functions import BaseFunction
@@ -99,6 +100,19 @@ def _plain_error_messages() -> None:
 
 
 _plain_error_messages()
+
+
+def _no_llvm_lock_events() -> None:
+    """numba asks llvmlite to call it back around every call into LLVM (50,000 in a cold
+    warm-up), to fire a timing event on each: a fiftieth of the compile, for compile
+    statistics prep never reads. The two callbacks are numba's own, found by name."""
+    callbacks = ll.ffi.lib._lock._cblist
+    for acquire, release in list(callbacks):
+        if getattr(acquire, "__qualname__", "").startswith("_initialize_llvm_lock_event."):
+            ll.ffi.unregister_lock_callback(acquire, release)
+
+
+_no_llvm_lock_events()
 
 
 def ready_compiler() -> None:
