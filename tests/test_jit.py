@@ -139,3 +139,33 @@ def test_a_ctrl_c_inside_a_c_callback_during_a_compile_is_raised_when_it_ends():
             ctypes.CFUNCTYPE(None)(callback)()
             done.append("went on")  # the rest of the compile still runs
     assert done == ["went on"]
+
+
+@njit(cache=False)
+def _scaled(x, k):
+    return x * k
+
+
+@njit(cache=False)
+def _never_compiled_here(x):
+    return x + 1
+
+
+@njit(cache=False)
+def _outer(x):
+    return _scaled(x, 2) + _never_compiled_here(x)
+
+
+def test_typing_a_source_compiles_its_callees_for_jitted_callers_only():
+    """``typed`` compiles ``_scaled`` as a jitted caller would (int64, no Python entry
+    point), nothing of ``_outer``, and nothing of what a stand-in replaces."""
+    from numba.core import types
+
+    from pipeline.kernels.jit import _KernelDispatcher
+    from pipeline.kernels.typing_only import stand_in, typed, with_globals
+
+    source = with_globals(_outer, _never_compiled_here=stand_in(types.float64))
+    assert typed(source, (np.int32(3),), like=_outer) == types.float64
+    ((args, cres),) = _scaled.overloads.items()
+    assert [str(a) for a in args] == ["int64", "int64"] and not _KernelDispatcher._has_wrapper(cres)
+    assert not _never_compiled_here.overloads and not _outer.overloads

@@ -68,7 +68,7 @@ class QualityStage(Stage):
         self, text: pa.Array, rule_set: str, web_kernel: Callable = kernels.web_batch
     ) -> tuple[np.ndarray, pa.Array | None]:
         """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten
-        text. ``web_kernel``: ``web_batch`` or, to compile its callees, its Python source."""
+        text. ``web_kernel``: ``web_batch``, or what types its source to compile its callees."""
         data, offsets = string_buffers(text)
         signals = np.full((len(offsets) - 1, self._n_signals), np.nan)
         if rule_set == "code":

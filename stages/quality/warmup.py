@@ -7,10 +7,11 @@ process. So round 0 compiles two parts side by side on two workers: the word spl
 (``web_rules``). Round 1 (``web``) compiles ``web_batch`` and C4's line rules (which call
 the word splitter), loading everything else from the cache.
 
-``web_rules`` gets the callees' types right by construction: it runs ``web_batch``'s own
-Python source on a sample page, so each jitted callee compiles as the interpreter calls
-it. C4's line rules run from their Python source the same way, and the word splitter is
-replaced there by a plain-Python stand-in with the same contract (split at spaces).
+``web_rules`` gets the callees' types right by construction: it types ``web_batch``'s
+own source for the sample page (``pipeline/kernels/typing_only.py``), so each jitted
+callee compiles as ``web_batch``'s compile asks for it, with no Python entry point; the
+word splitter is a stand-in there, typed as returning a count, and C4's line rules are
+typed from their source the same way. Nothing of ``web_batch`` itself is compiled.
 Code and math kernels are small: one step each. Every step takes the stage class (which
 imports this module) and builds it with default options: the kernels' types do not
 depend on option values.
@@ -18,11 +19,11 @@ depend on option values.
 
 from __future__ import annotations
 
-import types
-
 import pyarrow as pa
+from numba.core import types
 
 from pipeline.kernels.buffers import string_buffers
+from pipeline.kernels.typing_only import stand_in, typed, with_globals
 from stages.quality import kernels
 from stages.quality.rules import QualityOptions
 from stages.quality.tables import kernel_tables, tables
@@ -47,31 +48,19 @@ def words(stage_class) -> None:
     split_words(kernel_tables(tables()), doc, 0, doc.shape[0], *word_scratch(doc.shape[0]))
 
 
-def _split_at_spaces(T, buf, start, end, out_s, out_e, stack_s, stack_e) -> int:
-    """The word splitter's contract in plain Python, splitting at ASCII whitespace."""
-    n, i = 0, start
-    while i < end:
-        while i < end and buf[i] in b" \n\t":
-            i += 1
-        j = i
-        while j < end and buf[j] not in b" \n\t":
-            j += 1
-        if j > i:
-            out_s[n], out_e[n], n = i, j, n + 1
-        i = j
-    return n
-
-
-def _interpreted(kernel, **stand_ins):
-    """``kernel``'s Python source as a plain function, with some of the callees it names replaced."""
-    source = kernel.py_func
-    return types.FunctionType(source.__code__, {**source.__globals__, **stand_ins})
-
-
 def web_rules(stage_class) -> None:
-    c4 = _interpreted(kernels.c4_rewrite, split_words=_split_at_spaces)
-    web_batch = _interpreted(kernels.web_batch, split_words=_split_at_spaces, c4_rewrite=c4)
-    stage_class(QualityOptions()).signals(_text(), "web", web_kernel=web_batch)
+    """Types ``web_batch`` for the sample page, compiling what it calls but the word
+    splitter (``words``' step) and ``c4_rewrite`` (compiled with ``web_batch``, in ``web``):
+    the latter is typed too, so what it calls compiles here as well."""
+    words = stand_in(types.intp)
+    c4 = with_globals(kernels.c4_rewrite, split_words=words)
+    c4_typed = stand_in(lambda args: typed(c4, args, like=kernels.c4_rewrite))
+    web_batch = with_globals(kernels.web_batch, split_words=words, c4_rewrite=c4_typed)
+
+    def type_web_batch(*args) -> None:
+        typed(web_batch, args, like=kernels.web_batch)
+
+    stage_class(QualityOptions()).signals(_text(), "web", web_kernel=type_web_batch)
 
 
 def web(stage_class) -> None:
