@@ -169,3 +169,32 @@ def test_typing_a_source_compiles_its_callees_for_jitted_callers_only():
     ((args, cres),) = _scaled.overloads.items()
     assert [str(a) for a in args] == ["int64", "int64"] and not _KernelDispatcher._has_wrapper(cres)
     assert not _never_compiled_here.overloads and not _outer.overloads
+
+
+@njit(cache=False)
+def _helper(x):
+    return x * 3
+
+
+@njit(cache=False)
+def _kernel(x):
+    return _helper(x) + 1
+
+
+def test_a_helper_only_kernels_call_reaches_machine_code_only_inside_them():
+    """Its library is IR that its callers link and optimize; numba's cache stores that IR,
+    and a library loaded from it links into a caller the same way."""
+    from numba.core.registry import cpu_target
+
+    from pipeline.kernels.linked_only import KIND, LinkedOnlyLibrary
+
+    assert _kernel(np.int64(4)) == 13
+    (helper,) = _helper.overloads.values()
+    (kernel,) = _kernel.overloads.values()
+    assert isinstance(helper.library, LinkedOnlyLibrary) and not isinstance(kernel.library, LinkedOnlyLibrary)
+    assert helper.library.get_pointer_to_function(helper.fndesc.llvm_func_name) == 0
+    name, kind, ir = helper.library.serialize_using_object_code()
+    assert kind == KIND
+    loaded = cpu_target.target_context.codegen().unserialize_library((name, kind, ir))
+    assert isinstance(loaded, LinkedOnlyLibrary)
+    assert loaded._get_module_for_linking().get_function(helper.fndesc.llvm_func_name) is not None

@@ -23,6 +23,8 @@ and a function compiled because a jitted caller needs it gets no CPython wrapper
 either; one called from Python (a batch kernel, a warmup step, a test) gets it. A
 helper called from Python for a signature it only has without the wrapper (in memory or
 in numba's cache) is compiled again with it, once: that happens in tests, not in runs.
+A helper without the wrapper is not optimized or assembled on its own either: its
+callers link its IR (``linked_only``).
 
 ``njit(fn)`` or ``njit(**options)``: numba's options (``_nrt``, ``nogil``, ``inline``);
 ``cache`` defaults to True, as every prep kernel caches what it compiles (see
@@ -40,6 +42,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 
 import pipeline.kernels.numba_setup  # noqa: F401  (cheaper compile bookkeeping, before any compile)
+from pipeline.kernels.linked_only import KernelCompiler
 
 
 class _KernelDispatcher(CPUDispatcher):
@@ -134,7 +137,9 @@ def njit(fn=None, *, cache: bool = True, **options):
     targetoptions = {"nopython": True, "boundscheck": None, "no_cfunc_wrapper": True, **options}
 
     def compile_lazily(function):
-        dispatcher = _KernelDispatcher(py_func=function, locals={}, targetoptions=targetoptions)
+        dispatcher = _KernelDispatcher(
+            py_func=function, locals={}, targetoptions=targetoptions, pipeline_class=KernelCompiler
+        )
         if cache:
             dispatcher.enable_caching()
         return dispatcher
