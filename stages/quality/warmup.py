@@ -1,6 +1,6 @@
 """Compiling the quality kernels before a run (see ``Stage.warmups``), web text in two rounds.
 
-``web_batch`` and everything it calls is most of a cold run's compile time (about 25
+``web_batch`` and everything it calls is most of a cold run's compile time (about 15
 CPU-seconds on one core), and numba compiles a kernel's callees one after another in one
 process. So round 0 compiles two parts side by side on two workers: the word splitter
 (``words``) and every rule family's helpers at the types ``web_batch`` passes them
@@ -77,10 +77,10 @@ def math(stage_class) -> None:
 
 # CPU-seconds each step took in a cold run of the bundled sample on 2 workers (the engine
 # starts the steps with the longest chain behind them first).
-words.compile_seconds = 7.3
-web_rules.compile_seconds = 9.9
-web.compile_seconds = 4.5
-code.compile_seconds = 1.5
-math.compile_seconds = 0.6
+words.compile_seconds = 5.3
+web_rules.compile_seconds = 6.0
+web.compile_seconds = 3.8
+code.compile_seconds = 1.4
+math.compile_seconds = 0.7
 
 ROUNDS = {"web": [[words, web_rules], [web]], "code": [[code]], "math": [[math]]}
