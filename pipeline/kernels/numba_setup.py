@@ -1,7 +1,7 @@
 """What prep changes in numba's own start and bookkeeping, to compile less slowly: cheaper
 option comparisons, typing answers remembered, plain error text, no LLVM lock events
-(each function says why). Imported by ``jit`` (so before any kernel compiles); ``ready_compiler`` is for a
-fork server.
+(each function says why). Imported by ``jit`` (so before any kernel compiles);
+``ready_compiler`` is for a fork server.
 
 Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
 array methods, operators on numpy scalars) under a key that holds the compile's
