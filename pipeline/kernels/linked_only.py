@@ -63,7 +63,7 @@ class LinkedOnlyLibrary(JITCodeLibrary):
 class _LinkedOnlyForHelpers(LoweringPass):
     _name = "prep_linked_only_for_helpers"
 
-    def __init__(self):
+    def __init__(self):  # numba declares a pass's __init__ abstract
         LoweringPass.__init__(self)
 
     def run_pass(self, state):
