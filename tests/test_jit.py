@@ -198,3 +198,15 @@ def test_a_helper_only_kernels_call_reaches_machine_code_only_inside_them():
     loaded = cpu_target.target_context.codegen().unserialize_library((name, kind, ir))
     assert isinstance(loaded, LinkedOnlyLibrary)
     assert loaded._get_module_for_linking().get_function(helper.fndesc.llvm_func_name) is not None
+
+
+@njit
+def _cached_square(x):
+    return x * x
+
+
+def test_in_cache_reads_numba_index_for_the_argument_types():
+    _cached_square._cache.flush()  # an empty index, whatever earlier runs left
+    assert not _cached_square.in_cache((3,))
+    assert _cached_square(3) == 9
+    assert _cached_square.in_cache((4,)) and not _cached_square.in_cache((4.0,))

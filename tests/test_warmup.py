@@ -173,6 +173,20 @@ def test_the_web_kernel_finds_every_helper_prepared():
     assert gained <= {"stages.quality.kernels.web_batch", "stages.quality.c4.c4_rewrite"}
 
 
+def test_a_cached_web_kernel_is_not_typed_again(monkeypatch):
+    """With ``web_batch`` in numba's cache, ``web_rules`` has nothing to prepare: ``web``
+    loads the kernel whole. Typing its source cost every warm run half a second."""
+    from stages.quality.stage import QualityStage
+
+    quality_warmup.web(QualityStage)  # compiles web_batch into the cache, or loads it from there
+
+    def typed(*args, **kwargs):
+        raise AssertionError("web_rules typed the source of a kernel the cache holds")
+
+    monkeypatch.setattr(quality_warmup, "typed", typed)
+    quality_warmup.web_rules(QualityStage)
+
+
 # A helper first compiled for a jitted caller has no Python entry point: calling it from
 # Python compiles it again with one, in the process that compiled it and in the next one,
 # which finds it in numba's cache without one.

@@ -82,6 +82,15 @@ class _KernelDispatcher(CPUDispatcher):
         else:
             self.overloads[tuple(cres.signature.args)] = cres
 
+    def in_cache(self, args) -> bool:
+        """Whether numba's cache on disk holds this kernel compiled for argument values
+        ``args`` (its index says so; nothing is loaded)."""
+        if isinstance(self._cache, NullCache):
+            return False
+        sig = tuple(self.typeof_pyval(a) for a in args)
+        key = self._cache._index_key(sig, self.targetctx.codegen())
+        return key in self._cache._cache_file._load_index()
+
     @staticmethod
     def _has_wrapper(cres) -> bool:
         return cres.objectmode or bool(cres.library.get_pointer_to_function(cres.fndesc.llvm_cpython_wrapper_name))

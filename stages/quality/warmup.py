@@ -51,14 +51,17 @@ def words(stage_class) -> None:
 def web_rules(stage_class) -> None:
     """Types ``web_batch`` for the sample page, compiling what it calls but the word
     splitter (``words``' step) and ``c4_rewrite`` (compiled with ``web_batch``, in ``web``):
-    the latter is typed too, so what it calls compiles here as well."""
+    the latter is typed too, so what it calls compiles here as well. Nothing to do when
+    numba's cache holds ``web_batch`` itself: typing its source took half a second of
+    every warm run, on the warm-up's longest chain."""
     words = stand_in(types.intp)
     c4 = with_globals(kernels.c4_rewrite, split_words=words)
     c4_typed = stand_in(lambda args: typed(c4, args, like=kernels.c4_rewrite))
     web_batch = with_globals(kernels.web_batch, split_words=words, c4_rewrite=c4_typed)
 
     def type_web_batch(*args) -> None:
-        typed(web_batch, args, like=kernels.web_batch)
+        if not kernels.web_batch.in_cache(args):  # else ``web`` loads it whole: nothing to prepare
+            typed(web_batch, args, like=kernels.web_batch)
 
     stage_class(QualityOptions()).signals(_text(), "web", web_kernel=type_web_batch)
 
