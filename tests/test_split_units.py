@@ -17,7 +17,7 @@ from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import StrictModeError
-from pipeline.readers.splits import even_step, plan_spans
+from pipeline.readers.splits import even_step, parsed_bytes, plan_spans
 
 # The bundled CommonCrawl sample as plain JSON lines, with lines a reader must quarantine
 # or skip, so that pieces carry ledger rows and blank lines too.
@@ -87,6 +87,23 @@ def test_files_read_whole(tmp_path):
     garbage = tmp_path / "g.parquet"
     garbage.write_bytes(b"PAR1" * 5000)
     assert plan_spans(garbage, "parquet", 1000, 1000) is None  # the reader quarantines it whole
+
+
+def test_a_gzip_file_ranks_by_the_bytes_it_inflates_to(tmp_path):
+    """Units are handed out largest first by the bytes a reader parses: a gzip file's
+    trailer says them, so a file that compresses well is not taken for a small one."""
+    path = plain_sample(tmp_path / "a.jsonl")
+    text = path.read_bytes()
+    gzipped = tmp_path / "a.jsonl.gz"
+    gzipped.write_bytes(gzip.compress(text))
+    stored = gzipped.stat().st_size
+    assert stored < len(text) and parsed_bytes(gzipped, stored) == len(text)
+    assert parsed_bytes(path, len(text)) == len(text)  # plain: its size
+    two = tmp_path / "two.jsonl.gz"  # members: the last one's size, never below the file's
+    two.write_bytes(gzip.compress(text) + gzip.compress(b"\n"))
+    assert parsed_bytes(two, two.stat().st_size) == two.stat().st_size
+    assert parsed_bytes(tmp_path / "gone.gz", 7) == 7
+    assert parsed_bytes("s3://bucket/a.jsonl.gz", 7) == 7  # remote: not opened
 
 
 def write_parquet_and_arrow(tmp_path) -> dict[str, object]:

@@ -31,6 +31,7 @@ from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
+from pipeline.readers.splits import parsed_bytes
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable_path
 
@@ -248,10 +249,13 @@ def _remove_temporaries(out: Path) -> None:
 
 
 def _input_sizes(units: list[Unit], input_stats: list[list[int | str]]) -> dict[tuple[str, str], float]:
-    """Bytes each unit reads, about: its file's size, shared evenly by the file's pieces
-    (``splits`` cuts them even)."""
+    """Bytes each unit parses, about: its file's (uncompressed, where the file says),
+    shared evenly by the file's pieces (``splits`` cuts them even)."""
     pieces = Counter((unit.source, unit.index) for unit in units)
-    return {(u.source, u.name): stat[0] / pieces[u.source, u.index] for u, stat in zip(units, input_stats)}
+    return {
+        (u.source, u.name): parsed_bytes(u.path, int(stat[0])) / pieces[u.source, u.index]
+        for u, stat in zip(units, input_stats)
+    }
 
 
 def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> list[Unit]:

@@ -54,6 +54,25 @@ def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list
     return spans if len(spans) > 1 else None
 
 
+def parsed_bytes(path: Path | str, stored: int) -> int:
+    """About how many bytes reading ``path`` parses, for ranking units by their work: a
+    local gzip file's uncompressed size from its trailer, else ``stored``. Text compresses
+    2.3-3.6x (the e2e corpus's web, math and code shards), so by stored size the workers
+    took web shards before longer math ones and one waited a second for the other at the
+    end. The trailer holds the last member's size mod 2**32, which for a file of several
+    members or over 4 GiB is a guess: never less than ``stored``."""
+    if isinstance(path, str):
+        return stored  # remote: a request more per file is not worth it
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != GZIP_MAGIC or stored < 18:
+                return stored
+            f.seek(-4, 2)
+            return max(int.from_bytes(f.read(4), "little"), stored)
+    except OSError:
+        return stored
+
+
 def even_step(size: int, split_bytes: int, block_bytes: int) -> int:
     """The distance between nominal cuts: ``size`` in as many pieces as ``split_bytes``
     asks for, of equal size (a multiple of ``block_bytes``), not full pieces and a short
