@@ -110,6 +110,9 @@ tokenizer = "gpt2"
 
 
 def run_prep(corpus: Path, work: Path, workers: int) -> dict:
+    from pipeline.engine.executor import start_fork_server
+
+    start_fork_server()  # first, as `prep run` does: the workers' imports overlap the engine's
     from pipeline.engine.run import run_pipeline
 
     config = work / "e2e.toml"
