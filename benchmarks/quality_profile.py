@@ -22,7 +22,8 @@ from pipeline.kernels.utf8 import decode, n_chars
 from stages.quality.c4 import c4_rewrite
 from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
-from stages.quality.gopher_repetition import gopher_repetition
+from stages.quality.gopher_repetition import lines_and_paragraphs
+from stages.quality.ngrams import ngram_repetition
 from stages.quality.word_splitter import split_words, word_scratch
 from stages.quality.words import word_stats
 
@@ -65,7 +66,8 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         if steps >= 3:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         if steps >= 4:
-            gopher_repetition(T, doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
+            lines_and_paragraphs(flags, doc, text_chars, row)
+            ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
             w_end, words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, 0, params, p_blob, p_off, p_class, p_pairs, row)

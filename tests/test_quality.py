@@ -5,13 +5,19 @@ neither crash nor misfire."""
 
 from __future__ import annotations
 
+import gzip
+import itertools
+import json
 import string
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 from stages.quality import QualityStage
+from stages.quality.rules import GREATER, Rule, rule_table
+from stages.quality.signals import TEXT_CHARS
 from stages.quality.tables import SP_DOT_AFTER, SP_ICON, SP_PREFIX, SP_SUFFIX, kernel_tables, tables
 from stages.quality.word_splitter import split_words
 
@@ -35,7 +41,10 @@ GOOD = PROSE + "\n" + PROSE2
 
 
 def run(texts, source="web", **options):
-    stage = QualityStage(QualityStage.Options(**options))
+    return run_with(QualityStage(QualityStage.Options(**options)), texts, source)
+
+
+def run_with(stage, texts, source="web"):
     batch = pa.RecordBatch.from_pydict(
         {"id": [str(i) for i in range(len(texts))], "text": texts, "source": [source] * len(texts)}
     )
@@ -354,7 +363,8 @@ def test_ten_megabyte_single_line():
     big = ("word " * 2_000_000)[:-1] + "."
     out = run([big])
     assert out.drop_reason.to_pylist() == ["gopher_repetition:top_2gram"]
-    assert out.batch.column("gq_words")[0].as_py() == 2_000_000
+    # "word word" 1,999,999 times (the last word splits off its "."), 9 characters each
+    assert out.batch.column("gr_top_2gram")[0].as_py() == pytest.approx(9 * 1_999_999 / len(big), rel=1e-6)
 
 
 @pytest.mark.parametrize("source", ["web", "code", "math"])
@@ -362,3 +372,32 @@ def test_empty_batch_keeps_the_schema(source):
     out = run([], source=source)
     assert out.batch.num_rows == 0 and len(out.drop_reason) == 0
     assert out.batch.schema.names == run(["x"], source=source).batch.schema.names
+
+
+def test_pages_a_gopher_rule_drops_are_not_judged_further(shared_data):
+    """The web kernel stops at the first Gopher rule that fires: the same reasons, and the
+    same signals and rewritten text for every page kept, as judging every page in full
+    (an empty rule table); the pages dropped early have no FineWeb signals."""
+    texts = []
+    for name in ("web/web_gold.jsonl.gz", "code/python_stdlib.jsonl.gz", "math/gsm8k.jsonl.gz"):
+        with gzip.open(shared_data / name, "rt") as f:
+            texts += [json.loads(line)["text"] for line in itertools.islice(f, 300)]
+    batch = pa.RecordBatch.from_pydict({"id": [str(i) for i in range(len(texts))], "text": texts})
+    early = QualityStage(QualityStage.Options())
+    full = QualityStage(QualityStage.Options())
+    full._gopher_rules = rule_table([])
+    a, b = early.process(batch, "web"), full.process(batch, "web")
+    assert a.drop_reason.equals(b.drop_reason) and a.changed == b.changed and a.counters == b.counters
+    kept = pc.is_null(a.drop_reason)
+    assert a.batch.filter(kept).equals(b.batch.filter(kept))
+    dropped_early = pc.and_(pc.is_null(a.batch.column("fw_line_punct_ratio")), pc.is_valid(a.drop_reason))
+    assert pc.sum(dropped_early).as_py() > len(texts) // 2
+    assert pc.all(pc.starts_with(a.drop_reason.filter(dropped_early), "gopher_")).as_py()
+
+
+def test_a_page_the_kernel_stopped_judging_must_be_dropped_by_a_gopher_rule():
+    stage = QualityStage(QualityStage.Options())
+    # A table that stops at every page, while the stage's own rules keep good prose.
+    stage._gopher_rules = rule_table([Rule("everything", TEXT_CHARS, GREATER, 0)])
+    with pytest.raises(RuntimeError, match="stopped judging a page that no Gopher rule drops"):
+        run_with(stage, [GOOD])

@@ -15,7 +15,6 @@ import numpy as np
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64_nonzero
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.jit import kernel
-from stages.quality.ngrams import ngram_repetition
 from stages.quality.open_addressing import bytes_key, count_duplicates
 from stages.quality.signals import (
     GR_DUP_LINE_CHAR_FRAC,
@@ -119,15 +118,3 @@ def lines_and_paragraphs(flags, buf, text_chars, sig):
         para_lens[0] = 0
         n_para = 1
     _duplicate_shares(para_keys, para_lens, n_para, text_chars, sig, GR_DUP_PARA_FRAC, GR_DUP_PARA_CHAR_FRAC)
-
-
-@kernel
-def gopher_repetition(T, buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig):
-    """The Gopher repetition signals of one document whose ``ntok`` words
-    buf[tok_s[t]:tok_e[t]] have the characters, hashes and powers ``words.word_stats`` gives."""
-    flags = T.flags
-    end = buf.shape[0]
-    if end == 0:
-        return
-    lines_and_paragraphs(flags, buf, text_chars, sig)
-    ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig)

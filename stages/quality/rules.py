@@ -203,11 +203,36 @@ class _Only:
         self.decider.rule(name, self.mask & fires)
 
 
-def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    words = ~(signals[:, NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
-    word_rules = _Only(decider, words)
+# How a rule compares its signal with its threshold (NaN, a signal not computed, never fires).
+GREATER, LESS, EQUAL = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One threshold rule: it fires where ``signal <op> threshold``; ``words_only``: only
+    where the word rules apply (see ``no_space_script_min_frac``)."""
+
+    name: str
+    column: int
+    op: int
+    threshold: float
+    words_only: bool = False
+
+    def fires(self, signals: np.ndarray) -> np.ndarray:
+        values = signals[:, self.column]
+        if self.op == GREATER:
+            return values > self.threshold
+        return values < self.threshold if self.op == LESS else values == self.threshold
+
+
+def gopher_rules(options: QualityOptions) -> list[Rule]:
+    """The Gopher repetition then quality rules, in the order they name a drop reason.
+
+    Declared as data because two read them: ``decide_web`` over the signal matrix, and
+    the web kernel, which stops judging a page once one fires (``rule_table``)."""
+    rules = []
     if options.gopher_repetition:
-        decider.rule("gopher_repetition:empty", signals[:, TEXT_CHARS] == 0)
+        rules.append(Rule("gopher_repetition:empty", TEXT_CHARS, EQUAL, 0))
         for name, column, threshold in (
             ("dup_para_frac", GR_DUP_PARA_FRAC, options.gopher_dup_para_frac),
             ("dup_para_char_frac", GR_DUP_PARA_CHAR_FRAC, options.gopher_dup_para_char_frac),
@@ -215,40 +240,46 @@ def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -
             ("dup_line_char_frac", GR_DUP_LINE_CHAR_FRAC, options.gopher_dup_line_char_frac),
         ):
             if threshold:
-                decider.rule(f"gopher_repetition:{name}", signals[:, column] > threshold)
+                rules.append(Rule(f"gopher_repetition:{name}", column, GREATER, threshold))
         column = NGRAM_BASE
-        for size, threshold in options.top_ngrams():
-            decider.rule(f"gopher_repetition:top_{size}gram", words & (signals[:, column] > threshold))
-            column += 1
-        for size, threshold in options.dup_ngrams():
-            decider.rule(f"gopher_repetition:dup_{size}gram", words & (signals[:, column] > threshold))
-            column += 1
+        for kind, sizes in (("top", options.top_ngrams()), ("dup", options.dup_ngrams())):
+            for size, threshold in sizes:
+                rules.append(Rule(f"gopher_repetition:{kind}_{size}gram", column, GREATER, threshold, True))
+                column += 1
     if options.gopher_quality:
-        count, mean = signals[:, GQ_WORDS], signals[:, GQ_MEAN_WORD_LEN]
-        if options.gopher_min_doc_words:
-            word_rules.rule("gopher_quality:word_count", count < options.gopher_min_doc_words)
-        if options.gopher_max_doc_words:
-            word_rules.rule("gopher_quality:word_count", count > options.gopher_max_doc_words)
-        if options.gopher_min_avg_word_length:
-            word_rules.rule("gopher_quality:mean_word_length", mean < options.gopher_min_avg_word_length)
-        if options.gopher_max_avg_word_length:
-            word_rules.rule("gopher_quality:mean_word_length", mean > options.gopher_max_avg_word_length)
-        if options.gopher_max_symbol_word_ratio:
-            limit = options.gopher_max_symbol_word_ratio
-            word_rules.rule("gopher_quality:hash_ratio", signals[:, GQ_HASH_RATIO] > limit)
-            word_rules.rule("gopher_quality:ellipsis_ratio", signals[:, GQ_ELLIPSIS_RATIO] > limit)
-        if options.gopher_max_bullet_lines_ratio:
-            limit = options.gopher_max_bullet_lines_ratio
-            word_rules.rule("gopher_quality:bullet_lines", signals[:, GQ_BULLET_LINES] > limit)
-        if options.gopher_max_ellipsis_lines_ratio:
-            limit = options.gopher_max_ellipsis_lines_ratio
-            word_rules.rule("gopher_quality:ellipsis_lines", signals[:, GQ_ELLIPSIS_LINES] > limit)
-        if options.gopher_min_alpha_words_ratio:
-            limit = options.gopher_min_alpha_words_ratio
-            word_rules.rule("gopher_quality:alpha_words", signals[:, GQ_ALPHA_WORDS] < limit)
-        if options.gopher_min_stop_words:
-            limit = options.gopher_min_stop_words
-            word_rules.rule("gopher_quality:stop_words", signals[:, GQ_STOP_WORDS] < limit)
+        limit = options.gopher_max_symbol_word_ratio
+        for name, column, op, threshold in (
+            ("word_count", GQ_WORDS, LESS, options.gopher_min_doc_words),
+            ("word_count", GQ_WORDS, GREATER, options.gopher_max_doc_words),
+            ("mean_word_length", GQ_MEAN_WORD_LEN, LESS, options.gopher_min_avg_word_length),
+            ("mean_word_length", GQ_MEAN_WORD_LEN, GREATER, options.gopher_max_avg_word_length),
+            ("hash_ratio", GQ_HASH_RATIO, GREATER, limit),
+            ("ellipsis_ratio", GQ_ELLIPSIS_RATIO, GREATER, limit),
+            ("bullet_lines", GQ_BULLET_LINES, GREATER, options.gopher_max_bullet_lines_ratio),
+            ("ellipsis_lines", GQ_ELLIPSIS_LINES, GREATER, options.gopher_max_ellipsis_lines_ratio),
+            ("alpha_words", GQ_ALPHA_WORDS, LESS, options.gopher_min_alpha_words_ratio),
+            ("stop_words", GQ_STOP_WORDS, LESS, options.gopher_min_stop_words),
+        ):
+            if threshold:
+                rules.append(Rule(f"gopher_quality:{name}", column, op, threshold, True))
+    return rules
+
+
+def rule_table(rules: list[Rule]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``rules`` as the kernels read them: (columns, ops, thresholds, words_only)."""
+    return (
+        np.array([rule.column for rule in rules], np.int64),
+        np.array([rule.op for rule in rules], np.int64),
+        np.array([rule.threshold for rule in rules], np.float64),
+        np.array([rule.words_only for rule in rules], np.bool_),
+    )
+
+
+def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
+    words = ~(signals[:, NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
+    word_rules = _Only(decider, words)
+    for rule in gopher_rules(options):
+        (word_rules if rule.words_only else decider).rule(rule.name, rule.fires(signals))
     if options.c4:
         event = signals[:, C4_EVENT]
         word_rules.rule("c4:lorem_ipsum", event == C4_LOREM)

@@ -3,7 +3,9 @@ rules for code, light rules for math; numba kernels over the batch's Arrow buffe
 
 Each document's signals become columns (``gq_*`` Gopher quality, ``gr_*`` Gopher
 repetition, ``c4_*``, ``fw_*`` FineWeb, ``code_*``, ``blob_len``; null where a rule set
-does not compute them), so thresholds can be changed later without recomputing. For
+does not compute them), so thresholds can be changed later without recomputing. A web
+page a Gopher rule drops is judged no further (no C4, no FineWeb), as in datatrove's
+chain of filters: the ledger keeps a dropped page's reason and text, not its signals. For
 web sources C4 removes lines: kept documents carry C4's rewritten text and count as
 ``changed``; rejected ones keep their original text for the ledger.
 
@@ -28,8 +30,8 @@ from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register
 from stages.quality import kernels, warmup
-from stages.quality.rules import DECIDE, Decider, QualityOptions
-from stages.quality.signals import INT, NGRAM_BASE, columns, pack_params
+from stages.quality.rules import DECIDE, Decider, QualityOptions, gopher_rules, rule_table
+from stages.quality.signals import FW_LINES, INT, NGRAM_BASE, columns, pack_params
 from stages.quality.substrings import Phrases
 from stages.quality.tables import kernel_tables, tables
 
@@ -57,6 +59,7 @@ class QualityStage(Stage):
         self._phrases = Phrases(options.c4_policy_substrings).arrays()
         self._autogen_markers = _blob(options.code_autogen_markers, lower=True)
         self._params = pack_params(options)
+        self._gopher_rules = rule_table(gopher_rules(options))
         self.columns = columns(self._top_ngram_sizes, self._dup_ngram_sizes)
         self._n_signals = NGRAM_BASE + len(self._top_ngram_sizes) + len(self._dup_ngram_sizes)
 
@@ -68,7 +71,9 @@ class QualityStage(Stage):
         self, text: pa.Array, rule_set: str, web_kernel: Callable = kernels.web_batch
     ) -> tuple[np.ndarray, pa.Array | None]:
         """The signal matrix of ``text`` under a rule set, and (web with C4 on) the rewritten
-        text. ``web_kernel``: ``web_batch``, or what types its source to compile its callees."""
+        text. ``web_kernel``: ``web_batch``, or what types its source to compile its callees.
+        A web document a Gopher rule drops has the signals up to that rule's and no rewritten
+        text (see ``web_batch``): what the stage writes of a dropped document is its reason."""
         data, offsets = string_buffers(text)
         signals = np.full((len(offsets) - 1, self._n_signals), np.nan)
         if rule_set == "code":
@@ -90,6 +95,7 @@ class QualityStage(Stage):
             *self._phrases,
             self._top_ngram_sizes,
             self._dup_ngram_sizes,
+            self._gopher_rules,
             signals,
             out,
             out_offsets,
@@ -105,6 +111,8 @@ class QualityStage(Stage):
         signals, rewritten = self.signals(text, rule_set)
         decider = Decider(batch.num_rows)
         DECIDE[rule_set](self.options, signals, decider)
+        if rule_set == "web":
+            self._check_skipped(signals, decider)
         names = pa.array([None] + decider.names, pa.string())
         reasons = names.take(pa.array(decider.code))
         changed = 0
@@ -124,6 +132,15 @@ class QualityStage(Stage):
             batch = set_column(batch, name, pa.array(values, column_type, mask=missing))
         counters = {f"quality.{rule_set}.{name}": count for name, count in _reason_counts(decider).items()}
         return StageOutput(batch=batch, drop_reason=reasons, changed=changed, counters=counters)
+
+    def _check_skipped(self, signals: np.ndarray, decider: Decider) -> None:
+        """Every page the kernel stopped judging (FineWeb never ran: no line count) is dropped
+        by a Gopher rule here too: the kernel's early stop and ``decide_web`` read the same
+        rules, and a page kept without C4's rewriting would be a silent error."""
+        skipped = np.isnan(signals[:, FW_LINES])
+        gopher = (decider.code >= 1) & (decider.code <= self._gopher_rules[0].shape[0])
+        if np.any(skipped & ~gopher):
+            raise RuntimeError("quality: the web kernel stopped judging a page that no Gopher rule drops")
 
 
 def _reason_counts(decider: Decider) -> dict[str, int]:
