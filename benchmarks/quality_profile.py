@@ -24,6 +24,7 @@ from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs
 from stages.quality.ngrams import ngram_repetition
+from stages.quality.rules import rule_table
 from stages.quality.word_splitter import split_words, word_scratch
 from stages.quality.words import word_stats
 
@@ -40,7 +41,7 @@ STEPS = (
 
 
 @njit(cache=False)
-def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, sig, out):
+def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, rules, sig, out):
     flags = T.flags
     spaces = 0
     for d in range(offsets.shape[0] - 1):
@@ -67,7 +68,7 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         if steps >= 4:
             lines_and_paragraphs(flags, doc, text_chars, row)
-            ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
+            ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, True)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
             w_end, words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, 0, params, p_blob, p_off, p_class, p_pairs, row)
@@ -82,6 +83,8 @@ def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 5) ->
         string_buffers(pa.array(texts[i : i + batch_size], pa.large_string())) for i in range(0, len(texts), batch_size)
     ]
 
+    every_signal = rule_table([])  # no early stop: each family's whole cost
+
     def run(steps: int) -> float:
         start = time.process_time()
         for data, offsets in buffers:
@@ -89,7 +92,7 @@ def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 5) ->
             out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
             _drive(
                 steps, stage._tables, data, offsets, stage._params, *stage._stop_words, stage._phrases,
-                stage._top_ngram_sizes, stage._dup_ngram_sizes, sig, out,
+                stage._top_ngram_sizes, stage._dup_ngram_sizes, every_signal, sig, out,
             )  # fmt: skip
         return time.process_time() - start
 

@@ -16,7 +16,8 @@ import pyarrow.compute as pc
 import pytest
 
 from stages.quality import QualityStage
-from stages.quality.rules import GREATER, Rule, rule_table
+from stages.quality.early_stop import rejected
+from stages.quality.rules import GREATER, LESS, Rule, rule_table
 from stages.quality.signals import TEXT_CHARS
 from stages.quality.tables import SP_DOT_AFTER, SP_ICON, SP_PREFIX, SP_SUFFIX, kernel_tables, tables
 from stages.quality.word_splitter import split_words
@@ -42,6 +43,14 @@ GOOD = PROSE + "\n" + PROSE2
 
 def run(texts, source="web", **options):
     return run_with(QualityStage(QualityStage.Options(**options)), texts, source)
+
+
+def judging_everything(**options):
+    """A stage whose web kernel computes every signal of a page, also past the Gopher rule
+    that drops it (no early stop: an empty rule table)."""
+    stage = QualityStage(QualityStage.Options(**options))
+    stage._gopher_rules = rule_table([])
+    return stage
 
 
 def run_with(stage, texts, source="web"):
@@ -189,7 +198,7 @@ def _ngram_reference(text, n):
     ],
 )
 def test_ngram_signals_match_a_plain_count(text):
-    out = run([text], **only("gopher_repetition"))
+    out = run_with(judging_everything(**only("gopher_repetition")), [text])
     for n in (2, 3, 4):
         top, _ = _ngram_reference(text, n)
         assert out.batch.column(f"gr_top_{n}gram")[0].as_py() == pytest.approx(top, rel=1e-6), n
@@ -383,10 +392,7 @@ def test_pages_a_gopher_rule_drops_are_not_judged_further(shared_data):
         with gzip.open(shared_data / name, "rt") as f:
             texts += [json.loads(line)["text"] for line in itertools.islice(f, 300)]
     batch = pa.RecordBatch.from_pydict({"id": [str(i) for i in range(len(texts))], "text": texts})
-    early = QualityStage(QualityStage.Options())
-    full = QualityStage(QualityStage.Options())
-    full._gopher_rules = rule_table([])
-    a, b = early.process(batch, "web"), full.process(batch, "web")
+    a, b = QualityStage(QualityStage.Options()).process(batch, "web"), judging_everything().process(batch, "web")
     assert a.drop_reason.equals(b.drop_reason) and a.changed == b.changed and a.counters == b.counters
     kept = pc.is_null(a.drop_reason)
     assert a.batch.filter(kept).equals(b.batch.filter(kept))
@@ -401,3 +407,11 @@ def test_a_page_the_kernel_stopped_judging_must_be_dropped_by_a_gopher_rule():
     stage._gopher_rules = rule_table([Rule("everything", TEXT_CHARS, GREATER, 0)])
     with pytest.raises(RuntimeError, match="stopped judging a page that no Gopher rule drops"):
         run_with(stage, [GOOD])
+
+
+def test_the_early_stop_never_jumps_a_rule_not_computed_yet():
+    rules = rule_table([Rule("a", 0, GREATER, 0.5), Rule("b", 1, LESS, 0.5, words_only=True)])
+    assert not rejected(np.array([np.nan, 0.1]), rules, True)  # "a" may still fire, and name the reason
+    assert rejected(np.array([0.1, 0.1]), rules, True)
+    assert not rejected(np.array([0.1, 0.1]), rules, False)  # "b" is a word rule
+    assert rejected(np.array([0.9, np.nan]), rules, True)

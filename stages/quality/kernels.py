@@ -24,12 +24,12 @@ import numpy as np
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.c4 import c4_rewrite
 from stages.quality.code_rules import blob_length, char_counts, code_rules
+from stages.quality.early_stop import rejected
 from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs, split_duplicates
-from stages.quality.jit import kernel, leaf
+from stages.quality.jit import kernel
 from stages.quality.ngrams import ngram_repetition
-from stages.quality.rules import GREATER, LESS
 from stages.quality.signals import (
     BLOB_LEN,
     GR_DUP_LINE_CHAR_FRAC,
@@ -74,8 +74,8 @@ def web_batch(
     dropped whatever comes next, so the signals after it are not computed (NaN) and its
     rewritten text is left empty: a dropped document's signals are written nowhere, and
     the ledger keeps its original text. Lines and paragraphs are judged before the word
-    n-grams, the repetition rules before the quality ones, all before C4 and FineWeb. An
-    empty table computes everything."""
+    n-grams, each n-gram size as it is counted, the repetition rules before the quality
+    ones, all before C4 and FineWeb. An empty table computes everything."""
     ndocs = offsets.shape[0] - 1
     w = 0
     out_off[0] = 0
@@ -101,11 +101,13 @@ def web_batch(
         words = not (no_space_frac >= no_space_min)  # the word rules apply
         if size > 0:
             lines_and_paragraphs(T.flags, doc, text_chars, row)
-            if not _rejected(row, rules, words):
-                ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row)
-        if not _rejected(row, rules, words):
+            if not rejected(row, rules, words):
+                ngram_repetition(
+                    doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
+                )
+        if not rejected(row, rules, words):
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
-        if _rejected(row, rules, words):
+        if rejected(row, rules, words):
             out_off[d + 1] = w
             continue
         if params[P_C4] != 0 and not (letters > 0 and no_space_frac >= no_space_min):
@@ -120,26 +122,6 @@ def web_batch(
         fineweb(T, out[w:w_end], params[P_FINEWEB_SHORT_LINE_LENGTH], out_words, row)
         w = w_end
         out_off[d + 1] = w
-
-
-@leaf
-def _rejected(row, rules, words):
-    """Whether one of ``rules`` fires on the signals of ``row`` computed so far (a rule
-    on a signal not computed yet, NaN, never does); ``words``: the word rules apply."""
-    columns, ops, thresholds, words_only = rules
-    for k in range(columns.shape[0]):
-        if words_only[k] and not words:
-            continue
-        value, threshold = row[columns[k]], thresholds[k]
-        if ops[k] == GREATER:
-            fires = value > threshold
-        elif ops[k] == LESS:
-            fires = value < threshold
-        else:
-            fires = value == threshold
-        if fires:
-            return True
-    return False
 
 
 @kernel

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64, mix64_nonzero
+from stages.quality.early_stop import rejected
 from stages.quality.jit import kernel, leaf
 from stages.quality.open_addressing import INVERSE_POWERS, slot_of, table_capacity
 from stages.quality.signals import NGRAM_BASE
@@ -48,10 +49,11 @@ def _inverse(a):
 
 
 @kernel
-def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig):
+def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig, rules, words):
     """The n-gram signals of a document whose ``ntok`` words buf[tok_s[t]:tok_e[t]] have
     the characters, byte hashes and powers ``words.word_stats`` gives, into
-    sig[NGRAM_BASE:] in the order of ``top_ns`` then ``dup_ns``. ``text_chars`` > 0."""
+    sig[NGRAM_BASE:] in the order of ``top_ns`` then ``dup_ns``. ``text_chars`` > 0.
+    Stops after the size where one of ``rules`` drops the page (``early_stop``)."""
     cum = np.empty(ntok + 1, np.int64)  # characters before word t
     at = np.empty(ntok + 1, np.int64)  # bytes before word t, the words joined
     by_word = np.empty(ntok + 1, np.uint64)  # prefix hash over word keys (top n-grams)
@@ -126,6 +128,8 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, t
         for q in range(n_top):
             if top_ns[q] == n:
                 sig[NGRAM_BASE + q] = top_share
+        if rejected(sig, rules, words):
+            return
     # The duplicate sizes in ascending order, each walking the places the last one
     # walked that are not lone at this size (a longer n-gram only has more bytes).
     n = _next_size(dup_ns, 0)
@@ -136,6 +140,8 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, t
         for q in range(dup_ns.shape[0]):
             if dup_ns[q] == n:
                 sig[NGRAM_BASE + n_top + q] = repeated / text_chars
+        if rejected(sig, rules, words):
+            return
         n = _next_size(dup_ns, n)
 
 

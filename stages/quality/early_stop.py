@@ -1,0 +1,37 @@
+"""The web kernel's early stop: whether a Gopher rule already drops a page.
+
+``rules.gopher_rules`` declares the rules and ``decide_web`` applies them to the signal
+matrix once the kernel is done. The kernel reads the same rules (``rules.rule_table``)
+while it computes a page's signals and stops once one fires: the signals after it are
+written nowhere for a dropped page (see ``kernels.web_batch``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from stages.quality.jit import leaf
+from stages.quality.rules import GREATER, LESS
+
+
+@leaf
+def rejected(row, rules, words):
+    """Whether a rule fires on ``row`` before the first rule whose signal is not computed
+    yet (NaN): the rules are walked in the order they name a reason, so none that might
+    still fire ahead of the one found is jumped. ``words``: the word rules apply."""
+    columns, ops, thresholds, words_only = rules
+    for k in range(columns.shape[0]):
+        if words_only[k] and not words:
+            continue
+        value, threshold = row[columns[k]], thresholds[k]
+        if np.isnan(value):
+            return False
+        if ops[k] == GREATER:
+            fires = value > threshold
+        elif ops[k] == LESS:
+            fires = value < threshold
+        else:
+            fires = value == threshold
+        if fires:
+            return True
+    return False
