@@ -17,8 +17,11 @@ Both sides run the same steps on every document, with `--workers` processes:
       MinhashDedup (signatures, buckets, cluster, filter) with the same 5-grams and 14x8
       buckets, and DocumentTokenizer with GPT-2 (built offline from the shared
       encoder.json and vocab.bpe), writing kept documents as JSON lines.
-prep's kernels are compiled by one untimed prep run first (a cold numba cache costs a
-fresh install's first run 18-23 s in all, which `benchmarks.first_run` measures on its own).
+prep's side runs ``--prep-runs`` times (3) and its median run is the row: it lasts seconds
+on a shared machine whose speed drifts by a fifth from minute to minute, which
+datatrove's minutes average out. prep's kernels are compiled by one untimed prep run
+first (a cold numba cache costs a fresh install's first run 14-18 s in all, which
+`benchmarks.first_run` measures on its own).
 Each side runs in its own process tree; CPU seconds and peak memory are sampled from
 /proc over all its processes together (CPU of processes living under 0.2 s is missed).
 """
@@ -250,6 +253,12 @@ def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e
     return {"wall": wall, "cpu": cpu, "peak_pss": peak, **result}
 
 
+def measure_median(side: str, corpus: Path, workers: int, runs: int) -> dict:
+    """``measure`` ``runs`` times; the run of median wall time, with every run's wall."""
+    measured = sorted((measure(side, corpus, workers) for _ in range(runs)), key=lambda r: r["wall"])
+    return {**measured[len(measured) // 2], "walls": [r["wall"] for r in measured]}
+
+
 def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> None:
     print(
         f"\nscale {scale}x: {documents:,} documents, {size / 1e6:,.1f} MB of JSON lines"
@@ -265,6 +274,10 @@ def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> N
             f"{name:<12} {r['wall']:8.1f} {r['cpu']:8.1f} {documents / r['wall']:9,.0f} {size / r['wall'] / 1e6:7.2f} "
             f"{len(r['kept']):8,} {r['tokens']:12,} {r['peak_pss'] / 2**20:8,.0f}M {per_billion:12.1f}"
         )
+    for name, r in results.items():
+        if len(r["walls"]) > 1:
+            walls = " / ".join(f"{wall:.1f}" for wall in r["walls"])
+            print(f"{name}'s {len(r['walls'])} runs: {walls} s wall (the row: the median)")
     if len(results) < 2:
         return
     prep, datatrove = results["prep"], results["datatrove"]
@@ -285,6 +298,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, default=SHARED)
     parser.add_argument("--sides", default="prep,datatrove", help="which pipelines to run (prep, datatrove or both)")
+    parser.add_argument(
+        "--prep-runs", type=int, default=3, help="runs of prep's side per scale; the median is reported"
+    )
     add_side_arguments(parser)
     args = parser.parse_args()
     if args.side:  # one side, inside its own process tree
@@ -299,7 +315,10 @@ def main() -> None:
             documents, size = build_corpus(args.data, corpus, scale)
             if "prep" in sides and not rows:
                 measure("prep", corpus, args.workers)  # untimed: compiles the kernels if the cache is cold
-            results = {side: measure(side, corpus, args.workers) for side in sides}
+            results = {
+                side: measure_median(side, corpus, args.workers, args.prep_runs if side == "prep" else 1)
+                for side in sides
+            }
             shutil.rmtree(corpus)
         report(scale, documents, size, results)
         rows.append((scale, results))
