@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from pipeline.kernels.jit import njit
@@ -210,3 +212,7 @@ def test_in_cache_reads_numba_index_for_the_argument_types():
     assert not _cached_square.in_cache((3,))
     assert _cached_square(3) == 9
     assert _cached_square.in_cache((4,)) and not _cached_square.in_cache((4.0,))
+    index = Path(_cached_square._cache._cache_file._index_path)
+    index.write_bytes(index.read_bytes()[:20])  # truncated: numba's version header, then garbage
+    assert not _cached_square.in_cache((4,))
+    _cached_square._cache.flush()

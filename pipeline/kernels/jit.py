@@ -84,12 +84,17 @@ class _KernelDispatcher(CPUDispatcher):
 
     def in_cache(self, args) -> bool:
         """Whether numba's cache on disk holds this kernel compiled for argument values
-        ``args`` (its index says so; nothing is loaded)."""
+        ``args`` (its index says so; nothing is loaded). An index that cannot be read
+        (truncated by a full disk, say) answers no: the caller then prepares as on a
+        cold cache."""
         if isinstance(self._cache, NullCache):
             return False
         sig = tuple(self.typeof_pyval(a) for a in args)
         key = self._cache._index_key(sig, self.targetctx.codegen())
-        return key in self._cache._cache_file._load_index()
+        try:
+            return key in self._cache._cache_file._load_index()
+        except Exception:  # unpickling a damaged index raises whatever pickle meets
+            return False
 
     @staticmethod
     def _has_wrapper(cres) -> bool:
