@@ -99,15 +99,19 @@ def web_batch(
         text_chars = n_chars(doc, 0, size)
         row[TEXT_CHARS] = text_chars
         words = not (no_space_frac >= no_space_min)  # the word rules apply
-        if size > 0:
+        dropped = rejected(row, rules, words)  # an empty page
+        if size > 0 and not dropped:
             lines_and_paragraphs(T.flags, doc, text_chars, row)
-            if not rejected(row, rules, words):
+            dropped = rejected(row, rules, words)
+            if not dropped:
                 ngram_repetition(
                     doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
                 )
-        if not rejected(row, rules, words):
+                dropped = rejected(row, rules, words)
+        if not dropped:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
-        if rejected(row, rules, words):
+            dropped = rejected(row, rules, words)
+        if dropped:
             out_off[d + 1] = w
             continue
         if params[P_C4] != 0 and not (letters > 0 and no_space_frac >= no_space_min):
