@@ -42,7 +42,7 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.dedup import run_datatrove as datatrove_minhash
-from benchmarks.e2e import SHARED, add_side_arguments, measure
+from benchmarks.e2e import SHARED, add_side_arguments, datatrove_command, measure, prep_command, prep_kept
 from benchmarks.neardup_corpus import SOURCES, build, write_shards
 
 SHARDS = 8
@@ -67,22 +67,29 @@ def write_prep_config(corpus: Path, min_similarity: float) -> None:
     (corpus / PREP_TOML).write_text(text)
 
 
-def run_prep(corpus: Path, work: Path, workers: int) -> list[str]:
-    """Ids of the documents ``prep run`` keeps."""
-    import pyarrow.parquet as pq
+def side_command(side: str, corpus: Path, work: Path, workers: int) -> list[str]:
+    """What a side's timed process runs (``benchmarks.e2e.measure``): ``prep run`` with the
+    config beside the corpus, or this module's hidden ``--side datatrove``."""
+    if side == "prep":
+        return prep_command(corpus / PREP_TOML, work / "out", workers)
+    return datatrove_command(__spec__.name, corpus, work, workers)
 
-    from pipeline.engine.run import run_pipeline
 
-    run_pipeline(corpus / PREP_TOML, work / "out", workers=workers, quiet=True)
+def collect(side: str, work: Path) -> dict:
+    """The ids a side kept, read from its output after the timing."""
+    if side == "prep":
+        return {"kept": prep_kept(work / "out")}
     kept: list[str] = []
-    for path in sorted((work / "out" / "docs").rglob("*.parquet")):
-        kept += pq.read_table(path, columns=["id"]).column("id").to_pylist()
-    return kept
+    for path in sorted((work / "kept").glob("*.jsonl")):
+        with open(path, encoding="utf-8") as f:
+            kept += [json.loads(line)["id"] for line in f]
+    return {"kept": kept}
 
 
-def run_datatrove(corpus: Path, work: Path, workers: int) -> list[str]:
-    """Ids of the documents datatrove's MinhashDedup keeps. Its log (several hundred lines
-    on stderr) goes to a file in ``work``; stderr comes back before any error is shown."""
+def run_datatrove(corpus: Path, work: Path, workers: int) -> None:
+    """datatrove's MinhashDedup, writing the documents it keeps to ``work``/kept. Its log
+    (several hundred lines on stderr) goes to a file in ``work``; stderr comes back before
+    any error is shown."""
     saved = os.dup(2)
     with open(work / "datatrove.log", "w") as log:
         os.dup2(log.fileno(), 2)
@@ -91,11 +98,6 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> list[str]:
             datatrove_minhash(corpus / "*.jsonl", work, workers=workers, tasks=files, kept=work / "kept")
         finally:
             os.dup2(saved, 2)
-    kept: list[str] = []
-    for path in sorted((work / "kept").glob("*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            kept += [json.loads(line)["id"] for line in f]
-    return kept
 
 
 def lsh_chance(j: float) -> float:
@@ -189,10 +191,8 @@ def main() -> None:
     parser.add_argument("--sides", default="prep,datatrove")
     add_side_arguments(parser)
     args = parser.parse_args()
-    if args.side:  # one side, inside its own process tree
-        run = run_prep if args.side == "prep" else run_datatrove
-        kept = run(args.corpus, args.work, args.workers)
-        args.result.write_text(json.dumps({"kept": kept}))
+    if args.side:  # datatrove's side, inside its own process tree
+        run_datatrove(args.corpus, args.work, args.workers)
         return
     if args.docs < 1 or args.repeat < 1 or args.workers < 1 or not 0 < args.planted <= 1:
         parser.error("--docs, --repeat and --workers must be at least 1, --planted within (0, 1]")

@@ -22,14 +22,17 @@ on a shared machine whose speed drifts by a fifth from minute to minute, which
 datatrove's minutes average out. prep's kernels are compiled by one untimed prep run
 first (a cold numba cache costs a fresh install's first run 14-18 s in all, which
 `benchmarks.first_run` measures on its own).
-Each side runs in its own process tree; CPU seconds and peak memory are sampled from
-/proc over all its processes together (CPU of processes living under 0.2 s is missed).
+Each side runs in its own process tree, timed from its start to its exit: prep's is
+``prep run`` itself, as a user types it. CPU seconds and peak memory are sampled from /proc
+over all its processes together (CPU of processes living under 0.2 s is missed). What the
+comparison reads afterwards (the ids each side kept) is read untimed.
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib
 import json
 import math
 import shutil
@@ -112,24 +115,45 @@ tokenizer = "gpt2"
 """
 
 
-def run_prep(corpus: Path, work: Path, workers: int) -> dict:
-    from pipeline.engine.executor import start_fork_server
+def prep_command(config: Path, out: Path, workers: int) -> list[str]:
+    """``prep run`` itself, as a user runs it (``python -m pipeline`` is ``prep``)."""
+    return [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", str(workers), "-q"]
 
-    start_fork_server()  # first, as `prep run` does: the workers' imports overlap the engine's
-    from pipeline.engine.run import run_pipeline
 
-    config = work / "e2e.toml"
-    config.write_text(PREP_CONFIG.format(corpus=corpus))
-    manifest = run_pipeline(config, work / "out", workers=workers, quiet=True)
-    kept = []
+def prep_kept(out: Path) -> list[str]:
+    """Ids of the documents a prep run wrote to ``out``."""
     import pyarrow.parquet as pq
 
-    for path in sorted((work / "out" / "docs").rglob("*.parquet")):
+    kept: list[str] = []
+    for path in sorted((out / "docs").rglob("*.parquet")):
         kept += pq.read_table(path, columns=["id"]).column("id").to_pylist()
-    return {"kept": kept, "tokens": manifest["stages"]["tokenize"]["counters"]["tokens"]}
+    return kept
 
 
-def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
+def side_command(side: str, corpus: Path, work: Path, workers: int) -> list[str]:
+    """What a side's timed process runs: prep's is ``prep run``; datatrove's, this module's
+    hidden ``--side datatrove``."""
+    if side == "prep":
+        config = work / "e2e.toml"
+        config.write_text(PREP_CONFIG.format(corpus=corpus))
+        return prep_command(config, work / "out", workers)
+    return datatrove_command(__spec__.name, corpus, work, workers)
+
+
+def collect(side: str, work: Path) -> dict:
+    """What a side kept and how many tokens it wrote, read from its output after the timing."""
+    if side == "prep":
+        manifest = json.loads((work / "out" / "manifest.json").read_text())
+        return {"kept": prep_kept(work / "out"), "tokens": manifest["stages"]["tokenize"]["counters"]["tokens"]}
+    kept = []
+    for path in sorted((work / "kept").glob("*.jsonl.gz")):
+        with gzip.open(path, "rt") as f:
+            kept += [json.loads(line)["id"] for line in f]
+    tokens = sum(p.stat().st_size for p in (work / "tokens").rglob("*.ds")) // 2
+    return {"kept": kept, "tokens": tokens}
+
+
+def run_datatrove(corpus: Path, work: Path, workers: int) -> None:
     import datatrove.utils.hashes.xxhash as dt_xxhash
     import xxhash
     from datatrove.executor import LocalPipelineExecutor
@@ -202,55 +226,54 @@ def run_datatrove(corpus: Path, work: Path, workers: int) -> dict:
     ]
     for k, (pipeline, n) in enumerate(steps):
         LocalPipelineExecutor(pipeline=pipeline, tasks=n, workers=workers, logging_dir=str(work / f"logs{k}")).run()
-    kept = []
-    for path in sorted((work / "kept").glob("*.jsonl.gz")):
-        with gzip.open(path, "rt") as f:
-            kept += [json.loads(line)["id"] for line in f]
-    tokens = sum(p.stat().st_size for p in (work / "tokens").rglob("*.ds")) // 2
-    return {"kept": kept, "tokens": tokens}
 
 
 def add_side_arguments(parser: argparse.ArgumentParser) -> None:
-    """The hidden arguments ``measure`` runs a side with (``--workers`` is the caller's)."""
-    parser.add_argument("--side", choices=["prep", "datatrove"], help=argparse.SUPPRESS)
+    """The hidden arguments ``datatrove_command`` runs datatrove's side with (``--workers``
+    is the caller's)."""
+    parser.add_argument("--side", choices=["datatrove"], help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--result", type=Path, help=argparse.SUPPRESS)
+
+
+def datatrove_command(module: str, corpus: Path, work: Path, workers: int) -> list[str]:
+    """``python -m <module> --side datatrove ...``: a benchmark's datatrove side."""
+    return [
+        sys.executable,
+        "-m",
+        module,
+        "--side",
+        "datatrove",
+        "--corpus",
+        str(corpus),
+        "--work",
+        str(work),
+        "--workers",
+        str(workers),
+    ]
 
 
 def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e") -> dict:
     """Run one side in its own process tree: wall, CPU seconds and peak PSS of the tree.
 
-    The side runs as ``python -m <module> --side ...`` (another benchmark may lend its own).
-    Both are sampled from /proc over every process of the tree (``cpu_and_peak_memory``).
+    ``module`` (this one, or another benchmark lending its own sides) gives the command
+    (``side_command``) and reads the outputs (``collect``). The timed process does the
+    pipeline alone, from its start to its exit; what the benchmark reads to compare the
+    sides is read afterwards, untimed. CPU and memory are sampled from /proc over every
+    process of the tree (``cpu_and_peak_memory``).
     """
-    with tempfile.TemporaryDirectory(dir=corpus.parent) as work:
-        result_file = Path(work) / "result.json"
+    sides = importlib.import_module(module)
+    with tempfile.TemporaryDirectory(dir=corpus.parent) as tmp:
+        work = Path(tmp)
+        command = sides.side_command(side, corpus, work, workers)
         start = time.perf_counter()
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                module,
-                "--side",
-                side,
-                "--corpus",
-                str(corpus),
-                "--work",
-                work,
-                "--workers",
-                str(workers),
-                "--result",
-                str(result_file),
-            ],
-            cwd=Path(__file__).resolve().parents[1],
-        )
+        proc = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1])
         code, cpu, peak = cpu_and_peak_memory(proc)
         wall = time.perf_counter() - start
         if code != 0:
             raise SystemExit(f"{side} failed with exit code {code}")
-        result = json.loads(result_file.read_text())
-    return {"wall": wall, "cpu": cpu, "peak_pss": peak, **result}
+        collected = sides.collect(side, work)
+    return {"wall": wall, "cpu": cpu, "peak_pss": peak, **collected}
 
 
 def measure_median(side: str, corpus: Path, workers: int, runs: int) -> dict:
@@ -303,9 +326,8 @@ def main() -> None:
     )
     add_side_arguments(parser)
     args = parser.parse_args()
-    if args.side:  # one side, inside its own process tree
-        run = run_prep if args.side == "prep" else run_datatrove
-        args.result.write_text(json.dumps(run(args.corpus, args.work, args.workers)))
+    if args.side:  # datatrove's side, inside its own process tree
+        run_datatrove(args.corpus, args.work, args.workers)
         return
     sides = [s for s in args.sides.split(",") if s]
     rows = []
