@@ -360,3 +360,20 @@ def test_projection_summary_survives_a_missing_or_partial_cost_json(tmp_path):
     assert "CPU time" not in partial and "tokens" not in partial and "documents were sampled" not in partial
     manifest["sample"] = 1.0
     assert "projected" not in summary('{"projection": {"output_documents": 1}}')
+
+
+def test_workers_start_without_pandas_yet_can_use_it():
+    """The fork server answers pyarrow's "is this a pandas object?" without importing
+    pandas; conversions still work, and to_pandas still imports it when asked."""
+    script = (
+        "import sys\n"
+        "import pipeline.engine.preload\n"
+        "import pyarrow as pa\n"
+        "assert pa.array(['a', None]).null_count == 1 and pa.table({'n': [1, 2]}).num_rows == 2\n"
+        "print('pandas' in sys.modules)\n"
+        "frame = pa.table({'n': [1, 2]}).to_pandas()\n"
+        "import pandas as pd\n"
+        "print(type(frame).__name__, pa.types.is_dictionary(pa.array(pd.Series(['x'], dtype='category')).type))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.split("\n")[:2] == ["False", "DataFrame True"]

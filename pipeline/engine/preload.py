@@ -4,8 +4,8 @@ workers are forked from (multiprocessing's "forkserver", see ``executor.py``).
 A worker started from scratch spent about 1.3 CPU-seconds before its first task, on every
 run, warm cache or not: importing numpy, pyarrow, numba and prep's stages, running the
 ``prep`` script again as multiprocessing does for a spawned child (the command line adds
-its own module to the server's list), the pandas that pyarrow imports on its first
-list-to-array conversion, and numba's first use of its CPU target, which loads its
+its own module to the server's list), pyarrow's first list-to-array conversion, and
+numba's first use of its CPU target, which loads its
 registries of compiled functions (0.4 s alone). Done here once, a forked worker starts
 with all of it in place, shared copy-on-write.
 
@@ -20,6 +20,7 @@ in kernels and Arrow, makes few Python objects).
 from __future__ import annotations
 
 import gc
+import sys
 
 import pyarrow as pa
 
@@ -30,8 +31,34 @@ import pipeline.engine.warmup  # noqa: F401
 from pipeline.engine.stage_registry import registry
 from pipeline.kernels.numba_setup import ready_compiler
 
+
+def _pyarrow_without_pandas() -> None:
+    """pyarrow's first conversion of a Python object asks whether it is a pandas one,
+    importing pandas to know (0.25 s, on every run's critical path here), and asks once
+    per process. The workers never hold a pandas object, so the question is answered with
+    pandas out of reach: "none", which stays true while pandas is not imported. What does
+    need pandas (``to_pandas``) imports it then, as always."""
+    if "pandas" in sys.modules:
+        return
+    sys.meta_path.insert(0, _NoPandas)
+    try:
+        pa.array(["warm"])
+    finally:
+        sys.meta_path.remove(_NoPandas)
+
+
+class _NoPandas:
+    """A module finder for which pandas cannot be imported."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas":
+            raise ModuleNotFoundError("hidden while pyarrow first looks for it", name=name)
+        return None
+
+
 registry()  # every stage's module
-pa.array(["warm"])  # pyarrow imports pandas here, when it is installed
+_pyarrow_without_pandas()
 ready_compiler()
 gc.freeze()
 gc.set_threshold(10_000, 50, 100)
