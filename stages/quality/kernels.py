@@ -73,9 +73,9 @@ def web_batch(
     ``rules``: the Gopher rules (``rules.rule_table``). Once one fires on a document it is
     dropped whatever comes next, so the signals after it are not computed (NaN) and its
     rewritten text is left empty: a dropped document's signals are written nowhere, and
-    the ledger keeps its original text. Lines and paragraphs are judged before the word
-    n-grams, each n-gram size as it is counted, the repetition rules before the quality
-    ones, all before C4 and FineWeb. An empty table computes everything."""
+    the ledger keeps its original text. Lines and paragraphs are judged before the page
+    is split into words, each n-gram size as it is counted, the repetition rules before
+    the quality ones, all before C4 and FineWeb. An empty table computes everything."""
     ndocs = offsets.shape[0] - 1
     w = 0
     out_off[0] = 0
@@ -92,22 +92,28 @@ def web_batch(
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
         row = sig[d]
+        text_chars = n_chars(doc, 0, size)
+        row[TEXT_CHARS] = text_chars
+        # The empty page and the line and paragraph rules need no words: asked first, as
+        # if the word rules applied (a word rule's signal is not computed yet, so the
+        # walk stops there either way), a page they drop is never split into words.
+        dropped = rejected(row, rules, True)
+        if size > 0 and not dropped:
+            lines_and_paragraphs(T.flags, doc, text_chars, row)
+            dropped = rejected(row, rules, True)
+        if dropped:
+            out_off[d + 1] = w
+            continue
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e)
         n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
-        text_chars = n_chars(doc, 0, size)
-        row[TEXT_CHARS] = text_chars
         words = not (no_space_frac >= no_space_min)  # the word rules apply
-        dropped = rejected(row, rules, words)  # an empty page
-        if size > 0 and not dropped:
-            lines_and_paragraphs(T.flags, doc, text_chars, row)
+        if size > 0:
+            ngram_repetition(
+                doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
+            )
             dropped = rejected(row, rules, words)
-            if not dropped:
-                ngram_repetition(
-                    doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
-                )
-                dropped = rejected(row, rules, words)
         if not dropped:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
             dropped = rejected(row, rules, words)
