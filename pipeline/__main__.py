@@ -1,5 +1,5 @@
 """``python -m pipeline`` is ``prep``."""
 
-from pipeline.commands.main import main
+from pipeline.commands.main import program
 
-main()
+program()

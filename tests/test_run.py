@@ -377,3 +377,14 @@ def test_workers_start_without_pandas_yet_can_use_it():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.split("\n")[:2] == ["False", "DataFrame True"]
+
+
+def test_the_program_ends_a_run_with_its_summary_written(tmp_path):
+    """``prep`` skips the interpreter's teardown after a local run: the summary it printed
+    into a pipe is all there, to its last stage line, and the exit code is 0."""
+    command = [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(tmp_path / "out")]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    summary = done.stderr[done.stderr.index("\ndone: 1,440 documents in") :]
+    assert "stage length" in summary and "stage tokenize" in summary
+    assert (tmp_path / "out" / "manifest.json").exists()
