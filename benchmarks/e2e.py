@@ -19,7 +19,9 @@ Both sides run the same steps on every document, with `--workers` processes:
       encoder.json and vocab.bpe), writing kept documents as JSON lines.
 prep's side runs ``--prep-runs`` times (3) and its median run is the row: it lasts seconds
 on a shared machine whose speed drifts by a fifth from minute to minute, which
-datatrove's minutes average out. prep's kernels are compiled by one untimed prep run
+datatrove's minutes average out. With prep first in ``--sides`` (the default), its runs are
+split around datatrove's, half before and half after, so they sample the machine over
+the same minutes. prep's kernels are compiled by one untimed prep run
 first (a cold numba cache costs a fresh install's first run 14-18 s in all, which
 `benchmarks.first_run` measures on its own).
 Each side runs in its own process tree, timed from its start to its exit: prep's is
@@ -276,10 +278,22 @@ def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e
     return {"wall": wall, "cpu": cpu, "peak_pss": peak, **collected}
 
 
-def measure_median(side: str, corpus: Path, workers: int, runs: int) -> dict:
-    """``measure`` ``runs`` times; the run of median wall time, with every run's wall."""
-    measured = sorted((measure(side, corpus, workers) for _ in range(runs)), key=lambda r: r["wall"])
-    return {**measured[len(measured) // 2], "walls": [r["wall"] for r in measured]}
+def measure_sides(sides: list[str], corpus: Path, workers: int, prep_runs: int) -> dict[str, dict]:
+    """Each side measured: datatrove once, prep ``prep_runs`` times with the first half of
+    its runs before datatrove's and the rest after; prep's row is its run of median wall
+    time, with every run's wall."""
+    before = (prep_runs + 1) // 2 if "datatrove" in sides else prep_runs
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for side in sides:
+        count = before if side == "prep" else 1
+        runs[side] += [measure(side, corpus, workers) for _ in range(count)]
+    if "prep" in sides:
+        runs["prep"] += [measure("prep", corpus, workers) for _ in range(prep_runs - before)]
+    results = {}
+    for side, measured in runs.items():
+        measured.sort(key=lambda r: r["wall"])
+        results[side] = {**measured[len(measured) // 2], "walls": [r["wall"] for r in measured]}
+    return results
 
 
 def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> None:
@@ -337,10 +351,7 @@ def main() -> None:
             documents, size = build_corpus(args.data, corpus, scale)
             if "prep" in sides and not rows:
                 measure("prep", corpus, args.workers)  # untimed: compiles the kernels if the cache is cold
-            results = {
-                side: measure_median(side, corpus, args.workers, args.prep_runs if side == "prep" else 1)
-                for side in sides
-            }
+            results = measure_sides(sides, corpus, args.workers, args.prep_runs)
             shutil.rmtree(corpus)
         report(scale, documents, size, results)
         rows.append((scale, results))
