@@ -205,8 +205,11 @@ def program() -> None:
         main()
     except SystemExit as end:
         if end.code in (0, None) and _finished:
-            sys.stdout.flush()
-            sys.stderr.flush()
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except OSError:  # a closed pipe: the interpreter's own exit reports it, as before
+                raise end from None
             os._exit(0)
         raise
 
