@@ -33,7 +33,6 @@ that 14 x 8 LSH makes the pair a candidate at all: 1 - (1 - J^8)^14, averaged ov
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -42,7 +41,15 @@ from collections import Counter
 from pathlib import Path
 
 from benchmarks.dedup import run_datatrove as datatrove_minhash
-from benchmarks.e2e import SHARED, add_side_arguments, datatrove_command, measure, prep_command, prep_kept
+from benchmarks.e2e import (
+    SHARED,
+    add_side_arguments,
+    datatrove_command,
+    datatrove_kept,
+    measure,
+    prep_command,
+    prep_kept,
+)
 from benchmarks.neardup_corpus import SOURCES, build, write_shards
 
 SHARDS = 8
@@ -79,11 +86,7 @@ def collect(side: str, work: Path) -> dict:
     """The ids a side kept, read from its output after the timing."""
     if side == "prep":
         return {"kept": prep_kept(work / "out")}
-    kept: list[str] = []
-    for path in sorted((work / "kept").glob("*.jsonl")):
-        with open(path, encoding="utf-8") as f:
-            kept += [json.loads(line)["id"] for line in f]
-    return {"kept": kept}
+    return {"kept": datatrove_kept(work / "kept")}
 
 
 def run_datatrove(corpus: Path, work: Path, workers: int) -> None:

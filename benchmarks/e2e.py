@@ -147,12 +147,17 @@ def collect(side: str, work: Path) -> dict:
     if side == "prep":
         manifest = json.loads((work / "out" / "manifest.json").read_text())
         return {"kept": prep_kept(work / "out"), "tokens": manifest["stages"]["tokenize"]["counters"]["tokens"]}
-    kept = []
-    for path in sorted((work / "kept").glob("*.jsonl.gz")):
-        with gzip.open(path, "rt") as f:
-            kept += [json.loads(line)["id"] for line in f]
     tokens = sum(p.stat().st_size for p in (work / "tokens").rglob("*.ds")) // 2
-    return {"kept": kept, "tokens": tokens}
+    return {"kept": datatrove_kept(work / "kept"), "tokens": tokens}
+
+
+def datatrove_kept(folder: Path) -> list[str]:
+    """Ids of the documents datatrove's JsonlWriter wrote to ``folder`` (gzipped or not)."""
+    kept: list[str] = []
+    for path in sorted(folder.glob("*.jsonl*")):
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rt", encoding="utf-8") as f:
+            kept += [json.loads(line)["id"] for line in f]
+    return kept
 
 
 def run_datatrove(corpus: Path, work: Path, workers: int) -> None:
