@@ -345,6 +345,8 @@ def main() -> None:
     )
     add_side_arguments(parser)
     args = parser.parse_args()
+    if args.prep_runs < 1:
+        parser.error("--prep-runs must be at least 1")
     if args.side:  # datatrove's side, inside its own process tree
         run_datatrove(args.corpus, args.work, args.workers)
         return
