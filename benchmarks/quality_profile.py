@@ -20,6 +20,7 @@ from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, n_chars
 from stages.quality.c4 import c4_rewrite
+from stages.quality.chunk_memo import chunk_memo
 from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs
@@ -44,6 +45,7 @@ STEPS = (
 def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, rules, sig, out):
     flags = T.flags
     spaces = 0
+    memo = chunk_memo()
     for d in range(offsets.shape[0] - 1):
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
@@ -55,7 +57,7 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         if steps == 0 or size == 0:
             continue
         tok_s, tok_e, stack_s, stack_e = word_scratch(size)
-        ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e)
+        ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
         if steps == 1:
             continue
         chars = np.empty(ntok, np.int64)

@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pytest
 
 from stages.quality import QualityStage
+from stages.quality.chunk_memo import chunk_memo
 from stages.quality.early_stop import rejected
 from stages.quality.rules import GREATER, LESS, Rule, rule_table
 from stages.quality.signals import TEXT_CHARS
@@ -68,12 +69,13 @@ def reasons(texts, source="web", **options):
     return run(texts, source, **options).drop_reason.to_pylist()
 
 
-def words(text):
+def words(text, memo=None):
+    """spaCy's words of ``text``; ``memo``: a ``chunk_memo`` to share between calls (else a fresh one)."""
     T = kernel_tables(tables())
     buf = np.frombuffer(text.encode(), np.uint8)
     n = len(buf) + 1
     s, e, a, b = (np.empty(n, np.int32) for _ in range(4))
-    k = split_words(T, buf, 0, len(buf), s, e, a, b)
+    k = split_words(T, buf, 0, len(buf), s, e, a, b, chunk_memo() if memo is None else memo)
     return [bytes(buf[s[i] : e[i]]).decode() for i in range(k)]
 
 

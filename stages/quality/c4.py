@@ -137,9 +137,10 @@ def _line_words(flags, buf, i, end):
 
 
 @kernel
-def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off, phrase_class, phrase_pairs, sig):
+def c4_rewrite(T, buf, ntok, tok_s, tok_e, memo, out, w0, params, phrases, phrase_off, phrase_class, phrase_pairs, sig):
     """datatrove's C4QualityFilter (split_paragraph=True) on one document whose words are
-    tok_s/tok_e[:ntok]: writes the kept lines joined by "\n" and stripped at out[w0:].
+    tok_s/tok_e[:ntok] (``memo``: the batch's ``chunk_memo``, for lines split anew): writes
+    the kept lines joined by "\n" and stripped at out[w0:].
     ``phrases``..``phrase_pairs``: ``substrings.Phrases``. Returns (end of the rewritten
     text, its number of words)."""
     flags = T.flags
@@ -209,7 +210,7 @@ def c4_rewrite(T, buf, ntok, tok_s, tok_e, out, w0, params, phrases, phrase_off,
             size = lend - ls
             ls_, le_, ss_, se_ = word_scratch(size)
             view = out[ls:lend]
-            n_line = split_words(T, view, 0, size, ls_, le_, ss_, se_)
+            n_line = split_words(T, view, 0, size, ls_, le_, ss_, se_, memo)
             sentences += count_sentences(flags, view, 0, size, ls_, le_, 0, n_line)
             kept_words += n_line
         if n_kept > 0:

@@ -23,6 +23,7 @@ import numpy as np
 
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.c4 import c4_rewrite
+from stages.quality.chunk_memo import chunk_memo
 from stages.quality.code_rules import blob_length, char_counts, code_rules
 from stages.quality.early_stop import rejected
 from stages.quality.fineweb import fineweb
@@ -85,6 +86,7 @@ def web_batch(
     for d in range(ndocs):
         largest = max(largest, offsets[d + 1] - offsets[d])
     tok_s, tok_e, stack_s, stack_e = word_scratch(largest)
+    memo = chunk_memo()
     chars = np.empty(largest, np.int64)
     poly = np.empty(largest, np.uint64)
     powlen = np.empty(largest, np.uint64)
@@ -104,7 +106,7 @@ def web_batch(
         if dropped:
             out_off[d + 1] = w
             continue
-        ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e)
+        ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
         n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
@@ -122,7 +124,7 @@ def web_batch(
             continue
         if params[P_C4] != 0 and not (letters > 0 and no_space_frac >= no_space_min):
             w_end, out_words = c4_rewrite(
-                T, doc, ntok, tok_s, tok_e, out, w, params, phrases, phrase_off, phrase_class, phrase_pairs, row
+                T, doc, ntok, tok_s, tok_e, memo, out, w, params, phrases, phrase_off, phrase_class, phrase_pairs, row
             )
         else:
             for k in range(size):  # not a slice assignment: see above

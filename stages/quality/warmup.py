@@ -25,6 +25,7 @@ from numba.core import types
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.typing_only import stand_in, typed, with_globals
 from stages.quality import kernels
+from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import QualityOptions
 from stages.quality.tables import kernel_tables, tables
 from stages.quality.word_splitter import split_words, word_scratch
@@ -45,7 +46,7 @@ def _text() -> pa.Array:
 def words(stage_class) -> None:
     data, offsets = string_buffers(_text())
     doc = data[offsets[0] : offsets[1]]
-    split_words(kernel_tables(tables()), doc, 0, doc.shape[0], *word_scratch(doc.shape[0]))
+    split_words(kernel_tables(tables()), doc, 0, doc.shape[0], *word_scratch(doc.shape[0]), chunk_memo())
 
 
 def web_rules(stage_class) -> None:

@@ -36,6 +36,7 @@ import numpy as np
 
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
+from stages.quality.chunk_memo import MAX_BYTES, chunk_hash, recall, remember
 from stages.quality.jit import leaf
 from stages.quality.tables import SPACE, byte_set_find, sketch_slot
 from stages.quality.word_affixes import find_infix, find_prefix, find_suffix
@@ -220,12 +221,14 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
 
 
 @leaf
-def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
+def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e, memo):
     """Words of buf[start:end] as spaCy English + strip_strings would give them.
 
     Writes byte spans into out_s/out_e (each at least end - start long) and returns the
-    count. stack_s/stack_e are scratch of the same size.
+    count. stack_s/stack_e are scratch of the same size; ``memo`` (``chunk_memo``) holds
+    the chunks split the long way so far, shared by the calls of a batch.
     """
+    slots, hashes, entries, pool, spans, _ = memo
     flags = T.flags
     sketch = T.special_sketch
     sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
@@ -249,7 +252,16 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e):
                     n = _emit(out_s, out_e, n, chunk, i)
                 else:
                     m = _plain(sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
-                    n = m if m >= 0 else _chunk(T, buf, chunk, i, out_s, out_e, n, stack_s, stack_e)
+                    if m < 0:  # the long way, unless the memo has the chunk
+                        kept = i - chunk <= MAX_BYTES
+                        h = chunk_hash(buf, chunk, i) if kept else np.uint64(0)
+                        if kept:
+                            m = recall(slots, hashes, entries, pool, spans, buf, chunk, i, h, out_s, out_e, n)
+                        if m < 0:
+                            m = _chunk(T, buf, chunk, i, out_s, out_e, n, stack_s, stack_e)
+                            if kept:
+                                remember(memo, buf, chunk, i, h, out_s, out_e, n, m)
+                    n = m
                 chunk = -1
         else:
             if chunk < 0:
