@@ -5,7 +5,9 @@ On the same web + code documents (from ../shared/data), in the same process, thi
   (a) the raw library, the ceiling: tiktoken ``encode_ordinary_batch`` with N threads, and
       SentencePiece's batch ``encode`` with N threads;
   (b) prep's ``tokenize`` stage driven like the runner drives it (Arrow batches in,
-      open_unit / process / close_unit, shard + index + sidecar + Parquet written and renamed);
+      open_unit / process / close_unit, shard + index + sidecar + Parquet written and renamed),
+      with prep's own tiktoken encoder compiled first, as a large run's warm-up does
+      (``pipeline/formats/tiktoken_fast.py``), started afresh each run as a worker starts;
   (c) datatrove's ``DocumentTokenizer`` (HF ``tokenizers``) on GPT-2, from a tokenizer.json
       built offline from the shared GPT-2 files; skipped, with the reason, if it cannot run.
 
@@ -84,6 +86,8 @@ def run_stage(spec: str, batches: list[pa.RecordBatch], out_dir: Path, threads: 
 
     shutil.rmtree(out_dir, ignore_errors=True)
     stage = Tokenize(Tokenize.Options(tokenizer=spec, threads=threads))
+    if hasattr(stage.tokenizer, "ranks"):
+        stage.tokenizer._fast = None  # a fresh encoder and memo, as in a new worker
     unit = UnitContext(out_dir=out_dir, source="bench", unit="part-00000")
     stage.open_unit(unit)
     for batch in batches:
@@ -151,6 +155,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pipeline.formats.tokenizers import default_threads, load_tokenizer
+    from stages.tokenize import compile_fast_encoder
 
     threads = args.threads or default_threads()
     os.environ.setdefault("RAYON_NUM_THREADS", str(threads))  # HF tokenizers' pool, before it starts
@@ -168,6 +173,7 @@ def main() -> None:
         for name in [e for e in args.encodings.split(",") if e]:
             enc = load_tokenizer(name).encoding
             enc.encode_ordinary_batch(texts[:50], num_threads=threads)  # warm up
+            compile_fast_encoder(name)
             a = b = float("inf")
             for _ in range(args.repeat):
                 sa, ids = best_of(1, lambda enc=enc: enc.encode_ordinary_batch(texts, num_threads=threads))

@@ -80,10 +80,12 @@ class Stage:
         return []
 
     @classmethod
-    def warmups(cls, options: Any, source: str) -> list[list[Callable[[], object]]]:
+    def warmups(cls, options: Any, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
         """Rounds of steps that compile this stage's numba kernels (as ``source`` will use
         them) into numba's cache before the run starts. A step is a picklable callable of no
         arguments: a module-level function, or a ``functools.partial`` of one.
+        ``input_bytes``: about how much text the source's inputs hold (0 if unknown), for a
+        kernel worth compiling only when a run is large.
 
         Why: a cold kernel compiles in every worker that first calls it, each paying the
         same tens of CPU-seconds. The engine spreads every stage's steps over the workers, a

@@ -106,7 +106,7 @@ def _run_claimed(
     global_stats: dict[str, dict] = {}
     sizes = _input_sizes(units, input_stats)
     try:
-        warm_up(config, units, runner, mode)
+        warm_up(config, units, runner, mode, sizes)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]

@@ -45,21 +45,27 @@ def compile_seconds(step: Step) -> float:
     return getattr(getattr(step, "func", step), "compile_seconds", DEFAULT_SECONDS)
 
 
-def warmup_plan(config: Config, units: list[Unit]) -> tuple[list[Step], list[list[int]]]:
+def warmup_plan(
+    config: Config, units: list[Unit], sizes: dict[tuple[str, str], float] | None = None
+) -> tuple[list[Step], list[list[int]]]:
     """The distinct steps of every stage for every source it sees, in the order free
     workers take them, and for each the indices of the steps it waits for (all earlier
-    in the list, so the list order is also a valid order for one worker).
+    in the list, so the list order is also a valid order for one worker). ``sizes``: the
+    bytes each (source, unit) holds, when known.
 
     Steps are ranked by their critical path: their own seconds plus the longest chain of
     rounds after them. A step two chains share (the same picklable step) runs once and
     gates the rounds after it in both."""
     chains: list[list[list[Step]]] = [[[reader_kernels]]]
     sources = sorted({unit.source for unit in units})
+    source_bytes = {source: 0.0 for source in sources}
+    for (source, _), size in (sizes or {}).items():
+        source_bytes[source] = source_bytes.get(source, 0.0) + size
     for stage in config.stages:
         cls = registry()[stage.name]
         for source in filter(stage.applies_to, sources):
             options = cls.Options(**{**stage.options, **stage.per_source.get(source, {})})
-            chains.append(cls.warmups(options, source))
+            chains.append(cls.warmups(options, source, source_bytes[source]))
     steps: list[Step] = []
     waits: list[set[int]] = []
     known: dict[bytes, int] = {}
@@ -111,8 +117,8 @@ def warmup_task(step: Step, progress=None) -> None:
     step()
 
 
-def warm_up(config: Config, units: list[Unit], executor, mode: str) -> None:
-    steps, after = warmup_plan(config, units)
+def warm_up(config: Config, units: list[Unit], executor, mode: str, sizes: dict[tuple[str, str], float]) -> None:
+    steps, after = warmup_plan(config, units, sizes)
     bar = ProgressBar("compile kernels", 0, len(steps), mode=mode, quiet_for=2.0)
     executor.run([(warmup_task, (step,)) for step in steps], bar, after=after)
     bar.close()

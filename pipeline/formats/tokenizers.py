@@ -34,6 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
 from pipeline.formats.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS, VOCAB_DIR
 
@@ -64,6 +65,10 @@ class Tokenizer:
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         """Encode without special tokens; return all ids back to back and each text's count."""
         raise NotImplementedError
+
+    def encode_array(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """``encode_batch`` of an Arrow string array."""
+        return self.encode_batch(texts.to_pylist())
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         raise NotImplementedError
@@ -180,10 +185,13 @@ class TiktokenTokenizer(Tokenizer):
         self.spec = spec
         self.name = name
         self.vocab_sha256 = _sha256(ranks_file)
+        self.ranks = parse_tiktoken_ranks(ranks_file)
+        self.pattern = pattern
+        self._fast = None  # tiktoken_fast's encoder, or False where it does not apply
         self.encoding = tiktoken.Encoding(
             name,
             pat_str=pattern,
-            mergeable_ranks=parse_tiktoken_ranks(ranks_file),
+            mergeable_ranks=self.ranks,
             special_tokens=special_tokens,
             explicit_n_vocab=explicit_n_vocab,
         )
@@ -199,6 +207,17 @@ class TiktokenTokenizer(Tokenizer):
         none: set[str] = set()
         buffers = [encode(t, none) for t in texts]
         return b"".join(buffers), [memoryview(b).nbytes // 4 for b in buffers]
+
+    def encode_array(self, texts: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Through prep's own encoder where it applies (``tiktoken_fast.encoder_for``),
+        which hands back to ``encode_batch`` the rows it leaves; not for two threads at once."""
+        if self._fast is None:
+            from pipeline.formats.tiktoken_fast import encoder_for
+
+            self._fast = encoder_for(self.ranks, self.pattern) or False
+        if not self._fast:
+            return super().encode_array(texts)
+        return self._fast.encode(texts, self.chunk_chars, self.encode_batch)
 
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         # Long documents become several pieces; ``owner`` maps pieces back to documents.

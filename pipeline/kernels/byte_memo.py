@@ -24,8 +24,7 @@ _AT, _LEN, _FIRST, _COUNT = 0, 1, 2, 3
 _N_ENTRIES, _N_BYTES, _N_VALUES, _MAX_BYTES = 0, 1, 2, 3
 
 
-@njit
-def byte_memo(slots, bytes_per_entry, values_per_entry, max_bytes):
+def byte_memo(slots: int, bytes_per_entry: int, values_per_entry: int, max_bytes: int) -> tuple[np.ndarray, ...]:
     """An empty memo of ``slots`` (a power of two) slots, half of them usable, with room
     for keys of ``bytes_per_entry`` bytes and ``values_per_entry`` values on average;
     keys above ``max_bytes`` are never kept."""

@@ -103,7 +103,7 @@ class Dedup(GlobalStage):
         self._unit: dict | None = None
 
     @classmethod
-    def warmups(cls, options: Dedup.Options, source: str) -> list[list[Callable[[], object]]]:
+    def warmups(cls, options: Dedup.Options, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
         return [[functools.partial(warmup.rehearse, cls, options)]]
 
     # -- shared -----------------------------------------------------------------------

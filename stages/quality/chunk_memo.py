@@ -16,8 +16,9 @@ words' start and end offsets in the chunk. Chunks longer than ``MAX_BYTES`` are 
 
 from __future__ import annotations
 
+import numpy as np
+
 from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, values_of
-from pipeline.kernels.jit import njit
 from stages.quality.jit import leaf
 
 SLOTS = 1 << 15
@@ -25,8 +26,7 @@ ENTRIES = SLOTS // 2
 MAX_BYTES = 48
 
 
-@njit
-def chunk_memo():
+def chunk_memo() -> tuple[np.ndarray, ...]:
     """An empty memo for a batch (about 1 MB)."""
     return byte_memo(SLOTS, 16, 8, MAX_BYTES)
 

@@ -23,7 +23,6 @@ import numpy as np
 
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.c4 import c4_rewrite
-from stages.quality.chunk_memo import chunk_memo
 from stages.quality.code_rules import blob_length, char_counts, code_rules
 from stages.quality.early_stop import rejected
 from stages.quality.fineweb import fineweb
@@ -64,6 +63,7 @@ def web_batch(
     sig,
     out,
     out_off,
+    memo,
 ):
     """Gopher repetition + quality on each document, C4 rewriting into ``out``, FineWeb on
     the result. ``out_off`` receives the rewritten texts' offsets. Documents whose
@@ -76,7 +76,8 @@ def web_batch(
     rewritten text is left empty: a dropped document's signals are written nowhere, and
     the ledger keeps its original text. Lines and paragraphs are judged before the page
     is split into words, each n-gram size as it is counted, the repetition rules before
-    the quality ones, all before C4 and FineWeb. An empty table computes everything."""
+    the quality ones, all before C4 and FineWeb. An empty table computes everything.
+    ``memo``: a ``chunk_memo`` for the batch's word splitting."""
     ndocs = offsets.shape[0] - 1
     w = 0
     out_off[0] = 0
@@ -86,7 +87,6 @@ def web_batch(
     for d in range(ndocs):
         largest = max(largest, offsets[d + 1] - offsets[d])
     tok_s, tok_e, stack_s, stack_e = word_scratch(largest)
-    memo = chunk_memo()
     chars = np.empty(largest, np.int64)
     poly = np.empty(largest, np.uint64)
     powlen = np.empty(largest, np.uint64)

@@ -30,6 +30,7 @@ from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register
 from stages.quality import kernels, warmup
+from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import DECIDE, Decider, QualityOptions, gopher_rules, rule_table
 from stages.quality.signals import FW_LINES, INT, NGRAM_BASE, columns, pack_params
 from stages.quality.substrings import Phrases
@@ -64,7 +65,7 @@ class QualityStage(Stage):
         self._n_signals = NGRAM_BASE + len(self._top_ngram_sizes) + len(self._dup_ngram_sizes)
 
     @classmethod
-    def warmups(cls, options: QualityOptions, source: str) -> list[list[Callable[[], object]]]:
+    def warmups(cls, options: QualityOptions, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
         return [[functools.partial(step, cls) for step in steps] for steps in warmup.ROUNDS[options.rule_set(source)]]
 
     def signals(
@@ -99,6 +100,7 @@ class QualityStage(Stage):
             signals,
             out,
             out_offsets,
+            chunk_memo(),
         )
         rewritten = string_array(out[: out_offsets[-1]], out_offsets, text.type) if self.options.c4 else None
         return signals, rewritten

@@ -1,0 +1,114 @@
+"""prep's own tiktoken encoder gives tiktoken's ids, token for token: on real text in many
+languages, on the corners of the split patterns, on text it hands back to tiktoken, and
+whatever its memo holds; and it is used only where its kernels are compiled."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.formats import tiktoken_fast
+from pipeline.formats.tiktoken_fast import FastEncoder
+from pipeline.formats.tokenizers import load_tokenizer
+from stages.tokenize import FAST_ENCODER_MIN_BYTES, Tokenize, compile_fast_encoder
+
+ENCODINGS = ["gpt2", "cl100k_base"]
+CORNERS = [
+    "",
+    "Hello, world! Don't you think it's 3.5 dollars... e-mail me at a@b.com #tag",
+    "'s 'S 'll 'LL 'Ll 've 'VE 're 'Re 'd 'D 'm 'M 't 'T 'x 'ſ ''s ?'s 's's",
+    "trailing spaces   ",
+    "  leading spaces and\ttabs\t\tand  runs   of  them",
+    "line\nbreaks\r\nand\n\n\nblank\r\r\n  \n lines\n",
+    "digits 1 12 123 1234 12345 3.14159 1,000,000 ٣٤٥ ½ Ⅻ",
+    "punctuation!!! ...?? (parens) [brackets] {braces} <<>> --- ___ $$$ 100% #1",
+    "mixed: naïve café, Straße, Ελληνικά, русский, 中文字符, 日本語のテキスト, 한국어, العربية",
+    "other spaces:\u00a0nbsp\u3000ideographic\u2009thin\u2028line\u2029para\x85nel",
+    "emoji 👍🏽 and flags 🇫🇷 and zwj 👩‍💻 done",
+    "unassigned \U00031350 code point and a private one \ue000 and \U000e0001",
+    "<|endoftext|> is plain text here",
+    "x" * 70_000,  # longer than the row bound: tiktoken's own path
+    "word " * 20_000,
+]
+
+
+def _reference(tok, texts):
+    ids = [tok.encoding.encode_ordinary(t) for t in texts]
+    return np.array([i for row in ids for i in row], np.uint32), np.array([len(r) for r in ids])
+
+
+def _fast(tok, texts, memo_slots=None, monkeypatch=None):
+    if memo_slots is not None:
+        monkeypatch.setattr(tiktoken_fast, "MEMO_SLOTS", memo_slots)
+    encoder = FastEncoder(tok.ranks, tok.pattern)
+    return encoder.encode(pa.array(texts, pa.large_string()), tok.chunk_chars, tok.encode_batch)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_the_corners_of_the_split_patterns_encode_as_tiktoken(name):
+    tok = load_tokenizer(name)
+    ids, lengths = _fast(tok, CORNERS)
+    want_ids, want_lengths = _reference(tok, CORNERS)
+    assert lengths.tolist() == want_lengths.tolist()
+    assert np.array_equal(ids, want_ids)
+
+
+@pytest.mark.parametrize("name", ENCODINGS)
+def test_real_text_in_many_languages_encodes_as_tiktoken(name, shared_data):
+    texts = []
+    for path in ("web/web_gold", "code/python_stdlib", "math/gsm8k", "langid/udhr2_docs", "pii/web_pii_candidates"):
+        with gzip.open(shared_data / f"{path}.jsonl.gz", "rt") as f:
+            texts += [json.loads(line)["text"] for _, line in zip(range(150), f)]
+    tok = load_tokenizer(name)
+    ids, lengths = _fast(tok, texts)
+    want_ids, want_lengths = _reference(tok, texts)
+    assert lengths.tolist() == want_lengths.tolist() and np.array_equal(ids, want_ids)
+
+
+def test_a_memo_emptied_again_and_again_changes_no_id(monkeypatch, shared_data):
+    with gzip.open(shared_data / "web" / "web_gold.jsonl.gz", "rt") as f:
+        texts = [json.loads(line)["text"] for _, line in zip(range(100), f)]
+    tok = load_tokenizer("gpt2")
+    ids, lengths = _fast(tok, texts, memo_slots=64, monkeypatch=monkeypatch)
+    want_ids, want_lengths = _reference(tok, texts)
+    assert lengths.tolist() == want_lengths.tolist() and np.array_equal(ids, want_ids)
+
+
+ALPHABET = st.sampled_from(list("aZé中 \t\n\r'sSltvreMd0٣½.,!-_$👍\u00a0\u3000\u2028") + ["\U00031350", "ſ"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(ALPHABET, max_size=40), min_size=1, max_size=8))
+def test_any_text_encodes_as_tiktoken(texts):
+    for name in ENCODINGS:
+        tok = load_tokenizer(name)
+        ids, lengths = _fast(tok, texts)
+        want_ids, want_lengths = _reference(tok, texts)
+        assert lengths.tolist() == want_lengths.tolist() and np.array_equal(ids, want_ids), (name, texts)
+
+
+def test_the_tokenizer_uses_it_only_where_its_kernels_are_compiled(monkeypatch):
+    tok = load_tokenizer("gpt2")
+    monkeypatch.setattr(tok, "_fast", None)
+    monkeypatch.setattr(tiktoken_fast, "kernels_ready", lambda: False)
+    texts = pa.array(["not compiled here: tiktoken encodes"])
+    assert np.array_equal(tok.encode_array(texts)[0], _reference(tok, texts.to_pylist())[0])
+    assert tok._fast is False
+    monkeypatch.setattr(tok, "_fast", None)
+    monkeypatch.setattr(tiktoken_fast, "kernels_ready", lambda: True)
+    tok.encode_array(texts)
+    assert isinstance(tok._fast, FastEncoder)
+
+
+def test_a_run_compiles_it_only_when_its_input_is_large():
+    options = Tokenize.Options(tokenizer="cl100k_base")
+    assert Tokenize.warmups(options, "web", FAST_ENCODER_MIN_BYTES - 1) == []
+    (step,) = Tokenize.warmups(options, "web", FAST_ENCODER_MIN_BYTES)[0]
+    assert step.func is compile_fast_encoder and step.args == ("cl100k_base",)
+    assert Tokenize.warmups(Tokenize.Options(tokenizer="o200k_base"), "web", 1e12) == []  # a pattern it lacks
