@@ -141,6 +141,9 @@ def start_fork_server(also_preload: Sequence[str] = ()):
 
 
 class LocalExecutor:
+    # The workers compile into this machine's numba cache (see ``warm_marks``).
+    same_machine = True
+
     def __init__(self, workers: int):
         self.workers = max(1, workers)
         self._processes: list = []

@@ -31,6 +31,9 @@ def _run_task(fn, args, reporter, *waited_for):
 
 
 class RayExecutor:
+    # Workers on other nodes may have other numba caches than the driver's.
+    same_machine = False
+
     def __init__(self, address: str | None, workers: int | None):
         try:
             import ray

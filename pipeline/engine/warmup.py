@@ -27,6 +27,7 @@ from pipeline.engine.config import Config
 from pipeline.engine.plan import Unit
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.stage_registry import registry
+from pipeline.kernels.warm_marks import all_marked, mark, mark_names
 from pipeline.readers.nesting import too_deep_lines
 
 Step = Callable[[], object]
@@ -118,7 +119,14 @@ def warmup_task(step: Step, progress=None) -> None:
 
 
 def warm_up(config: Config, units: list[Unit], executor, mode: str, sizes: dict[tuple[str, str], float]) -> None:
+    """Runs the steps, unless the workers share this machine's numba cache and every step
+    has left its mark there (``warm_marks``): then the kernels only need loading, which
+    each worker does when it first needs one."""
     steps, after = warmup_plan(config, units, sizes)
+    marks = mark_names(steps) if executor.same_machine else []
+    if marks and all_marked(marks):
+        return
     bar = ProgressBar("compile kernels", 0, len(steps), mode=mode, quiet_for=2.0)
     executor.run([(warmup_task, (step,)) for step in steps], bar, after=after)
     bar.close()
+    mark(marks)

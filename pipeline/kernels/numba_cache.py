@@ -32,6 +32,13 @@ from pipeline.util.atomic import atomic_path
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
 KERNEL_FOLDERS = ("pipeline/kernels", "pipeline/loader", "pipeline/readers", "stages")
 STAMP = "prep-numba-sources.sha256"
+MARKS = "prep-warm-marks"  # ``warm_marks``' folder beside the caches
+
+
+def marks_folder() -> Path:
+    """Where ``warm_marks`` keeps its marks: beside the caches of the kernels' files."""
+    user_dir = os.environ.get("NUMBA_CACHE_DIR")
+    return Path(user_dir) / MARKS if user_dir else ROOT / "pipeline" / "__pycache__" / MARKS
 
 
 def kernel_sources(root: Path = ROOT) -> list[Path]:
@@ -69,6 +76,8 @@ def clear_stale_caches(root: Path = ROOT) -> bool:
         for folder in cache_folders(files):
             for cached in [*folder.glob("*.nbi"), *folder.glob("*.nbc")]:
                 cached.unlink(missing_ok=True)
+        for mark in marks_folder().glob("*"):  # the warm-up marks of the caches just deleted
+            mark.unlink(missing_ok=True)
         stamp.parent.mkdir(exist_ok=True)
         with atomic_path(stamp) as tmp:
             tmp.write_text(digest)
