@@ -388,3 +388,16 @@ def test_the_program_ends_a_run_with_its_summary_written(tmp_path):
     summary = done.stderr[done.stderr.index("\ndone: 1,440 documents in") :]
     assert "stage length" in summary and "stage tokenize" in summary
     assert (tmp_path / "out" / "manifest.json").exists()
+
+
+def test_the_program_gives_blas_one_thread_unless_told(monkeypatch):
+    """OpenBLAS's thread pool cost each of prep's processes CPU at start for nothing."""
+    from pipeline.commands import main as program_module
+
+    monkeypatch.setattr(program_module, "main", lambda: None)
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    program_module.program()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    program_module.program()
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "4"

@@ -200,7 +200,13 @@ def program() -> None:
     freeing numba's, LLVM's and every module's objects one by one took 0.1 s at the end of
     every run, for memory the system takes back anyway. By then the workers are joined,
     every file is in place and closed; standard output and error are flushed first. (A
-    Ray run keeps the teardown: Ray's exit handlers stop the cluster it started.)"""
+    Ray run keeps the teardown: Ray's exit handlers stop the cluster it started.)
+
+    One BLAS thread per process unless the user says otherwise: prep runs a process per
+    core already, and OpenBLAS's pool of a thread per core cost the command and the
+    process its workers fork from 0.1 CPU-second each at start (made, then spinning),
+    on the run's critical path. prep's kernels never call BLAS."""
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         main()
     except SystemExit as end:
