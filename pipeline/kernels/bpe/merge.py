@@ -125,9 +125,10 @@ def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, ou
     code point of unknown class or longer than ``max_row_bytes`` (nothing written for
     it). Returns the tokens written."""
     slots, hashes, entries, pool, values, _ = memo
-    longest = 0
+    longest = 0  # of the rows encoded here: a piece is never longer than its row
     for d in range(offsets.shape[0] - 1):
-        longest = max(longest, offsets[d + 1] - offsets[d])
+        if offsets[d + 1] - offsets[d] <= max_row_bytes:
+            longest = max(longest, offsets[d + 1] - offsets[d])
     starts = np.empty(longest + 1, np.int64)
     pair_ranks = np.empty(longest + 1, np.int64)
     tokens = np.empty(longest + 1, np.int64)
