@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from pipeline.formats.tiktoken_encodings import CL100K_PATTERN, R50K_PATTERN
 from pipeline.kernels.bpe.classes import code_point_classes
-from pipeline.kernels.bpe.merge import CL100K, R50K, encode_batch, rank_table
+from pipeline.kernels.bpe.merge import CL100K, R50K, encode_batch, fill_ranks, rank_table
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.byte_memo import byte_memo
 
@@ -48,14 +48,13 @@ def knows(pattern: str) -> bool:
 def kernels_ready() -> bool:
     """Whether this process or numba's cache has the kernels for the arguments ``encode``
     passes (types only: the values below are stand-ins)."""
-    if encode_batch.signatures and rank_table.signatures:
+    if encode_batch.signatures and fill_ranks.signatures:
         return True
     ints, table = np.zeros(2, np.int64), np.zeros(1, np.uint8)
     text = np.frombuffer(b"a", np.uint8)  # read-only, as Arrow's buffers are
-    tables = (ints, np.zeros(2, np.uint64), ints, table, ints, ints, ints)
     memo = byte_memo(2, 1, 1, 1)
-    encode_args = (tables, table, memo, R50K, text, ints, 1, np.zeros(1, np.uint32), ints)
-    return rank_table.in_cache((table, ints, ints)) and encode_batch.in_cache(encode_args)
+    encode_args = ((memo, ints, ints), table, memo, R50K, text, ints, 1, np.zeros(1, np.uint32), ints)
+    return fill_ranks.in_cache((memo, table, ints, ints)) and encode_batch.in_cache(encode_args)
 
 
 def compile_kernels(ranks: dict[bytes, int], pattern: str) -> None:

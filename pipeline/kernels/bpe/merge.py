@@ -7,9 +7,7 @@ tiktoken's ``_byte_pair_merge``. Prose repeats its words, so most pieces were en
 before in the same process: the memo (``byte_memo``) answers those with a hash and a
 comparison instead of a merge.
 
-The ranks live in a byte-string table built once per process (``rank_table``): the
-tokens' bytes end to end, their offsets and ranks, and open-addressing slots over
-their hashes.
+The ranks live in a byte memo too, built once per process (``rank_table``).
 """
 
 from __future__ import annotations
@@ -17,63 +15,48 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.kernels.bpe.pretokenize import cl100k_piece, r50k_piece
-from pipeline.kernels.byte_memo import key_hash, lookup, reserve, values_of
+from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, values_of
 from pipeline.kernels.jit import njit
 
 NO_RANK = np.int64(1) << 40
 R50K, CL100K = 0, 1  # the split patterns ``encode_batch`` knows
 
 
-@njit
-def rank_table(blob, offsets, ranks):
-    """Slots over the tokens blob[offsets[i]:offsets[i + 1]] of rank ranks[i]: (slots,
-    hashes, offsets, blob, ranks, pairs, singles), ``slots`` holding token index + 1,
-    ``pairs`` the rank of every two-byte token at 256 * first byte + second and ``singles``
-    of every one-byte token (NO_RANK if none): the lookups a merge starts with."""
-    size = 1
-    while size < 2 * ranks.shape[0]:
-        size *= 2
-    slots = np.zeros(size, np.int64)
-    hashes = np.empty(size, np.uint64)
+def rank_table(blob: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> tuple:
+    """(memo, pairs, singles) for the tokens blob[offsets[i]:offsets[i + 1]] of rank
+    ranks[i]: a ``byte_memo`` holding every token with its rank as its one value (large
+    enough never to empty), and the rank of every two-byte token at 256 * first byte +
+    second and of every one-byte token (NO_RANK if none), the lookups a merge starts with."""
+    lengths = np.diff(offsets)
+    slots = 1 << int(2 * len(ranks)).bit_length()
+    entries = slots // 2
+    memo = byte_memo(slots, int(offsets[-1]) // entries + 1, 1, int(lengths.max(initial=1)))
+    fill_ranks(memo, blob, offsets, ranks)
+    starts = offsets[:-1]
     pairs = np.full(1 << 16, NO_RANK, np.int64)
+    two = lengths == 2
+    pairs[blob[starts[two]].astype(np.int64) << 8 | blob[starts[two] + 1]] = ranks[two]
     singles = np.full(256, NO_RANK, np.int64)
+    one = lengths == 1
+    singles[blob[starts[one]]] = ranks[one]
+    return memo, pairs, singles
+
+
+@njit
+def fill_ranks(memo, blob, offsets, ranks):
+    """Puts every token of ``rank_table`` in its memo."""
+    values = memo[4]
     for i in range(ranks.shape[0]):
-        a = offsets[i]
-        h = key_hash(blob, a, offsets[i + 1])
-        k = np.int64(h & np.uint64(size - 1))
-        while slots[k] != 0:
-            k = (k + 1) & (size - 1)
-        slots[k] = i + 1
-        hashes[k] = h
-        if offsets[i + 1] - a == 1:
-            singles[blob[a]] = ranks[i]
-        if offsets[i + 1] - a == 2:
-            pairs[np.int64(blob[a]) << 8 | np.int64(blob[a + 1])] = ranks[i]
-    return slots, hashes, offsets, blob, ranks, pairs, singles
+        a, b = offsets[i], offsets[i + 1]
+        values[reserve(memo, blob, a, b, key_hash(blob, a, b), 1)] = ranks[i]
 
 
 @njit(_nrt=False)
 def rank_of(table, buf, s, e):
     """The rank of the token with the bytes buf[s:e], or NO_RANK."""
-    slots, hashes, offsets, blob, ranks, _, _ = table
-    h = key_hash(buf, s, e)
-    mask = slots.shape[0] - 1
-    k = np.int64(h & np.uint64(mask))
-    size = e - s
-    while slots[k] != 0:
-        if hashes[k] == h:
-            i = slots[k] - 1
-            a = offsets[i]
-            if offsets[i + 1] - a == size:
-                same = True
-                for j in range(size):
-                    if blob[a + j] != buf[s + j]:
-                        same = False
-                        break
-                if same:
-                    return np.int64(ranks[i])
-        k = (k + 1) & mask
-    return NO_RANK
+    slots, hashes, entries, pool, values, _ = table[0]
+    x = lookup(slots, hashes, entries, pool, buf, s, e, key_hash(buf, s, e))
+    return NO_RANK if x < 0 else np.int64(values[values_of(entries, x)[0]])
 
 
 @njit(_nrt=False)
@@ -81,8 +64,7 @@ def _merge(table, buf, s, e, starts, pair_ranks, tokens, out, n):
     """tiktoken's _byte_pair_merge on buf[s:e] (two bytes or more), its tokens appended at
     out[n:]; returns the new count. ``starts``, ``pair_ranks``, ``tokens``: scratch of
     e - s + 1 (each part's start, the rank of it and the next joined, its own rank)."""
-    pairs = table[5]
-    singles = table[6]
+    _, pairs, singles = table
     size = e - s
     for i in range(size + 1):
         starts[i] = s + i

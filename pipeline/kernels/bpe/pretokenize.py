@@ -100,15 +100,24 @@ def _white_space(classes, buf, pos, end, first_len, line_breaks):
     return pos + first_len
 
 
+GO_ON = -2  # ``_start``: the piece is not decided yet
+
+
+@njit(_nrt=False)
+def _start(classes, buf, pos, end, fold):
+    """What both patterns ask first: (the end of a contraction at pos, -1 at a code point
+    of unknown class, else GO_ON; the class and length of the character at pos)."""
+    k, n = class_at(classes, buf, pos)
+    got = _contraction(buf, pos, end, fold)
+    return got if got >= 0 else (-1 if k == UNKNOWN else GO_ON), k, n
+
+
 @njit(_nrt=False)
 def r50k_piece(classes, buf, pos, end):
     """The end of GPT-2's piece at pos, or -1 (an unknown code point)."""
-    got = _contraction(buf, pos, end, False)
-    if got >= 0:
+    got, k, n = _start(classes, buf, pos, end, False)
+    if got != GO_ON:
         return got
-    k, n = class_at(classes, buf, pos)
-    if k == UNKNOWN:
-        return -1
     p = pos + n
     if buf[pos] == 32 and p < end:  # " ?" before a letter, number or other run
         k1, n1 = class_at(classes, buf, p)
@@ -124,12 +133,9 @@ def r50k_piece(classes, buf, pos, end):
 @njit(_nrt=False)
 def cl100k_piece(classes, buf, pos, end):
     """The end of cl100k_base's piece at pos, or -1 (an unknown code point)."""
-    got = _contraction(buf, pos, end, True)
-    if got >= 0:
+    got, k, n = _start(classes, buf, pos, end, True)
+    if got != GO_ON:
         return got
-    k, n = class_at(classes, buf, pos)
-    if k == UNKNOWN:
-        return -1
     p = pos + n
     if k == LETTER:
         return _run(classes, buf, p, end, LETTER)
