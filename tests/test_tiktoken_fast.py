@@ -34,6 +34,8 @@ CORNERS = [
     "unassigned \U00031350 code point and a private one \ue000 and \U000e0001",
     "<|endoftext|> is plain text here",
     "x" * 70_000,  # longer than the row bound: tiktoken's own path
+    "y" * 60_000,  # one piece too long to merge here (quadratic): tiktoken encodes the row
+    " ".join(["z" * 300, "w" * 256, "q" * 257]),
     "word " * 20_000,
 ]
 

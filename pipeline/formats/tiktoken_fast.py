@@ -8,8 +8,8 @@ the process, so a word seen before costs a hash and a comparison.
 
 Rows the kernels do not take are encoded by tiktoken itself, and the ids put back in
 order: text holding a code point whose class tiktoken's regex tables may see otherwise
-(``classes.py``), and rows longer than the caller's bound (``TiktokenTokenizer`` cuts
-those into pieces first).
+(``classes.py``) or a piece too long to merge here in good time (``merge.py``), and rows
+longer than the caller's bound (``TiktokenTokenizer`` cuts those into pieces first).
 
 Compiling the kernels costs about 3.5 CPU-seconds, more than tiktoken takes for a small
 run's text: a run compiles them in its warm-up only when its input is large

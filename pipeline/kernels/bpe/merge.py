@@ -19,6 +19,10 @@ from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, val
 from pipeline.kernels.jit import njit
 
 NO_RANK = np.int64(1) << 40
+# A piece longer than this sends its row to tiktoken: merging here takes time quadratic in
+# a piece's length (a 60 KB run of one letter took 6 s), where tiktoken switches to a
+# heap for long pieces. Real pieces are words and runs of punctuation or spaces.
+MAX_PIECE_BYTES = 256
 R50K, CL100K = 0, 1  # the split patterns ``encode_batch`` knows
 
 
@@ -104,16 +108,12 @@ def _merge(table, buf, s, e, starts, pair_ranks, tokens, out, n):
 def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, out, lengths):
     """Tokens of each string data[offsets[d]:offsets[d + 1]] into ``out`` (one slot per
     byte is enough), their count per string into ``lengths``: -1 for a string holding a
-    code point of unknown class or longer than ``max_row_bytes`` (nothing written for
-    it). Returns the tokens written."""
+    code point of unknown class or a piece over MAX_PIECE_BYTES, or longer than
+    ``max_row_bytes`` (nothing written for it). Returns the tokens written."""
     slots, hashes, entries, pool, values, _ = memo
-    longest = 0  # of the rows encoded here: a piece is never longer than its row
-    for d in range(offsets.shape[0] - 1):
-        if offsets[d + 1] - offsets[d] <= max_row_bytes:
-            longest = max(longest, offsets[d + 1] - offsets[d])
-    starts = np.empty(longest + 1, np.int64)
-    pair_ranks = np.empty(longest + 1, np.int64)
-    tokens = np.empty(longest + 1, np.int64)
+    starts = np.empty(MAX_PIECE_BYTES + 1, np.int64)
+    pair_ranks = np.empty(MAX_PIECE_BYTES + 1, np.int64)
+    tokens = np.empty(MAX_PIECE_BYTES + 1, np.int64)
     w = 0
     for d in range(offsets.shape[0] - 1):
         end = offsets[d + 1]
@@ -121,7 +121,7 @@ def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, ou
         n = w if end - pos <= max_row_bytes else -1
         while pos < end and n >= 0:
             stop = r50k_piece(classes, data, pos, end) if pattern == R50K else cl100k_piece(classes, data, pos, end)
-            if stop < 0:
+            if stop < 0 or stop - pos > MAX_PIECE_BYTES:
                 n = -1
                 break
             h = key_hash(data, pos, stop)
