@@ -33,6 +33,8 @@ CORNERS = [
     "emoji 👍🏽 and flags 🇫🇷 and zwj 👩‍💻 done",
     "unassigned \U00031350 code point and a private one \ue000 and \U000e0001",
     "<|endoftext|> is plain text here",
+    "hostile: nul\x00 controls\x01\x1b[0m\x7f bom\ufeff zwsp\u200b rtl \u202eevil\u202c",
+    "zalgo Z\u0338\u0321\u0347\u0300 and a lone mark \u0301 at a word's start",
     "x" * 70_000,  # longer than the row bound: tiktoken's own path
     "y" * 60_000,  # one piece too long to merge here (quadratic): tiktoken encodes the row
     " ".join(["z" * 300, "w" * 256, "q" * 257]),

@@ -99,7 +99,7 @@ class FastEncoder:
         refused = np.flatnonzero(lengths < 0)
         if not len(refused):
             return out[:written], lengths
-        slow_ids, slow_lengths = slow([array[int(i)].as_py() or "" for i in refused])
+        slow_ids, slow_lengths = slow([t or "" for t in array.take(pa.array(refused)).to_pylist()])
         lengths[refused] = slow_lengths
         ids = np.empty(int(lengths.sum()), np.uint32)
         starts = np.cumsum(lengths) - lengths
