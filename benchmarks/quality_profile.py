@@ -42,10 +42,9 @@ STEPS = (
 
 
 @njit(cache=False)
-def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, rules, sig, out):
+def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns, dup_ns, rules, sig, out, memo):
     flags = T.flags
     spaces = 0
-    memo = chunk_memo()
     for d in range(offsets.shape[0] - 1):
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
@@ -73,7 +72,9 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
             ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, True)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
-            w_end, words = c4_rewrite(T, doc, ntok, tok_s, tok_e, out, 0, params, p_blob, p_off, p_class, p_pairs, row)
+            w_end, words = c4_rewrite(
+                T, doc, ntok, tok_s, tok_e, memo, out, 0, params, p_blob, p_off, p_class, p_pairs, row
+            )
             if steps >= 6:
                 fineweb(T, out[:w_end], 30, words, row)
     return spaces
@@ -94,7 +95,7 @@ def profile(stage, texts: list[str], batch_size: int = 1024, repeat: int = 5) ->
             out = np.empty(max(int(offsets[-1] - offsets[0]), 1), np.uint8)
             _drive(
                 steps, stage._tables, data, offsets, stage._params, *stage._stop_words, stage._phrases,
-                stage._top_ngram_sizes, stage._dup_ngram_sizes, every_signal, sig, out,
+                stage._top_ngram_sizes, stage._dup_ngram_sizes, every_signal, sig, out, chunk_memo(),
             )  # fmt: skip
         return time.process_time() - start
 
