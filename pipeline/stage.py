@@ -177,6 +177,15 @@ class GlobalStage(Stage):
     """
 
     @classmethod
+    def sized(cls, options: Any, input_bytes: float) -> dict[str, Any]:
+        """Options the size of a run decides, as {name: value}, where the config leaves
+        them to the stage (a partition count). ``input_bytes``: about how much text the
+        sources the stage sees hold. The engine asks once, when a run starts, keeps the
+        answer in the run's state for its resumes (so an input that grows before a resume
+        changes nothing), and every task of the run sees it. Default: none."""
+        return {}
+
+    @classmethod
     def runs_globally(cls, options: Any) -> bool:
         """Whether these options need the whole-corpus phases. A stage whose options do not
         (``classify`` without ``keep_top``) runs as a per-document stage: never bound, its

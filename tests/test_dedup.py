@@ -22,6 +22,7 @@ from pipeline.formats import partfile
 from pipeline.stage import UnitContext
 from stages.dedup import Dedup, clusters
 from stages.dedup.minhash import Signer, estimate_similarity
+from stages.dedup.stage import partitions_for
 
 _HERE = Path(__file__).resolve()
 DATA = next((p for p in (_HERE.parents[2] / "shared" / "data", Path("/work/shared/data")) if p.is_dir()), None)
@@ -541,3 +542,10 @@ def test_cjk_near_duplicates_use_character_shingles(tmp_path):
         reason, detail = removed[doc_id]
         assert reason == "near-duplicate" and detail["survivor"] == doc_id.replace("zhdup", "zh")
         assert detail["similarity"] >= 0.8
+
+
+def test_partitions_left_to_the_run_follow_its_size():
+    assert [partitions_for(size) for size in (0, 3 << 20, 2 << 30, 5 << 30, 1e15)] == [2, 2, 2, 8, 8192]
+    assert Dedup.sized(Dedup.Options(partitions=5), 1e12) == {}
+    assert Dedup.sized(Dedup.Options(), 5 << 30) == {"partitions": 8}
+    assert Dedup(Dedup.Options()).partitions() == 32  # built outside a run: the old default

@@ -25,6 +25,8 @@ from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.summary import print_summary
 from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.formats.layout import Layout
+from stages.dedup import stage as dedup_stage
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -401,3 +403,24 @@ def test_the_program_gives_blas_one_thread_unless_told(monkeypatch):
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
     program_module.program()
     assert os.environ["OPENBLAS_NUM_THREADS"] == "4"
+
+
+def test_a_resumed_run_keeps_the_partitions_its_start_chose(tmp_path, monkeypatch):
+    """The choice is recorded in the run's state: a resume whose inputs would now choose
+    another count (an input grown before its unit was read) keeps the files it has."""
+    config = write_config(
+        tmp_path / "dedup.toml",
+        f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n[[stages]]\nname = "dedup"\n',
+    )
+    out = tmp_path / "out"
+    run_pipeline(config, out, workers=1, quiet=True)
+    layout = Layout(out)
+    assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
+    assert len(list((layout.global_work(1) / "decisions").iterdir())) == 2
+    before = tree_digest(out)
+    for marker in layout.markers(Layout.segment_phase(1)).rglob("*.json"):
+        marker.unlink()  # the filter phase runs again, reading the decisions per range
+    monkeypatch.setattr(dedup_stage, "partitions_for", lambda size: 4)
+    run_pipeline(config, out, workers=1, quiet=True)
+    assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
+    assert tree_digest(out) == before

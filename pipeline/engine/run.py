@@ -26,12 +26,14 @@ from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.runlock import locked_output
+from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, input_sha256, input_stat
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
 from pipeline.readers.splits import parsed_bytes
+from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
 from pipeline.util.printable import printable_path
 
@@ -73,9 +75,13 @@ def run_pipeline(
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(locked_output(store))
-            _claim_output(store, units, fingerprint, input_stats, force)
+            sized = _claim_output(
+                store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
+            )
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
+        for index, values in sized.items():
+            config.stages[int(index)].options.update(values)
         return _run_claimed(
             config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
@@ -180,10 +186,32 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     }
 
 
+def _sized(config: Config, units: list[Unit], input_stats: list[list[int | str]], sample: float) -> dict:
+    """What the run's size decides of each global stage's options (``GlobalStage.sized``),
+    by the stage's index in the config; the text a stage sees is its sources' share."""
+    sizes = _input_sizes(units, input_stats)
+    sized = {}
+    for index, stage in enumerate(config.stages):
+        cls = registry()[stage.name]
+        if issubclass(cls, GlobalStage):
+            text = sample * sum(size for (source, _), size in sizes.items() if stage.applies_to(source))
+            values = cls.sized(cls.Options(**stage.options), text)
+            if values:
+                sized[str(index)] = values
+    return sized
+
+
 def _claim_output(
-    store: RunStore, units: list[Unit], fingerprint: dict, input_stats: list[list[int | str]], force: bool
-) -> None:
-    """Refuse to mix two different runs in one folder unless --force (which starts over)."""
+    store: RunStore,
+    units: list[Unit],
+    fingerprint: dict,
+    input_stats: list[list[int | str]],
+    force: bool,
+    sized: dict,
+) -> dict:
+    """Refuse to mix two different runs in one folder unless --force (which starts over).
+    Returns the sized options the run uses: ``sized`` for a new run, what a resumed run's
+    start recorded (none for a run of an older prep, which had fixed defaults)."""
     layout = Layout(store.root)
     out = store.uri
     state_file = layout.key(layout.state)
@@ -191,10 +219,12 @@ def _claim_output(
     previous = json.loads(state) if state is not None else None
     versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
     if previous is not None and previous["fingerprint"] == fingerprint["fingerprint"] and not force:
+        recorded = previous.get("sized", {})
         if previous.get("inputs") != versions:  # the same run again, but some input looks touched
             _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
-            store.write_text(state_file, json.dumps({**fingerprint, "inputs": versions}, indent=2, sort_keys=True))
-        return  # resume
+            state = {**fingerprint, "inputs": versions, "sized": recorded}
+            store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
+        return recorded  # resume
     control = layout.key(layout.control)
     names = [n for n in store.names() if n != control]  # .prep holds the lock this run took
     if not force:
@@ -210,7 +240,9 @@ def _claim_output(
             store.remove(name)
     if previous is not None:
         store.remove(state_file)
-    store.write_text(state_file, json.dumps({**fingerprint, "inputs": versions}, indent=2, sort_keys=True))
+    state = {**fingerprint, "inputs": versions, "sized": sized}
+    store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
+    return sized
 
 
 def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:

@@ -58,6 +58,21 @@ from stages.dedup.store import (
 from stages.dedup.survivors import REASONS
 
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
+PARTITION_BYTES = 1 << 30  # input text per partition when the run chooses
+MAX_PARTITIONS = 8192
+UNSIZED_PARTITIONS = 32
+
+
+def partitions_for(input_bytes: float) -> int:
+    """Partitions for a run over ``input_bytes`` of text: a power of two, one per GiB (a
+    reduce task then holds the band records of about a GiB of text: 14 per document,
+    tens of MB), at least 2 and at most 8,192.
+    Fixed at 32 before, a small run's finalize spent most of its time opening 32 x 32
+    nearly empty partition files; a terabyte needed the option set by hand."""
+    partitions = 2
+    while partitions < MAX_PARTITIONS and partitions * PARTITION_BYTES < input_bytes:
+        partitions *= 2
+    return partitions
 
 
 @register
@@ -73,16 +88,20 @@ class Dedup(GlobalStage):
         char_ngram: int = 5  # code points per shingle for text without spaces
         char_fallback_word_len: int = 16  # mean space-separated run longer: character shingles
         exact: bool = True  # also remove exact duplicates of the normalised text
-        partitions: int = 32  # key partitions (reduce tasks) and document ranges in finalize
+        # Key partitions (reduce tasks) and document ranges in finalize; 0: one per GiB
+        # of input text, 2 to 8,192, chosen when the run starts (an imported index's own).
+        partitions: int = 0
         survivor_signal: str = ""  # column whose highest value survives (then smallest id)
         verify: bool = False  # exact Jaccard of shingle sets against the survivor
         min_similarity: float = 0.7  # remove a near duplicate only this similar to its survivor (0: pure LSH)
         index_from: str = ""  # a previous run's dedup work folder to deduplicate against
 
         def __post_init__(self) -> None:
-            for key in ("ngram", "bands", "rows", "char_ngram", "partitions", "char_fallback_word_len"):
+            for key in ("ngram", "bands", "rows", "char_ngram", "char_fallback_word_len"):
                 if int(getattr(self, key)) < 1:
                     raise ValueError(f"dedup: {key} must be at least 1")
+            if int(self.partitions) < 0:
+                raise ValueError("dedup: partitions must be at least 1 (or 0: chosen from the input's size)")
             if not 0.0 <= self.min_similarity <= 1.0:
                 raise ValueError("dedup: min_similarity must be within [0, 1]")
 
@@ -108,12 +127,25 @@ class Dedup(GlobalStage):
 
     # -- shared -----------------------------------------------------------------------
 
+    @classmethod
+    def sized(cls, options: Dedup.Options, input_bytes: float) -> dict[str, int]:
+        if options.partitions:
+            return {}
+        if options.index_from:  # the imported index's partitions, which this run's must equal
+            try:
+                return {"partitions": int(UnitTable.load(Path(options.index_from)).config["partitions"])}
+            except (OSError, ValueError, KeyError):
+                pass  # the map phase says what is wrong with the index
+        return {"partitions": partitions_for(input_bytes)}
+
     def partitions(self) -> int:
-        return int(self.options.partitions)
+        """The run's partition count; one left to the run outside a run (a benchmark,
+        a test) is the default of earlier versions."""
+        return int(self.options.partitions) or UNSIZED_PARTITIONS
 
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""
-        o = asdict(self.options)
+        o = {**asdict(self.options), "partitions": self.partitions()}
         return {
             k: o[k]
             for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len", "exact", "partitions")
