@@ -110,7 +110,6 @@ name = "pii"
 [[stages]]
 name = "dedup"
 min_similarity = 0.0
-partitions = 8
 [[stages]]
 name = "tokenize"
 tokenizer = "gpt2"
