@@ -176,6 +176,9 @@ class GlobalStage(Stage):
        per-document stage.
     """
 
+    # A partition count left to the run (``partitions_for``); outside a run, the old default.
+    UNSIZED_PARTITIONS: ClassVar[int] = 32
+
     @classmethod
     def sized(cls, options: Any, input_bytes: float) -> dict[str, Any]:
         """Options the size of a run decides, as {name: value}, where the config leaves
@@ -233,6 +236,22 @@ class GlobalStage(Stage):
         of ``step`` ("reduce") reads only its own partition: on an object store it fetches
         the header and that partition's byte range rather than the whole file."""
         return ()
+
+
+PARTITION_BYTES = 1 << 30  # input text per partition when the run chooses
+MAX_PARTITIONS = 8192
+
+
+def partitions_for(input_bytes: float) -> int:
+    """Partitions for a run over ``input_bytes`` of text when its config leaves the count
+    to the run (``GlobalStage.sized``): a power of two, one per GiB (a reduce task then
+    holds the records of about a GiB of text, tens of MB), at least 2 and at most 8,192.
+    A fixed 32 before: a small run's finalize spent most of its time opening 32 x 32
+    nearly empty partition files, and a terabyte needed the option set by hand."""
+    partitions = 2
+    while partitions < MAX_PARTITIONS and partitions * PARTITION_BYTES < input_bytes:
+        partitions *= 2
+    return partitions
 
 
 _REGISTRY: dict[str, type[Stage]] = {}

@@ -19,10 +19,10 @@ import pyarrow as pa
 import pytest
 
 from pipeline.formats import partfile
-from pipeline.stage import UnitContext
+from pipeline.stage import UnitContext, partitions_for
 from stages.dedup import Dedup, clusters
 from stages.dedup.minhash import Signer, estimate_similarity
-from stages.dedup.stage import partitions_for
+from stages.paragraph_dedup import ParagraphDedup
 
 _HERE = Path(__file__).resolve()
 DATA = next((p for p in (_HERE.parents[2] / "shared" / "data", Path("/work/shared/data")) if p.is_dir()), None)
@@ -549,3 +549,6 @@ def test_partitions_left_to_the_run_follow_its_size():
     assert Dedup.sized(Dedup.Options(partitions=5), 1e12) == {}
     assert Dedup.sized(Dedup.Options(), 5 << 30) == {"partitions": 8}
     assert Dedup(Dedup.Options()).partitions() == 32  # built outside a run: the old default
+    assert ParagraphDedup.sized(ParagraphDedup.Options(), 3 << 30) == {"partitions": 4}
+    assert ParagraphDedup.sized(ParagraphDedup.Options(partitions=3), 1e12) == {}
+    assert ParagraphDedup(ParagraphDedup.Options()).partitions() == 32

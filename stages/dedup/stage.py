@@ -40,7 +40,15 @@ import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT
-from pipeline.stage import FinalizeRound, GlobalStage, StageOutput, UnitContext, finalize_here, register
+from pipeline.stage import (
+    FinalizeRound,
+    GlobalStage,
+    StageOutput,
+    UnitContext,
+    finalize_here,
+    partitions_for,
+    register,
+)
 from stages.dedup import clusters, rounds, warmup
 from stages.dedup.minhash import Signer
 from stages.dedup.rounds import DONE_FILE
@@ -58,21 +66,6 @@ from stages.dedup.store import (
 from stages.dedup.survivors import REASONS
 
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
-PARTITION_BYTES = 1 << 30  # input text per partition when the run chooses
-MAX_PARTITIONS = 8192
-UNSIZED_PARTITIONS = 32
-
-
-def partitions_for(input_bytes: float) -> int:
-    """Partitions for a run over ``input_bytes`` of text: a power of two, one per GiB (a
-    reduce task then holds the band records of about a GiB of text: 14 per document,
-    tens of MB), at least 2 and at most 8,192.
-    Fixed at 32 before, a small run's finalize spent most of its time opening 32 x 32
-    nearly empty partition files; a terabyte needed the option set by hand."""
-    partitions = 2
-    while partitions < MAX_PARTITIONS and partitions * PARTITION_BYTES < input_bytes:
-        partitions *= 2
-    return partitions
 
 
 @register
@@ -141,7 +134,7 @@ class Dedup(GlobalStage):
     def partitions(self) -> int:
         """The run's partition count; one left to the run outside a run (a benchmark,
         a test) is the default of earlier versions."""
-        return int(self.options.partitions) or UNSIZED_PARTITIONS
+        return int(self.options.partitions) or self.UNSIZED_PARTITIONS
 
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""

@@ -28,9 +28,10 @@ Options (``[[stages]] name = "paragraph_dedup"``):
     is fragments around a copy. dolma's BFF drops a document above a threshold of
     duplicate n-grams in the same way (DCLM ran it at 0.8, as far as we know); C4 drops a
     page left with fewer than three sentences. 1.0: never drop, only cut.
-``partitions = 32``
+``partitions = 0``
     Hash partitions (reduce tasks) and document ranges in finalize; memory per task is
-    one partition's records.
+    one partition's records. 0: one per GiB of input text (2 to 8,192), chosen when the
+    run starts.
 
 Which occurrence is first: input order. Every document has a global position: units
 (input files) sorted by (source, unit name), then rows in order, the order dedup uses;

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT, set_column
-from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, partitions_for, register
 from pipeline.util.atomic import write_json_atomic
 from stages.paragraph_dedup import work
 from stages.paragraph_dedup.split import Units, removed_units
@@ -47,7 +47,9 @@ class ParagraphDedup(GlobalStage):
         # Drop a document when more than this fraction of its counted characters was seen
         # earlier in the run (1.0: never drop, only cut).
         max_seen_fraction: float = 0.5
-        partitions: int = 32  # hash partitions (reduce tasks) and document ranges in finalize
+        # Hash partitions (reduce tasks) and document ranges in finalize; 0: one per GiB of
+        # input text, 2 to 8,192, chosen when the run starts.
+        partitions: int = 0
 
         def __post_init__(self) -> None:
             if self.unit not in ("paragraph", "line"):
@@ -56,8 +58,8 @@ class ParagraphDedup(GlobalStage):
                 raise ValueError("paragraph_dedup: min_chars must be at least 0")
             if not 0.0 <= float(self.max_seen_fraction) <= 1.0:
                 raise ValueError("paragraph_dedup: max_seen_fraction must be within [0, 1]")
-            if int(self.partitions) < 1:
-                raise ValueError("paragraph_dedup: partitions must be at least 1")
+            if int(self.partitions) < 0:
+                raise ValueError("paragraph_dedup: partitions must be at least 1 (or 0: chosen from the input's size)")
 
     def __init__(self, options: ParagraphDedup.Options):
         super().__init__(options)
@@ -66,8 +68,12 @@ class ParagraphDedup(GlobalStage):
         self._table_from: Path | None = None
         self._unit: dict | None = None
 
+    @classmethod
+    def sized(cls, options: ParagraphDedup.Options, input_bytes: float) -> dict[str, int]:
+        return {} if options.partitions else {"partitions": partitions_for(input_bytes)}
+
     def partitions(self) -> int:
-        return int(self.options.partitions)
+        return int(self.options.partitions) or self.UNSIZED_PARTITIONS
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
