@@ -552,3 +552,19 @@ def test_partitions_left_to_the_run_follow_its_size():
     assert ParagraphDedup.sized(ParagraphDedup.Options(), 3 << 30) == {"partitions": 4}
     assert ParagraphDedup.sized(ParagraphDedup.Options(partitions=3), 1e12) == {}
     assert ParagraphDedup(ParagraphDedup.Options()).partitions() == 32
+
+
+@pytest.mark.parametrize(
+    "units_json, expected",
+    [
+        ({"units": [], "config": {"partitions": 7}}, 7),  # an index's own count
+        ([1, 2], 2),  # hostile or broken: sized from the input; the map phase reports it
+        ({"units": [], "config": {"partitions": -3}}, 2),
+        ({"units": [], "config": {"partitions": "many"}}, 2),
+        (None, 2),  # no index there
+    ],
+)
+def test_partitions_follow_an_imported_index(tmp_path, units_json, expected):
+    if units_json is not None:
+        (tmp_path / "units.json").write_text(json.dumps(units_json))
+    assert Dedup.sized(Dedup.Options(index_from=str(tmp_path)), 1 << 20) == {"partitions": expected}

@@ -126,9 +126,11 @@ class Dedup(GlobalStage):
             return {}
         if options.index_from:  # the imported index's partitions, which this run's must equal
             try:
-                return {"partitions": int(UnitTable.load(Path(options.index_from)).config["partitions"])}
-            except (OSError, ValueError, KeyError):
-                pass  # the map phase says what is wrong with the index
+                partitions = int(UnitTable.load(Path(options.index_from)).config["partitions"])
+            except (OSError, ValueError, KeyError, TypeError):
+                partitions = 0  # unreadable: the map phase reports the index
+            if partitions > 0:
+                return {"partitions": partitions}
         return {"partitions": partitions_for(input_bytes)}
 
     def partitions(self) -> int:
