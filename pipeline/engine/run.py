@@ -66,7 +66,6 @@ def run_pipeline(
     units = plan_units(config)
     try:
         input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
-        sizes = _input_sizes(units, input_stats)
     except OSError as error:
         raise ConfigError(f"cannot read an input: {error}") from None
     fingerprint = _fingerprint(config, units, sample)
@@ -76,25 +75,15 @@ def run_pipeline(
     with contextlib.ExitStack() as held:
         try:
             held.enter_context(locked_output(store))
-            sized = _claim_output(store, units, fingerprint, input_stats, force, _sized(config, sizes, sample))
+            sized = _claim_output(
+                store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
+            )
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
             config.stages[int(index)].options.update(values)
         return _run_claimed(
-            config,
-            store,
-            units,
-            input_stats,
-            sizes,
-            workers,
-            strict,
-            quiet,
-            executor,
-            address,
-            sample,
-            progress,
-            wall_start,
+            config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
 
 
@@ -103,7 +92,6 @@ def _run_claimed(
     store: RunStore,
     units: list[Unit],
     input_stats: list[list[int | str]],
-    sizes: dict[tuple[str, str], float],
     workers,
     strict,
     quiet,
@@ -122,6 +110,7 @@ def _run_claimed(
     mode = "none" if quiet else progress
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
+    sizes = _input_sizes(units, input_stats)
     try:
         warm_up(config, units, runner, mode, sizes)
         for segment in segments:
@@ -197,10 +186,10 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     }
 
 
-def _sized(config: Config, sizes: dict[tuple[str, str], float], sample: float) -> dict:
+def _sized(config: Config, units: list[Unit], input_stats: list[list[int | str]], sample: float) -> dict:
     """What the run's size decides of each global stage's options (``GlobalStage.sized``),
-    by the stage's index in the config; the text a stage sees is its sources' share of the
-    bytes each unit reads (``sizes``)."""
+    by the stage's index in the config; the text a stage sees is its sources' share."""
+    sizes = _input_sizes(units, input_stats)
     sized = {}
     for index, stage in enumerate(config.stages):
         cls = registry()[stage.name]
