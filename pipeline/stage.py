@@ -176,16 +176,20 @@ class GlobalStage(Stage):
        per-document stage.
     """
 
-    # A partition count left to the run (``partitions_for``); outside a run, the old default.
+    # A ``partitions`` option of 0 leaves the count to the run (``sized``); a stage built
+    # outside a run (a benchmark, a test) with it unsized gets the count of earlier versions.
     UNSIZED_PARTITIONS: ClassVar[int] = 32
 
     @classmethod
     def sized(cls, options: Any, input_bytes: float) -> dict[str, Any]:
         """Options the size of a run decides, as {name: value}, where the config leaves
-        them to the stage (a partition count). ``input_bytes``: about how much text the
-        sources the stage sees hold. The engine asks once, when a run starts, keeps the
-        answer in the run's state for its resumes (so an input that grows before a resume
-        changes nothing), and every task of the run sees it. Default: none."""
+        them to the stage. ``input_bytes``: about how much text the sources the stage sees
+        hold. The engine asks once, when a run starts, keeps the answer in the run's state
+        for its resumes (so an input that grows before a resume changes nothing), and every
+        task of the run sees it. Default: a ``partitions`` option left at 0 gets
+        ``partitions_for(input_bytes)``."""
+        if getattr(options, "partitions", None) == 0:
+            return {"partitions": partitions_for(input_bytes)}
         return {}
 
     @classmethod
@@ -203,7 +207,8 @@ class GlobalStage(Stage):
         raise NotImplementedError
 
     def partitions(self) -> int:
-        return 1
+        """The ``partitions`` option as the run sized it (see ``sized``); 1 without one."""
+        return int(getattr(self.options, "partitions", 1)) or self.UNSIZED_PARTITIONS
 
     def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
         raise NotImplementedError
@@ -239,7 +244,17 @@ class GlobalStage(Stage):
 
 
 PARTITION_BYTES = 1 << 30  # input text per partition when the run chooses
-MAX_PARTITIONS = 8192
+MAX_PARTITIONS = 8192  # the most the run chooses
+MAX_SET_PARTITIONS = 1 << 16  # the most a config may set: each unit's files carry an offset per partition
+
+
+def check_partitions(stage: str, partitions: int) -> None:
+    """Refuse a ``partitions`` option outside 0 (the run chooses) .. MAX_SET_PARTITIONS:
+    10**11 made every partitioned file's header 800 GB, and the run never came back."""
+    if not 0 <= int(partitions) <= MAX_SET_PARTITIONS:
+        raise ValueError(
+            f"{stage}: partitions must be 1 to {MAX_SET_PARTITIONS:,} (or 0: chosen from the input's size)"
+        )
 
 
 def partitions_for(input_bytes: float) -> int:

@@ -120,6 +120,21 @@ def test_bad_run_settings_are_one_line(tmp_path, body, message):
     assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
 
 
+@pytest.mark.parametrize("stage", ["dedup", "paragraph_dedup"])
+@pytest.mark.parametrize(
+    "value, message",
+    [
+        ("-1", "partitions must be 1 to 65,536"),
+        ("100000000000", "partitions must be 1 to 65,536"),  # once, a header of 800 GB per file
+        ('"many"', "is not a valid int"),
+    ],
+)
+def test_bad_partition_counts_are_one_line(tmp_path, stage, value, message):
+    config = small_run(tmp_path)
+    config.write_text(config.read_text() + f'[[stages]]\nname = "{stage}"\npartitions = {value}\n')
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
+
+
 # -- one folder, one run ------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, SAMPLE_CONFIG, write_config, write_jsonl
 
+from pipeline import stage as stage_contract
 from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.progress import ProgressBar
@@ -26,7 +27,6 @@ from pipeline.engine.run import run_pipeline
 from pipeline.engine.summary import print_summary
 from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.formats.layout import Layout
-from stages.dedup import stage as dedup_stage
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -420,7 +420,7 @@ def test_a_resumed_run_keeps_the_partitions_its_start_chose(tmp_path, monkeypatc
     before = tree_digest(out)
     for marker in layout.markers(Layout.segment_phase(1)).rglob("*.json"):
         marker.unlink()  # the filter phase runs again, reading the decisions per range
-    monkeypatch.setattr(dedup_stage, "partitions_for", lambda size: 4)
+    monkeypatch.setattr(stage_contract, "partitions_for", lambda size: 4)
     run_pipeline(config, out, workers=1, quiet=True)
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
     assert tree_digest(out) == before

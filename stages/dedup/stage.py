@@ -45,8 +45,8 @@ from pipeline.stage import (
     GlobalStage,
     StageOutput,
     UnitContext,
+    check_partitions,
     finalize_here,
-    partitions_for,
     register,
 )
 from stages.dedup import clusters, rounds, warmup
@@ -93,8 +93,7 @@ class Dedup(GlobalStage):
             for key in ("ngram", "bands", "rows", "char_ngram", "char_fallback_word_len"):
                 if int(getattr(self, key)) < 1:
                     raise ValueError(f"dedup: {key} must be at least 1")
-            if int(self.partitions) < 0:
-                raise ValueError("dedup: partitions must be at least 1 (or 0: chosen from the input's size)")
+            check_partitions("dedup", self.partitions)
             if not 0.0 <= self.min_similarity <= 1.0:
                 raise ValueError("dedup: min_similarity must be within [0, 1]")
 
@@ -122,21 +121,16 @@ class Dedup(GlobalStage):
 
     @classmethod
     def sized(cls, options: Dedup.Options, input_bytes: float) -> dict[str, int]:
-        if options.partitions:
-            return {}
-        if options.index_from:  # the imported index's partitions, which this run's must equal
+        """An unset partition count is the imported index's, which this run's must equal,
+        else the input's size decides (``GlobalStage.sized``)."""
+        if not options.partitions and options.index_from:
             try:
                 partitions = int(UnitTable.load(Path(options.index_from)).config["partitions"])
             except (OSError, ValueError, KeyError, TypeError):
                 partitions = 0  # unreadable: the map phase reports the index
             if partitions > 0:
                 return {"partitions": partitions}
-        return {"partitions": partitions_for(input_bytes)}
-
-    def partitions(self) -> int:
-        """The run's partition count; one left to the run outside a run (a benchmark,
-        a test) is the default of earlier versions."""
-        return int(self.options.partitions) or self.UNSIZED_PARTITIONS
+        return super().sized(options, input_bytes)
 
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT, set_column
-from pipeline.stage import GlobalStage, StageOutput, UnitContext, partitions_for, register
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, check_partitions, register
 from pipeline.util.atomic import write_json_atomic
 from stages.paragraph_dedup import work
 from stages.paragraph_dedup.split import Units, removed_units
@@ -58,8 +58,7 @@ class ParagraphDedup(GlobalStage):
                 raise ValueError("paragraph_dedup: min_chars must be at least 0")
             if not 0.0 <= float(self.max_seen_fraction) <= 1.0:
                 raise ValueError("paragraph_dedup: max_seen_fraction must be within [0, 1]")
-            if int(self.partitions) < 0:
-                raise ValueError("paragraph_dedup: partitions must be at least 1 (or 0: chosen from the input's size)")
+            check_partitions("paragraph_dedup", self.partitions)
 
     def __init__(self, options: ParagraphDedup.Options):
         super().__init__(options)
@@ -67,13 +66,6 @@ class ParagraphDedup(GlobalStage):
         self._table: work.UnitTable | None = None
         self._table_from: Path | None = None
         self._unit: dict | None = None
-
-    @classmethod
-    def sized(cls, options: ParagraphDedup.Options, input_bytes: float) -> dict[str, int]:
-        return {} if options.partitions else {"partitions": partitions_for(input_bytes)}
-
-    def partitions(self) -> int:
-        return int(self.options.partitions) or self.UNSIZED_PARTITIONS
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
