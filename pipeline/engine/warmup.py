@@ -15,14 +15,17 @@ takes the next step that is ready, so no core idles while another compiles a lon
 Which is next is decided by how long the longest chain of steps still waiting behind it
 is (list scheduling by critical path), so the chain that ends the warm-up starts first.
 A step may carry ``compile_seconds``, the CPU-seconds it took on a cold cache (measured,
-``DEFAULT_SECONDS`` if not), for that ranking.
+``DEFAULT_SECONDS`` if not), for that ranking. Besides the stages' kernels and the readers',
+one step writes the bytecode of prep's own modules (``bytecode.py``).
 """
 
 from __future__ import annotations
 
+import functools
 import pickle
 from collections.abc import Callable
 
+from pipeline.engine.bytecode import compile_bytecode, sources_stamp
 from pipeline.engine.config import Config
 from pipeline.engine.plan import Unit
 from pipeline.engine.progress import ProgressBar
@@ -57,7 +60,7 @@ def warmup_plan(
     Steps are ranked by their critical path: their own seconds plus the longest chain of
     rounds after them. A step two chains share (the same picklable step) runs once and
     gates the rounds after it in both."""
-    chains: list[list[list[Step]]] = [[[reader_kernels]]]
+    chains: list[list[list[Step]]] = [[[reader_kernels]], [[functools.partial(compile_bytecode, sources_stamp())]]]
     sources = sorted({unit.source for unit in units})
     source_bytes = {source: 0.0 for source in sources}
     for (source, _), size in (sizes or {}).items():
