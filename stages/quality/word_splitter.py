@@ -230,8 +230,8 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e, memo):
     Each chunk (the bytes between spaces) is read in two loops: its leading ASCII
     letters, one test a byte, then the rest of it, where a byte may be a space, a mark
     after letters or the first of a multi-byte character. Most chunks are words of
-    letters, which the first loop reads whole: a sixth less time than one loop asking
-    every byte every question.
+    letters, which the first loop reads whole: 0.83-0.90 of the time of one loop asking
+    every byte every question (the e2e benchmark's corpus, the same words).
     """
     slots, hashes, entries, pool, spans, _ = memo
     flags = T.flags
