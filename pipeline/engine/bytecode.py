@@ -24,18 +24,15 @@ import hashlib
 from pathlib import Path
 
 from pipeline.kernels.numba_cache import ROOT
+from pipeline.kernels.warm_marks import files_key
 
 PACKAGES = ("pipeline", "stages")
 
 
 def sources_stamp(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> str:
     """A digest of every module's path, size and modification time under ``packages``."""
-    digest = hashlib.sha256()
-    for package in packages:
-        for path in sorted((root / package).rglob("*.py")):
-            stat = path.stat()
-            digest.update(f"{path.relative_to(root)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
+    paths = [path for package in packages for path in sorted((root / package).rglob("*.py"))]
+    return hashlib.sha256(files_key(paths)).hexdigest()
 
 
 def compile_bytecode(stamp: str, root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
+from pathlib import Path
 
 from pipeline.kernels.numba_cache import kernel_sources, marks_folder
 
@@ -32,14 +33,15 @@ def _machine() -> bytes:
     return repr((ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten(), numba.__version__, settings)).encode()
 
 
-def _sources() -> bytes:
-    stats = [(str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in kernel_sources()]
+def files_key(paths: list[Path]) -> bytes:
+    """The files' paths, modification times and sizes: what an edit of any of them changes."""
+    stats = [(str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in paths]
     return repr(stats).encode()
 
 
 def mark_names(steps: list) -> list[str]:
     """The mark of each step (file names in ``marks_folder``)."""
-    common = hashlib.sha256(_machine() + b"\0" + _sources()).digest()
+    common = hashlib.sha256(_machine() + b"\0" + files_key(kernel_sources())).digest()
     return [hashlib.sha256(common + pickle.dumps(step)).hexdigest() for step in steps]
 
 
