@@ -111,6 +111,19 @@ def test_letters_then_a_mark_split_as_spacy_does():
     assert all(flags[ord(c)] & SP_DOT_AFTER for c in string.ascii_lowercase)
 
 
+def test_every_space_python_knows_ends_a_word_and_a_slice_splits_as_its_text_alone():
+    # The splitter reads a chunk's leading ASCII letters in a loop of their own; what ends
+    # them is any str.isspace character, one byte or several, or the slice's end.
+    assert words("ab\u00a0cd\u2003ef\u3000gh\x1cij\x85kl \t\nmn") == ["ab", "cd", "ef", "gh", "ij", "kl", "mn"]
+    assert words("caf\u00e9\u00a0x") == ["caf\u00e9", "x"]
+    text = "Hello, wor\u00a0ld"
+    T = kernel_tables(tables())
+    buf = np.frombuffer(("xx" + text + "yy").encode(), np.uint8)  # letters on both sides of the slice
+    s, e, a, b = (np.empty(len(buf) + 1, np.int32) for _ in range(4))
+    k = split_words(T, buf, 2, 2 + len(text.encode()), s, e, a, b, chunk_memo())
+    assert [bytes(buf[s[i] : e[i]]).decode() for i in range(k)] == words(text) == ["Hello", ",", "wor", "ld"]
+
+
 # ---------------------------------------------------------------- Gopher quality
 
 
