@@ -38,7 +38,7 @@ from pipeline.formats.token_shards import (
     sidecar_path,
     write_sidecar,
 )
-from pipeline.formats.tokenizers import TiktokenTokenizer, Tokenizer, load_tokenizer
+from pipeline.formats.tokenizers import Tokenizer, load_tokenizer, tiktoken_pattern
 from pipeline.stage import Stage, StageOutput, UnitContext, register
 
 N_TOKENS = "n_tokens"
@@ -152,8 +152,8 @@ class Tokenize(Stage):
     def warmups(cls, options: Options, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
         """prep's own tiktoken encoder (``tiktoken_fast``), compiled only for a run whose
         input is large enough to repay it; a tokenizer it does not apply to needs nothing."""
-        tok = load_tokenizer(options.tokenizer)
-        applies = isinstance(tok, TiktokenTokenizer) and tiktoken_fast.knows(tok.pattern)
+        pattern = tiktoken_pattern(options.tokenizer)
+        applies = pattern is not None and tiktoken_fast.knows(pattern)
         if input_bytes < FAST_ENCODER_MIN_BYTES or not applies:
             return []
         return [[functools.partial(compile_fast_encoder, options.tokenizer)]]
