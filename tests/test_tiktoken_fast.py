@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pyarrow as pa
 import pytest
+from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -116,3 +117,23 @@ def test_a_run_compiles_it_only_when_its_input_is_large():
     (step,) = Tokenize.warmups(options, "web", FAST_ENCODER_MIN_BYTES)[0]
     assert step.func is compile_fast_encoder and step.args == ("cl100k_base",)
     assert Tokenize.warmups(Tokenize.Options(tokenizer="o200k_base"), "web", 1e12) == []  # a pattern it lacks
+
+
+def test_planning_reads_a_named_encodings_pattern_without_loading_its_ranks(monkeypatch, tmp_path):
+    """The warm-up plan asks whether the fast encoder knows a tokenizer's split pattern:
+    a named encoding answers from its definition, a rank file from its contents, and a
+    tokenizer of another kind needs nothing."""
+    from pipeline.formats import tokenizers
+
+    rank_file = tmp_path / "mine.tiktoken"
+    rank_file.write_bytes(tokenizers.load_named_ranks("r50k_base"))  # gpt2's ranks: a pattern it knows
+    load_tokenizer.cache_clear()
+    monkeypatch.setattr(tokenizers, "load_named_ranks", lambda name: pytest.fail(f"loaded {name}'s ranks"))
+    steps = {spec: Tokenize.warmups(Tokenize.Options(tokenizer=spec), "web", 1e12) for spec in ENCODINGS}
+    assert all(step.args == (spec,) for spec, [[step]] in steps.items())
+    assert Tokenize.warmups(Tokenize.Options(tokenizer="o200k_base"), "web", 1e12) == []
+    [[step]] = Tokenize.warmups(Tokenize.Options(tokenizer=str(rank_file)), "web", 1e12)
+    assert step.args == (str(rank_file),)
+    sentencepiece = SHARED_DATA and SHARED_DATA / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"
+    if sentencepiece and sentencepiece.exists():
+        assert Tokenize.warmups(Tokenize.Options(tokenizer=str(sentencepiece)), "web", 1e12) == []

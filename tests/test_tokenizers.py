@@ -76,20 +76,6 @@ def test_named_encoding_loads_offline_with_known_ids(name, no_network):
     assert [g.tolist() for g in got] == [ids for _, ids in KNOWN_IDS[name]]
 
 
-def test_a_named_encodings_pattern_is_known_without_loading_it(monkeypatch, tmp_path):
-    """A run's planning asks each tokenizer's split pattern; a named encoding answers
-    from its definition, a rank file from its contents, and another kind has none."""
-    expected = {name: load_tokenizer(name).pattern for name in NAMED_ENCODINGS}
-    rank_file = tmp_path / "mine.tiktoken"
-    rank_file.write_bytes(T.load_named_ranks("r50k_base"))
-    load_tokenizer.cache_clear()
-    monkeypatch.setattr(T, "load_named_ranks", lambda name: pytest.fail(f"loaded {name}"))
-    assert {name: T.tiktoken_pattern(name) for name in NAMED_ENCODINGS} == expected
-    assert T.tiktoken_pattern(str(rank_file)) == expected["r50k_base"]
-    if SP_MODEL.exists():
-        assert T.tiktoken_pattern(str(SP_MODEL)) is None
-
-
 def test_vocab_sizes_match_tiktoken():
     sizes = {name: load_tokenizer(name).vocab_size for name in NAMED_ENCODINGS}
     assert sizes == {"gpt2": 50257, "r50k_base": 50257, "p50k_base": 50281, "cl100k_base": 100277, "o200k_base": 200019}

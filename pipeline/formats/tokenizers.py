@@ -374,16 +374,6 @@ def _tiktoken_from_file(spec: str, path: Path) -> TiktokenTokenizer:
     return TiktokenTokenizer(spec, path.name, data, CL100K_PATTERN, {ENDOFTEXT: max(ranks.values()) + 1})
 
 
-def tiktoken_pattern(spec: str) -> str | None:
-    """The split pattern of the tiktoken encoding ``spec`` gives, or None for another kind
-    of tokenizer. A named encoding answers without loading its ranks: a run's planning
-    asks (``stages.tokenize``), and the load cost it a tenth of a second."""
-    if str(spec) in NAMED_ENCODINGS:
-        return NAMED_ENCODINGS[str(spec)].pattern
-    tok = load_tokenizer(spec)
-    return tok.pattern if isinstance(tok, TiktokenTokenizer) else None
-
-
 @functools.lru_cache(maxsize=16)
 def load_tokenizer(spec: str) -> Tokenizer:
     """Load the tokenizer a spec names (see the module docstring); cached per process."""
