@@ -277,7 +277,7 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e, memo):
     return n
 
 
-@njit(_nrt=False)
+@leaf
 def _char(flags, buf, i):
     """(byte length, whether a space as ``str.isspace`` says) of the character at buf[i]."""
     b = buf[i]
@@ -287,7 +287,7 @@ def _char(flags, buf, i):
     return cl, flags[cp] & SPACE != 0
 
 
-@njit(_nrt=False)
+@leaf
 def _ascii_letter(b):
     return (65 <= b <= 90) or (97 <= b <= 122)
 
@@ -297,7 +297,7 @@ LETTERS_MARK = 1  # ASCII letters, then one of _mark_after_letters
 OTHER = 2
 
 
-@njit(_nrt=False)
+@leaf
 def _mark_after_letters(b, prev):
     """Whether spaCy's only cut in letters + ``b`` is before ``b``: , ; : ! ? ) " are
     suffixes anywhere, "." after a lowercase letter (tables.py's SP_SUFFIX and SP_DOT_AFTER;
