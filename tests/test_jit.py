@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -112,8 +113,9 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
 
     script = (
         "import sys\n"
-        "from pipeline.kernels.numba_setup import ready_compiler\n"
-        "ready_compiler()\n"
+        "import pipeline.kernels.numba_setup\n"
+        "from numba.core.registry import CPUDispatcher\n"
+        "CPUDispatcher.targetdescr.target_context.refresh()\n"
         "print('scipy.linalg' in sys.modules)\n"
         "import numpy as np\n"
         "from numba import njit\n"
@@ -121,6 +123,42 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert result.stdout.split() == ["False", "3.0"]
+
+
+def test_a_cached_kernel_loads_and_runs_without_numba_loading_its_registries(tmp_path):
+    """Loading compiled code from the cache skips numba's refresh of its registries (a
+    fifth of a fork server's start); the loaded kernel runs, and a compile afterwards in
+    the same process still finds what it needs."""
+    import subprocess
+    import sys
+
+    module = tmp_path / "cached_kernel.py"
+    module.write_text(
+        "import numpy as np\n"
+        "from pipeline.kernels.jit import njit\n"
+        "@njit\n"
+        "def total(a):\n"
+        "    out = np.empty(1, np.int64)\n"  # an NRT allocation
+        "    out[0] = 0\n"
+        "    for x in a:\n"
+        "        out[0] += x\n"
+        "    return out\n"
+    )
+    script = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from cached_kernel import total\n"
+        "print(total(np.arange(5))[0])\n"
+        "print('numba.np.arraymath' in sys.modules)\n"
+        "from numba import njit\n"
+        "print(njit(lambda a: np.sort(a)[0])(np.array([3, 1, 2])))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    run = [sys.executable, "-c", script]
+    compiled = subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
+    loaded = subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
+    assert compiled.stdout.split() == ["10", "True", "1"]  # compiling loads the registries
+    assert loaded.stdout.split() == ["10", "False", "1"]
 
 
 def test_a_ctrl_c_inside_a_c_callback_during_a_compile_is_raised_when_it_ends():

@@ -5,8 +5,7 @@ A worker started from scratch spent about 1.3 CPU-seconds before its first task,
 run, warm cache or not: importing numpy, pyarrow, numba and prep's stages, running the
 ``prep`` script again as multiprocessing does for a spawned child (the command line adds
 its own module to the server's list), pyarrow's first list-to-array conversion, and
-numba's first use of its CPU target, which loads its
-registries of compiled functions (0.4 s alone). Done here once, a forked worker starts
+numba's first use of its CPU target and runtime. Done here once, a forked worker starts
 with all of it in place, shared copy-on-write.
 
 Then the garbage collector. What is imported here lives as long as the worker, yet each
@@ -33,11 +32,11 @@ def _prepare() -> None:
     import pipeline.engine.unit
     import pipeline.engine.warmup  # noqa: F401
     from pipeline.engine.stage_registry import registry
-    from pipeline.kernels.numba_setup import ready_compiler
+    from pipeline.kernels.numba_setup import ready_runtime
 
     registry()  # every stage's module
     _pyarrow_without_pandas()
-    ready_compiler()
+    ready_runtime()
     gc.freeze()
 
 

@@ -37,15 +37,31 @@ import contextlib
 import sys
 
 from numba.core import sigutils, types
-from numba.core.caching import NullCache
+from numba.core.caching import FunctionCache, NullCache
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime.nrt import rtsys
 
 import pipeline.kernels.numba_setup  # noqa: F401  (cheaper compile bookkeeping, before any compile)
 from pipeline.kernels.linked_only import KernelCompiler
 
 
+class _KernelCache(FunctionCache):
+    def load_overload(self, sig, target_context):
+        """numba's load, without the target's refresh before it: that imports and installs
+        the registries of everything numba can compile (0.1-0.15 s, a fifth of a fork
+        server's start, on every run's critical path), which loading compiled code never
+        reads. What the code does call, the runtime (NRT), is started here; a compile still
+        refreshes first (``compiler.compile_extra``)."""
+        rtsys.initialize(target_context)
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)
+
+
 class _KernelDispatcher(CPUDispatcher):
+    def enable_caching(self):
+        self._cache = _KernelCache(self.py_func)
+
     def get_call_template(self, args, kws):
         """A jitted caller's request: plain argument types, and no wrappers if compiled now."""
         args = tuple(_plain(a) for a in args)

@@ -1,7 +1,7 @@
 """What prep changes in numba's own start and bookkeeping, to compile less slowly: cheaper
 option comparisons, typing answers remembered, plain error text, no LLVM lock events
 (each function says why). Imported by ``jit`` (so before any kernel compiles);
-``ready_compiler`` is for a fork server.
+``ready_runtime`` is for a fork server.
 
 Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
 array methods, operators on numpy scalars) under a key that holds the compile's
@@ -17,7 +17,9 @@ import sys
 
 from llvmlite import binding as ll
 from numba.core import base, errors  # noqa: F401  (base registers the LLVM lock callbacks)
+from numba.core.cpu import CPUContext
 from numba.core.registry import CPUDispatcher
+from numba.core.runtime.nrt import rtsys
 from numba.core.targetconfig import ConfigStack, TargetConfig
 from numba.core.types.functions import BaseFunction
 
@@ -115,24 +117,33 @@ def _no_llvm_lock_events() -> None:
 _no_llvm_lock_events()
 
 
-def ready_compiler() -> None:
-    """Do now what numba does on a process's first compile or cache load: set up its CPU
-    target, importing the registries of everything it can compile (0.2 s). A fork server
-    does it once for all the workers it forks."""
-    _import_numba_arraymath_without_scipy()
-    CPUDispatcher.targetdescr.target_context.refresh()
+def ready_runtime() -> None:
+    """Do now what a process's first load of a cached kernel needs: numba's CPU target and
+    the runtime (NRT) compiled code calls. A fork server does it once for all the workers
+    it forks. The registries of what numba can compile are not loaded (``jit`` loads cached
+    kernels without them); a compile loads them first."""
+    rtsys.initialize(CPUDispatcher.targetdescr.target_context)
 
 
-def _import_numba_arraymath_without_scipy() -> None:
+def _registries_without_scipy() -> None:
     """numba's array functions check on import whether scipy's BLAS is there (importing
-    scipy.linalg: 0.17 s, a fifth of the fork server's start, on every run's critical
-    path) for one use: ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop.
-    No prep kernel calls either, so the check is answered "no" by hiding scipy.linalg while
-    that module imports; ``np.dot`` and ``np.linalg`` still find it when they compile."""
-    if "numba.np.arraymath" in sys.modules or "scipy.linalg" in sys.modules:
-        return
-    sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
-    try:
-        import numba.np.arraymath  # noqa: F401
-    finally:
-        del sys.modules["scipy.linalg"]
+    scipy.linalg: 0.17 s, a fifth of a fork server's start then) for one use:
+    ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop. No prep kernel calls
+    either, so the check is answered "no" by hiding scipy.linalg while that module imports,
+    which it does when numba first loads its registries (before a compile); ``np.dot`` and
+    ``np.linalg`` still find scipy when they compile."""
+    load = CPUContext.load_additional_registries
+
+    def load_additional_registries(self):
+        if "numba.np.arraymath" not in sys.modules and "scipy.linalg" not in sys.modules:
+            sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
+            try:
+                import numba.np.arraymath  # noqa: F401
+            finally:
+                del sys.modules["scipy.linalg"]
+        load(self)
+
+    CPUContext.load_additional_registries = load_additional_registries
+
+
+_registries_without_scipy()
