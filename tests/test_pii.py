@@ -267,3 +267,40 @@ def test_debian_changelogs_have_no_ip_false_positives(shared_data):
     found = Pii(Pii.Options(types=["ip"])).find(texts)
     hits = [t[s:e] for t, spans in zip(texts, found) for s, e, _ in spans]
     assert len(hits) <= 2, hits
+
+
+def _texts(path, limit):
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line)["text"] for _, line in zip(range(limit), f)]
+
+
+@pytest.mark.parametrize(
+    "kind, corpus",
+    [
+        ("web", "pii/web_pii_candidates.jsonl.gz"),
+        ("web", "pii/presidio_tests_generated_small.jsonl.gz"),
+        ("web", "web/dolma_ccmain_20190717_00140.jsonl.gz"),
+        ("code", "code/js_usr_lib_node_modules.jsonl.gz"),
+        ("code", "pii/presidio_tests_generated_small.jsonl.gz"),
+        ("math", "pii/presidio_tests_generated_small.jsonl.gz"),
+    ],
+)
+def test_the_rare_types_first_pass_finds_what_each_types_own_pass_finds(shared_data, kind, corpus):
+    """The rare types scan only the documents one shared pass flags: the same spans as
+    when each scans every document, on real text that holds every type."""
+    from stages.pii import stage as pii_stage
+
+    pii = Pii(Pii.Options())
+    assert pii.rare_scan[kind] is not None
+    texts = _texts(shared_data / corpus, 1500)
+    with_pass = pii.find(texts, kind)
+    own_passes = Pii(Pii.Options())
+    own_passes.rare_scan = dict.fromkeys(own_passes.rare_scan)  # every type scans every row
+    assert own_passes.find(texts, kind) == with_pass
+    column = pa.array(texts, pa.large_string())
+    union = set()
+    for pii_type in pii.types_by_kind[kind]:
+        if not pii_type.common:
+            union |= set(pii_stage._flagged(column, pii_type.scan).tolist())
+    assert set(pii_stage._flagged(column, pii.rare_scan[kind]).tolist()) == union
+    assert sum(map(len, with_pass)) > 0

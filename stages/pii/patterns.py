@@ -42,6 +42,9 @@ class PiiType:
     scan: str
     validate: Validator
     after: re.Pattern = re.compile("")
+    # Whether its scan flags a good share of ordinary documents (any run of digits may be
+    # a phone number): such a type scans the column alone, the rare ones share a first pass.
+    common: bool = False
 
 
 def _not_after(chars: str) -> str:
@@ -311,6 +314,7 @@ PHONE = PiiType(
     r"(?: ?(?i:x|ext\.?|extension) ?\d{1,6})?)",
     after=re.compile(r"(?!\w|[-.:/]\d)"),
     validate=lambda matches, **_: _full(matches, [phones.is_phone(m) for m in matches]),
+    common=True,
 )
 
 # Most specific first: a secret or an IBAN holds digit runs that looser types would take.

@@ -8,8 +8,10 @@ blocks, JWTs, Google and Stripe keys). No document is dropped: the stage rewrite
 counts replacements per type (``pii.<type>``) and reports the number of documents it
 changed.
 
-Why it is fast: all scanning is RE2 inside pyarrow, over the Arrow buffers. Per type, one
-native pass flags the documents that may hold it (on web text most hold none and never
+Why it is fast: all scanning is RE2 inside pyarrow, over the Arrow buffers. One native
+pass flags the documents that may hold any of the rare types (all but phone numbers);
+per type, one native pass over those (phone numbers: over all) flags the documents that
+may hold it (on web text most hold none and never
 become Python strings) and a second marks every candidate in the flagged ones; Python only
 walks the marks, validates each type's candidates for the whole batch at once, and the
 rewritten texts go back into the column natively (``replace_with_mask``). Spans of later
@@ -79,6 +81,7 @@ class Pii(Stage):
         wanted = {"web": options.types, "code": options.code_types, "math": options.math_types}
         # always in TYPES order
         self.types_by_kind = {kind: [t for t in TYPES if t.name in names] for kind, names in wanted.items()}
+        self.rare_scan = {kind: _rare_scan(types) for kind, types in self.types_by_kind.items()}
 
     def placeholder(self, kind: PiiType) -> str:
         return self.options.placeholders.get(kind.name, kind.placeholder)
@@ -126,8 +129,9 @@ class Pii(Stage):
         """
         spans: dict[int, list[tuple[int, int, str]]] = {}
         strings: dict[int, str] = {}
+        rare = _scope(text, self.rare_scan[kind])
         for pii_type in self.types_by_kind[kind]:
-            rows, cands = _candidates(pii_type, text, strings)
+            rows, cands = _candidates(pii_type, text, strings, None if pii_type.common else rare)
             if not cands:
                 continue
             keep = pii_type.validate(cands, public_only=self.options.public_ips_only, kind=kind)
@@ -156,14 +160,46 @@ def _without_markers(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
     return text, has
 
 
-def _candidates(kind: PiiType, text: pa.Array, strings: dict[int, str]) -> tuple[list[int], list[Candidate]]:
+def _rare_scan(types: list[PiiType]) -> str | None:
+    """One RE2 pattern that matches where any of the rare types' scans does (None for
+    fewer than two: a single scan is its own first pass).
+
+    Why: each scan is a native pass over the whole column, and on web text the rare types
+    together flag about one document in ten (phone numbers, the common type, one in two).
+    Their alternation is one pass of the same speed, so the rare types then scan only the
+    documents it flags: 0.05 s instead of 0.24 s on 27 MB of web pages. A document flagged
+    by a type's scan is flagged by the alternation, so nothing is missed."""
+    rare = [t.scan for t in types if not t.common]
+    return "|".join(f"(?:{scan})" for scan in rare) if len(rare) >= 2 else None
+
+
+def _scope(text: pa.Array, scan: str | None) -> tuple[np.ndarray, pa.Array] | None:
+    """(rows of ``text`` that ``scan`` flags, their texts), or None (every row) without one."""
+    if scan is None:
+        return None
+    rows = _flagged(text, scan)
+    return rows, text.take(pa.array(rows, pa.int64()))
+
+
+def _flagged(text: pa.Array, scan: str) -> np.ndarray:
+    """Indices of the rows in which ``scan`` matches."""
+    return np.flatnonzero(pc.fill_null(pc.match_substring_regex(text, scan), False).to_numpy(zero_copy_only=False))
+
+
+def _candidates(
+    kind: PiiType, text: pa.Array, strings: dict[int, str], scope: tuple[np.ndarray, pa.Array] | None = None
+) -> tuple[list[int], list[Candidate]]:
     """All candidates of ``kind`` in the column, found natively by RE2 and checked by ``after``.
 
     RE2 marks each candidate in the documents it flags; Python only walks the marks.
-    ``strings`` caches the Python text of rows already seen.
+    ``strings`` caches the Python text of rows already seen. ``scope`` (see ``_scope``):
+    the only rows that can hold ``kind``, with their texts; None: all of them.
     """
-    flagged = pc.fill_null(pc.match_substring_regex(text, kind.scan), False).to_numpy(zero_copy_only=False)
-    rows = np.flatnonzero(flagged)
+    if scope is None:
+        rows = _flagged(text, kind.scan)
+    else:
+        within, texts = scope
+        rows = within[_flagged(texts, kind.scan)] if len(within) else within
     if len(rows) == 0:
         return [], []
     marked = pc.replace_substring_regex(text.take(pa.array(rows)), kind.scan, "\\1" + _OPEN + "\\2" + _CLOSE)
