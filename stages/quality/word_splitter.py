@@ -54,9 +54,10 @@ def word_scratch(n):
 
 
 @leaf
-def _special_in(keys, slot_item, item_off, blob, max_len, buf, s, e):
-    """Index of buf[s:e] among the special cases (the tables' ``special_*`` arrays), or -1."""
-    if e - s > max_len:
+def _special_in(sketch, keys, slot_item, item_off, blob, max_len, buf, s, e):
+    """Index of buf[s:e] among the special cases (the tables' ``special_*`` arrays), or -1.
+    Their sketch answers most spans without hashing them (the hash reads every byte)."""
+    if e - s > max_len or (e > s and not sketch[sketch_slot(buf, s, e)]):
         return -1
     return byte_set_find(keys, slot_item, item_off, blob, buf, s, e)
 
@@ -83,6 +84,7 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
     read, not the tuple (see ``_plain``)."""
     flags = T.flags
     sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
+    sks = T.special_sketch
     ak, asi, aio, ab, amax = (
         T.after_digit_keys,
         T.after_digit_slot_item,
@@ -91,7 +93,7 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
         T.after_digit_max_len,
     )
     n0 = n
-    k = _special_in(sk, ssi, sio, sb, smax, buf, cs, ce)
+    k = _special_in(sks, sk, ssi, sio, sb, smax, buf, cs, ce)
     if k >= 0:
         return _emit_special(T, k, cs, out_s, out_e, n)
     s = cs
@@ -102,21 +104,21 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
     known = True
     while s < e and e - s != last_size:
         if not known:
-            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e)
+            special = _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e)
             known = True
         if special >= 0:
             break
         last_size = e - s
         pre = find_prefix(flags, buf, s, e)
         if pre and s + pre < e:
-            special = _special_in(sk, ssi, sio, sb, smax, buf, s + pre, e)
+            special = _special_in(sks, sk, ssi, sio, sb, smax, buf, s + pre, e)
             if special >= 0:
                 n = _emit(out_s, out_e, n, s, s + pre)
                 s += pre
                 break
         suf = find_suffix(flags, ak, asi, aio, ab, amax, buf, s + pre, e)
         if suf and e - suf > s:
-            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e - suf)
+            special = _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e - suf)
             if special >= 0:
                 stack_s[n_suf] = e - suf
                 stack_e[n_suf] = e
@@ -135,7 +137,7 @@ def _chunk(T, buf, cs, ce, out_s, out_e, n, stack_s, stack_e):
             known = False
     if s < e:
         if not known:
-            special = _special_in(sk, ssi, sio, sb, smax, buf, s, e)
+            special = _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e)
         if special >= 0:
             n = _emit_special(T, special, s, out_s, out_e, n)
         elif url_match(flags, buf, s, e):
@@ -177,6 +179,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
     -2 untouched, -1 covered, k >= 0 special k starts here. Specials never have more
     tokens than their pattern (checked in tables.py), so rewriting in place is safe."""
     sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
+    sks = T.special_sketch
     n_tok = n - n0
     for t in range(n_tok):
         take[t] = -2
@@ -185,7 +188,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
             j = i + L
             if not T.merge_first_byte[buf[out_s[i]]]:
                 continue
-            k = _special_in(sk, ssi, sio, sb, smax, buf, np.int64(out_s[i]), np.int64(out_e[j - 1]))
+            k = _special_in(sks, sk, ssi, sio, sb, smax, buf, np.int64(out_s[i]), np.int64(out_e[j - 1]))
             if k < 0 or T.special_pattern_off[k + 1] - T.special_pattern_off[k] != L:
                 continue
             ok = True
@@ -263,7 +266,7 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e, memo):
         if shape == LETTERS and not sketch[sketch_slot(buf, chunk, i)]:
             n = _emit(out_s, out_e, n, chunk, i)
             continue
-        m = _plain(sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
+        m = _plain(sketch, sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
         if m < 0:  # the long way, unless the memo has the chunk
             kept = i - chunk <= MAX_BYTES
             h = chunk_hash(buf, chunk, i) if kept else np.uint64(0)
@@ -306,20 +309,20 @@ def _mark_after_letters(b, prev):
 
 
 @leaf
-def _plain(sk, ssi, sio, sb, smax, buf, s, e, shape, out_s, out_e, n):
+def _plain(sks, sk, ssi, sio, sb, smax, buf, s, e, shape, out_s, out_e, n):
     """Fast paths; returns the new word count, or -1 where the chunk goes the long way
     (``_chunk``). A chunk of ASCII letters has no prefix, suffix, infix or URL, so it is
     one word unless it is a special case ("cannot", "Id", "wed"). Letters and a final mark
     ("it.", "Yeah,") are the letters and the mark, unless the whole is a special case
     ("Mr.") or the letters are one ("Id,": the special's pieces could re-merge).
 
-    It takes the special cases' arrays (sk ... smax), not the tables tuple: a call that
+    It takes the special cases' arrays (sks ... smax), not the tables tuple: a call that
     passes the tuple passes its hundred-odd fields, which cost more than the word itself."""
     if shape == LETTERS:
-        if _special_in(sk, ssi, sio, sb, smax, buf, s, e) < 0:
+        if _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e) < 0:
             return _emit(out_s, out_e, n, s, e)
-    elif shape == LETTERS_MARK and _special_in(sk, ssi, sio, sb, smax, buf, s, e) < 0:
-        if _special_in(sk, ssi, sio, sb, smax, buf, s, e - 1) < 0:
+    elif shape == LETTERS_MARK and _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e) < 0:
+        if _special_in(sks, sk, ssi, sio, sb, smax, buf, s, e - 1) < 0:
             n = _emit(out_s, out_e, n, s, e - 1)
             return _emit(out_s, out_e, n, e - 1, e)
     return -1
