@@ -11,11 +11,11 @@ changed.
 Why it is fast: all scanning is RE2 inside pyarrow, over the Arrow buffers. One native
 pass flags the documents that may hold any of the rare types (all but phone numbers);
 per type, one native pass over those (phone numbers: over all) flags the documents that
-may hold it (on web text most hold none and never
-become Python strings) and a second marks every candidate in the flagged ones; Python only
-walks the marks, validates each type's candidates for the whole batch at once, and the
-rewritten texts go back into the column natively (``replace_with_mask``). Spans of later
-types that overlap an earlier type's span are dropped (types run most specific first).
+may hold it (on web text most hold none and never become Python strings), and a second
+marks every candidate in the flagged ones; Python only walks the marks, validates each
+type's candidates for the whole batch at once, and the rewritten texts go back into the
+column natively (``replace_with_mask``). Spans of later types that overlap an earlier
+type's span are dropped (types run most specific first).
 """
 
 from __future__ import annotations
