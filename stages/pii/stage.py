@@ -154,7 +154,7 @@ _MARKERS = f"[{_OPEN}{_CLOSE}]"
 
 
 def _without_markers(text: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    has = pc.fill_null(pc.match_substring_regex(text, _MARKERS), False).to_numpy(zero_copy_only=False)
+    has = _matches(text, _MARKERS)
     if has.any():
         text = pc.replace_substring_regex(text, _MARKERS, "\ufffd")
     return text, has
@@ -181,9 +181,14 @@ def _scope(text: pa.Array, scan: str | None) -> tuple[np.ndarray, pa.Array] | No
     return rows, text.take(pa.array(rows, pa.int64()))
 
 
+def _matches(text: pa.Array, pattern: str) -> np.ndarray:
+    """Whether RE2 ``pattern`` matches in each row (False for a null)."""
+    return pc.fill_null(pc.match_substring_regex(text, pattern), False).to_numpy(zero_copy_only=False)
+
+
 def _flagged(text: pa.Array, scan: str) -> np.ndarray:
     """Indices of the rows in which ``scan`` matches."""
-    return np.flatnonzero(pc.fill_null(pc.match_substring_regex(text, scan), False).to_numpy(zero_copy_only=False))
+    return np.flatnonzero(_matches(text, scan))
 
 
 def _candidates(
