@@ -381,6 +381,28 @@ def test_workers_start_without_pandas_yet_can_use_it():
     assert done.stdout.split("\n")[:2] == ["False", "DataFrame True"]
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_run_imports_neither_pandas_nor_pyarrow_dataset(tmp_path, workers):
+    """Both cost a run 0.25-0.4 s of imports for nothing it needs: the command running
+    tasks itself (one worker) converted numpy arrays with pyarrow, which asks for pandas;
+    naming repeated ids read Parquet with read_table, which imports pyarrow.dataset."""
+    for name in ("a", "b"):
+        write_jsonl(tmp_path / f"{name}.jsonl", [{"id": "same", "text": f"text {name}"}, {"id": name, "text": "x"}])
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["{tmp_path}/*.jsonl"]\n')
+    script = (
+        "import sys\n"
+        "from pipeline.engine.run import run_pipeline\n"
+        "if __name__ == '__main__':\n"
+        f"    manifest = run_pipeline({str(config)!r}, {str(tmp_path / 'out')!r}, workers={workers}, quiet=True)\n"
+        "    example = manifest['duplicate_ids']['examples'][0]['id']\n"
+        "    print(example, 'pandas' in sys.modules, 'pyarrow.dataset' in sys.modules)\n"
+    )
+    (tmp_path / "script.py").write_text(script)
+    done = subprocess.run([sys.executable, str(tmp_path / "script.py")], capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["same", "False", "False"]
+
+
 def test_the_fork_server_imports_without_collecting_and_freezes_what_it_imported():
     """The server's imports ran 270 collections (a fifth of its start) for little garbage:
     none runs now, what they made is frozen, and the collector is on again after."""

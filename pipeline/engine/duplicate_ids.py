@@ -18,7 +18,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 
 from pipeline.formats.layout import Layout
@@ -68,10 +67,13 @@ def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> li
             continue
         wanted_hashes = np.array(sorted(wanted), dtype=np.uint64)
         for path in output_files(unit):
-            ids = pq.read_table(path, columns=["id"]).column("id").combine_chunks()
+            # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it
+            # pandas (0.4 s at the end of every run that has a repeated id).
+            ids = pq.ParquetFile(path).read(columns=["id"]).column("id").combine_chunks()
             file_hashes = id_hashes(ids)
-            match = np.isin(file_hashes, wanted_hashes)  # Python objects only for the few matches
-            for h, doc_id in zip(file_hashes[match], ids.filter(pa.array(match)).to_pylist()):
+            # Python objects only for the few matches; pa.array(mask) would import pandas
+            for row in np.flatnonzero(np.isin(file_hashes, wanted_hashes)):
+                h, doc_id = file_hashes[row], ids[int(row)].as_py()
                 entry = found.setdefault(int(h), {"id": doc_id, "copies": 0, "files": []})
                 entry["copies"] += 1
                 if unit.file_key not in entry["files"]:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from pipeline.engine.progress import ProgressBar
+from pipeline.util.pyarrow_no_pandas import answer_without_pandas
 
 Task = tuple[Callable[..., Any], tuple]
 
@@ -162,6 +163,7 @@ class LocalExecutor:
         if self.workers == 1 or (len(tasks) <= 1 and not self._processes):
             # No pool, or none started for one task; a started pool takes even one: it has
             # the kernels loaded, which here would cost numba's set-up (0.4 s) on first use.
+            answer_without_pandas()  # as the pool's workers do
             results = []
             for fn, args in tasks:
                 results.append(fn(*args, progress=bar.update))

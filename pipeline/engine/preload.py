@@ -4,7 +4,7 @@ workers are forked from (multiprocessing's "forkserver", see ``executor.py``).
 A worker started from scratch spent about 1.3 CPU-seconds before its first task, on every
 run, warm cache or not: importing numpy, pyarrow, numba and prep's stages, running the
 ``prep`` script again as multiprocessing does for a spawned child (the command line adds
-its own module to the server's list), pyarrow's first list-to-array conversion, and
+its own module to the server's list), pyarrow's first conversion (``pyarrow_no_pandas``), and
 numba's first use of its CPU target and runtime. Done here once, a forked worker starts
 with all of it in place, shared copy-on-write.
 
@@ -22,7 +22,6 @@ Arrow, makes few Python objects).
 from __future__ import annotations
 
 import gc
-import sys
 
 
 def _prepare() -> None:
@@ -33,38 +32,12 @@ def _prepare() -> None:
     import pipeline.engine.warmup  # noqa: F401
     from pipeline.engine.stage_registry import registry
     from pipeline.kernels.numba_setup import ready_runtime
+    from pipeline.util.pyarrow_no_pandas import answer_without_pandas
 
     registry()  # every stage's module
-    _pyarrow_without_pandas()
+    answer_without_pandas()
     ready_runtime()
     gc.freeze()
-
-
-def _pyarrow_without_pandas() -> None:
-    """pyarrow's first conversion of a Python object asks whether it is a pandas one,
-    importing pandas to know (0.25 s, on every run's critical path here), and asks once
-    per process. The workers never hold a pandas object, so the question is answered with
-    pandas out of reach: "none", which stays true while pandas is not imported. What does
-    need pandas (``to_pandas``) imports it then, as always."""
-    import pyarrow as pa
-
-    if "pandas" in sys.modules:
-        return
-    sys.meta_path.insert(0, _NoPandas)
-    try:
-        pa.array(["warm"])
-    finally:
-        sys.meta_path.remove(_NoPandas)
-
-
-class _NoPandas:
-    """A module finder for which pandas cannot be imported."""
-
-    @staticmethod
-    def find_spec(name, path=None, target=None):
-        if name == "pandas":
-            raise ModuleNotFoundError("hidden while pyarrow first looks for it", name=name)
-        return None
 
 
 gc.disable()  # while the imports run (see above)
