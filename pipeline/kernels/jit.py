@@ -42,8 +42,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime.nrt import rtsys
 
-import pipeline.kernels.numba_setup  # noqa: F401  (cheaper compile bookkeeping, before any compile)
 from pipeline.kernels.linked_only import KernelCompiler
+from pipeline.kernels.numba_setup import arraymath_without_scipy  # (and cheaper compile bookkeeping)
 
 
 class _KernelCache(FunctionCache):
@@ -52,9 +52,10 @@ class _KernelCache(FunctionCache):
         the registries of everything numba can compile (0.1-0.15 s, a fifth of a fork
         server's start, on every run's critical path), which loading compiled code never
         reads. What the code does call, the runtime (NRT), is started here; a compile still
-        refreshes first (``compiler.compile_extra``)."""
+        refreshes first (``compiler.compile_extra``). A kernel's environment may import
+        ``numba.np.arraymath``: without scipy (``arraymath_without_scipy``)."""
         rtsys.initialize(target_context)
-        with self._guard_against_spurious_io_errors():
+        with self._guard_against_spurious_io_errors(), arraymath_without_scipy():
             return self._load_overload(sig, target_context)
 
 

@@ -13,6 +13,7 @@ the same answers with less work.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from llvmlite import binding as ll
@@ -125,22 +126,34 @@ def ready_runtime() -> None:
     rtsys.initialize(CPUDispatcher.targetdescr.target_context)
 
 
+@contextlib.contextmanager
+def arraymath_without_scipy():
+    """While this holds, an import of ``numba.np.arraymath`` does not import scipy.
+
+    That module checks on import whether scipy's BLAS is there (importing scipy.linalg:
+    0.17 s, 9 MiB, and numpy.f2py with it) for one use: ``np.convolve`` and
+    ``np.correlate`` call BLAS if so, else a loop. No prep kernel calls either, so the
+    check is answered "no" by hiding scipy.linalg while the module may import: when numba
+    first loads its registries (before a compile), and when a cached kernel's environment
+    names it (one that inlines ``np.searchsorted`` does: every loader worker's first
+    batch). ``np.dot`` and ``np.linalg`` still find scipy when they compile."""
+    hide = "numba.np.arraymath" not in sys.modules and "scipy.linalg" not in sys.modules
+    if hide:
+        sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
+    try:
+        yield
+    finally:
+        if hide:
+            del sys.modules["scipy.linalg"]
+
+
 def _registries_without_scipy() -> None:
-    """numba's array functions check on import whether scipy's BLAS is there (importing
-    scipy.linalg: 0.17 s, a fifth of a fork server's start then) for one use:
-    ``np.convolve`` and ``np.correlate`` call BLAS if so, else a loop. No prep kernel calls
-    either, so the check is answered "no" by hiding scipy.linalg while that module imports,
-    which it does when numba first loads its registries (before a compile); ``np.dot`` and
-    ``np.linalg`` still find scipy when they compile."""
+    """numba's registry load imports ``numba.np.arraymath``: without scipy, as above."""
     load = CPUContext.load_additional_registries
 
     def load_additional_registries(self):
-        if "numba.np.arraymath" not in sys.modules and "scipy.linalg" not in sys.modules:
-            sys.modules["scipy.linalg"] = None  # an import of it now raises ImportError
-            try:
-                import numba.np.arraymath  # noqa: F401
-            finally:
-                del sys.modules["scipy.linalg"]
+        with arraymath_without_scipy():
+            import numba.np.arraymath  # noqa: F401
         load(self)
 
     CPUContext.load_additional_registries = load_additional_registries
