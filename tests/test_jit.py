@@ -125,6 +125,21 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
     assert result.stdout.split() == ["False", "3.0"]
 
 
+def test_numba_error_messages_are_plain_in_every_module_that_formats_them():
+    """numba's modules took the colour scheme when imported; each typing refusal ran
+    colorama's wrapping of stdout and stderr through it (3,800 a word-splitter compile)."""
+    import numba.core.ir
+    import numba.core.typeinfer
+    import numba.core.types.functions
+    from numba.core import errors
+
+    import pipeline.kernels.numba_setup  # noqa: F401
+
+    for module in (numba.core.ir, numba.core.typeinfer, numba.core.types.functions):
+        assert module._termcolor.errmsg("no match") == "no match"
+    assert errors.termcolor().highlight("here") == "here"
+
+
 def test_a_cached_kernel_loads_and_runs_without_numba_loading_its_registries(tmp_path):
     """Loading compiled code from the cache skips numba's refresh of its registries (a
     fifth of a fork server's start); the loaded kernel runs, and a compile afterwards in
