@@ -144,8 +144,6 @@ def test_a_cached_kernel_loads_and_runs_without_numba_loading_its_registries(tmp
     """Loading compiled code from the cache skips numba's refresh of its registries (a
     fifth of a fork server's start); the loaded kernel runs, and a compile afterwards in
     the same process still finds what it needs."""
-    import subprocess
-    import sys
 
     module = tmp_path / "cached_kernel.py"
     module.write_text(
@@ -168,20 +166,29 @@ def test_a_cached_kernel_loads_and_runs_without_numba_loading_its_registries(tmp
         "from numba import njit\n"
         "print(njit(lambda a: np.sort(a)[0])(np.array([3, 1, 2])))\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    compiled, loaded = _run_twice(script, tmp_path)
+    assert compiled == ["10", "True", "1"]  # compiling loads the registries
+    assert loaded == ["10", "False", "1"]
+
+
+def _run_twice(script: str, folder) -> tuple[list[str], list[str]]:
+    """The words ``script`` prints run from ``folder`` (whose modules it imports): the
+    first time, which compiles their kernels into the cache, and the second, which loads them."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(folder), *sys.path])}
     run = [sys.executable, "-c", script]
-    compiled = subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
-    loaded = subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
-    assert compiled.stdout.split() == ["10", "True", "1"]  # compiling loads the registries
-    assert loaded.stdout.split() == ["10", "False", "1"]
+    compiled, loaded = (
+        subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=folder) for _ in range(2)
+    )
+    return compiled.stdout.split(), loaded.stdout.split()
 
 
 def test_a_cached_kernel_whose_environment_needs_numba_arraymath_loads_without_scipy(tmp_path):
     """A kernel calling np.searchsorted (the loader's) names numba.np.arraymath in its
     cached environment; loading it imported that module and, through its BLAS check,
     scipy.linalg: 9 MiB and 0.17 s in every loader worker. np.dot still compiles after."""
-    import subprocess
-    import sys
 
     (tmp_path / "searching_kernel.py").write_text(
         "import numpy as np\n"
@@ -199,11 +206,7 @@ def test_a_cached_kernel_whose_environment_needs_numba_arraymath_loads_without_s
         "from numba import njit\n"
         "print(njit(lambda a, b: np.dot(a, b))(np.ones(3), np.arange(3.0)))\n"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
-    run = [sys.executable, "-c", script]
-    subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)  # compiles
-    loaded = subprocess.run(run, capture_output=True, text=True, check=True, env=env, cwd=tmp_path)
-    assert loaded.stdout.split() == ["5", "True", "False", "3.0"]
+    assert _run_twice(script, tmp_path)[1] == ["5", "True", "False", "3.0"]
 
 
 def test_a_ctrl_c_inside_a_c_callback_during_a_compile_is_raised_when_it_ends():
