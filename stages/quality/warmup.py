@@ -19,6 +19,7 @@ depend on option values.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from numba.core import types
 
@@ -28,7 +29,7 @@ from stages.quality import kernels
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import QualityOptions
 from stages.quality.tables import kernel_tables, tables
-from stages.quality.word_splitter import split_words, word_scratch
+from stages.quality.word_splitter import split_words
 
 # Lines, sentences, a URL, a number with a unit, a stop word or two: every rule family
 # has something to read, and C4 keeps the page, so FineWeb sees rewritten text.
@@ -43,10 +44,21 @@ def _text() -> pa.Array:
     return pa.array([SAMPLE], pa.large_string())
 
 
+def _calls_split_words(T, doc, start, end, out_s, out_e, stack_s, stack_e, memo):
+    return split_words(T, doc, start, end, out_s, out_e, stack_s, stack_e, memo)
+
+
 def words(stage_class) -> None:
+    """The word splitter as the kernels call it: typed through a caller's source, so it
+    compiles without a Python entry point. Called from Python, it got one, and machine
+    code of the whole splitter that no run executes: a second of this step, on the
+    warm-up's longest chain."""
     data, offsets = string_buffers(_text())
     doc = data[offsets[0] : offsets[1]]
-    split_words(kernel_tables(tables()), doc, 0, doc.shape[0], *word_scratch(doc.shape[0]), chunk_memo())
+    scratch = [np.empty(doc.shape[0] + 1, np.int32) for _ in range(4)]  # as ``word_scratch`` gives
+    args = (kernel_tables(tables()), doc, 0, doc.shape[0], *scratch, chunk_memo())
+    if not split_words.in_cache(args):
+        typed(_calls_split_words, args)
 
 
 def web_rules(stage_class) -> None:
