@@ -41,8 +41,10 @@ def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
 
 
 @njit
-def _forest(u, v, n):
-    parent = np.arange(n)
+def _forest(u, v, parent):
+    """Union-find over the edges (u[k], v[k]) in ``parent`` (``np.arange(n)`` before:
+    from Python, see ``minhash._scratch``): each node's root, the smallest node of its tree."""
+    n = parent.shape[0]
     for k in range(u.shape[0]):
         a, b = u[k], v[k]
         while parent[a] != a:
@@ -60,7 +62,6 @@ def _forest(u, v, n):
         while parent[r] != r:
             r = parent[r]
         parent[i] = r
-    return parent
 
 
 def band_edges(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
@@ -76,7 +77,8 @@ def band_edges(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarr
     pair = ~first & (gids != root)
     u, v = gids[pair], root[pair]
     nodes = np.unique(np.concatenate([u, v]))
-    parent = _forest(np.searchsorted(nodes, u), np.searchsorted(nodes, v), len(nodes))
+    parent = np.arange(len(nodes))
+    _forest(np.searchsorted(nodes, u), np.searchsorted(nodes, v), parent)
     leaves = parent != np.arange(len(nodes))
     edges = np.empty(int(leaves.sum()), EDGE)
     edges["u"], edges["v"] = nodes[leaves], nodes[parent[leaves]]

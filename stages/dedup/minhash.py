@@ -48,9 +48,12 @@ _SEP = -1  # normalised code point that separates words
 _SPACE = -2  # whitespace: a separator that the exact hash collapses
 
 
-@njit
-def _fold_slow(cp):
-    """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
+_NARROW = 0x800  # code points of one or two UTF-8 bytes: looked up in a table
+
+
+def _fold_narrow(cp: int) -> int:
+    """``_fold`` below ``_NARROW``, in Python: it fills the table, and only the table is
+    compiled (a kernel with all these ranges took 0.2 s more to compile)."""
     if cp < 128:
         if 65 <= cp <= 90:
             return cp + 32
@@ -83,6 +86,15 @@ def _fold_slow(cp):
         return cp + 32
     if 0x400 <= cp <= 0x40F:
         return cp + 80
+    return cp
+
+
+_FOLD = np.array([_fold_narrow(cp) for cp in range(_NARROW)], np.int32)
+
+
+@njit
+def _fold_wide(cp):
+    """``_fold`` from ``_NARROW`` up."""
     if 0x2000 <= cp <= 0x206F:
         if cp <= 0x200A or cp == 0x2028 or cp == 0x2029 or cp == 0x202F or cp == 0x205F:
             return _SPACE
@@ -100,22 +112,12 @@ def _fold_slow(cp):
     return cp
 
 
-def _fold_table(limit: int) -> np.ndarray:
-    table = np.empty(limit, np.int32)
-    for cp in range(limit):
-        table[cp] = _fold_slow.py_func(cp)  # plain Python: no compile at import
-    return table
-
-
-_FOLD = _fold_table(0x800)  # every 1- and 2-byte UTF-8 code point, looked up
-
-
 @njit(inline="always")
 def _fold(cp):
     """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
-    if cp < 0x800:
+    if cp < _NARROW:
         return np.int64(_FOLD[cp])
-    return _fold_slow(cp)
+    return _fold_wide(cp)
 
 
 @njit(inline="always")
@@ -230,20 +232,22 @@ def _shingles(cps, n_cps, n_words, n_spaced, ngram, char_ngram, char_word_len, w
     return count
 
 
-@njit
-def _scratch(starts, ends):
-    """Per-document work arrays, sized for the longest document."""
-    longest = 0
-    for d in range(starts.shape[0]):
-        longest = max(longest, ends[d] - starts[d])
+def _scratch(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-document work arrays of the kernels below, sized for the longest document:
+    code points, word hashes, shingle hashes.
+
+    The kernels here allocate nothing: their arrays come from Python. Each numpy
+    allocator a kernel calls is one more numba compile per dtype and shape (30-60 ms on
+    a cold cache): dedup's kernels compiled about twenty of them, a second of the warm-up."""
+    longest = int((ends - starts).max(initial=0))
     return np.empty(longest + 1, np.int64), np.empty(longest + 1, np.uint64), np.empty(longest + 1, np.uint64)
 
 
 @njit
-def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles):
-    """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every document."""
-    cps, word_hash, out = _scratch(starts, ends)
-    mins = np.empty(a.shape[0], np.uint32)
+def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exact, n_shingles, scratch, mins):
+    """Signatures (``sigs``, uint32 minima), exact hashes and shingle counts of every
+    document. ``scratch``: ``_scratch``'s arrays; ``mins``: one uint32 per permutation."""
+    cps, word_hash, out = scratch
     for d in range(starts.shape[0]):
         n_cps, n_words, n_spaced, ex = _normalise(data, starts[d], ends[d], cps, word_hash)
         exact[d] = ex
@@ -257,11 +261,11 @@ def _sign(starts, ends, data, ngram, char_ngram, char_word_len, a, b, sigs, exac
 
 
 @njit
-def _kept_shingles(starts, ends, data, ngram, char_ngram, char_word_len, kept_offsets, kept):
+def _kept_shingles(starts, ends, data, ngram, char_ngram, char_word_len, kept_offsets, kept, scratch):
     """Each document's sorted unique shingle hashes (for the exact Jaccard check), document
     ``d`` at ``kept[kept_offsets[d]:kept_offsets[d + 1]]``; returns how many in all. A kernel
     apart from ``_sign`` so that runs without ``verify`` never compile the sort."""
-    cps, word_hash, out = _scratch(starts, ends)
+    cps, word_hash, out = scratch
     pos = 0
     for d in range(starts.shape[0]):
         n_cps, n_words, n_spaced, _ = _normalise(data, starts[d], ends[d], cps, word_hash)
@@ -274,14 +278,13 @@ def _kept_shingles(starts, ends, data, ngram, char_ngram, char_word_len, kept_of
 
 
 @njit
-def _band_keys(sigs, n_shingles, exact, bands, rows):
-    """Band keys (bands + 1 per document: the LSH bands, then the exact-text key).
+def _band_keys(sigs, n_shingles, exact, bands, rows, keys, valid):
+    """Band keys (bands + 1 per document: the LSH bands, then the exact-text key) into
+    ``keys`` and ``valid`` (both [n, bands + 1]).
 
     A document without shingles gets no LSH keys (marked ``valid = False``); it can
     still be an exact duplicate."""
     n = sigs.shape[0]
-    keys = np.empty((n, bands + 1), np.uint64)
-    valid = np.ones((n, bands + 1), np.bool_)
     for d in range(n):
         for k in range(bands):
             h = mix64(np.uint64(k + 1) * _POLY)
@@ -290,18 +293,16 @@ def _band_keys(sigs, n_shingles, exact, bands, rows):
             keys[d, k] = h
             valid[d, k] = n_shingles[d] > 0
         keys[d, bands] = mix64(exact[d] ^ _POLY)
-    return keys, valid
+        valid[d, bands] = True
 
 
 @njit
-def _bbit(sigs):
-    """The stored 16-bit form of each minimum (see module docstring)."""
+def _bbit(sigs, out):
+    """The stored 16-bit form of each minimum (see module docstring) into ``out``."""
     n, h = sigs.shape
-    out = np.empty((n, h), np.uint16)
     for d in range(n):
         for k in range(h):
             out[d, k] = np.uint16(mix64(np.uint64(sigs[d, k])) & np.uint64(0xFFFF))
-    return out
 
 
 def permutations(num_hashes: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -335,24 +336,32 @@ class Signer:
         exact = np.empty(n, np.uint64)
         n_shingles = np.empty(n, np.int64)
         shingling = (self.ngram, self.char_ngram, self.char_word_len)
-        _sign(starts, ends, data, *shingling, self.a, self.b, sigs, exact, n_shingles)
+        scratch = _scratch(starts, ends)
+        mins = np.empty(self.num_hashes, np.uint32)
+        _sign(starts, ends, data, *shingling, self.a, self.b, sigs, exact, n_shingles, scratch, mins)
         out = {"sigs": sigs, "exact": exact, "n_shingles": n_shingles}
         if keep_shingles:
             kept_offsets = np.zeros(n + 1, np.int64)
             kept = np.empty(int((ends - starts).sum()) + n, np.uint64)
-            used = _kept_shingles(starts, ends, data, *shingling, kept_offsets, kept)
+            used = _kept_shingles(starts, ends, data, *shingling, kept_offsets, kept, scratch)
             out["shingle_offsets"] = kept_offsets
             out["shingles"] = kept[:used]
         return out
 
     def band_keys(self, signed: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         """([n, bands+1] uint64 keys, [n, bands+1] bool valid): LSH bands then the exact key."""
-        return _band_keys(signed["sigs"], signed["n_shingles"], signed["exact"], self.bands, self.rows)
+        n = len(signed["sigs"])
+        keys = np.empty((n, self.bands + 1), np.uint64)
+        valid = np.empty((n, self.bands + 1), np.bool_)
+        _band_keys(signed["sigs"], signed["n_shingles"], signed["exact"], self.bands, self.rows, keys, valid)
+        return keys, valid
 
     @staticmethod
     def stored(sigs: np.ndarray) -> np.ndarray:
         """The 16-bit signature kept on disk for similarity estimates."""
-        return _bbit(sigs)
+        out = np.empty(sigs.shape, np.uint16)
+        _bbit(sigs, out)
+        return out
 
 
 def estimate_similarity(stored_a: np.ndarray, stored_b: np.ndarray) -> np.ndarray:

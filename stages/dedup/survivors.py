@@ -73,9 +73,11 @@ def decide(members: pa.Table, *, imported: int, verify: bool, min_similarity: fl
     else:
         values, offsets = np.empty(0, np.uint64), np.zeros(1, np.int64)
     locked = gids[order] < imported
-    survivor, similarity, reason = _greedy(
-        bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity)
-    )
+    n = len(order)
+    survivor, similarity = np.full(n, -1, np.int64), np.zeros(n, np.float32)
+    reason, decided = np.zeros(n, np.uint8), np.zeros(n, np.bool_)
+    rows = (bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity))
+    _greedy(*rows, survivor, similarity, reason, decided)
     removed = survivor >= 0
     data = {
         "gid": gids[order][removed],
@@ -87,15 +89,14 @@ def decide(members: pa.Table, *, imported: int, verify: bool, min_similarity: fl
 
 
 @njit
-def _greedy(bounds, sig, hashes, locked, exact, verify, values, offsets, threshold):
+def _greedy(
+    bounds, sig, hashes, locked, exact, verify, values, offsets, threshold, survivor, similarity, reason, decided
+):
     """Within each component (rows ``bounds[c]:bounds[c+1]``, best first): the best row
     survives and removes every row that duplicates it; the best row left survives next,
-    and so on. Returns per row the row it is removed for (-1: kept), similarity, reason."""
-    n = sig.shape[0]
-    survivor = np.full(n, -1, np.int64)
-    similarity = np.zeros(n, np.float32)
-    reason = np.zeros(n, np.uint8)
-    decided = np.zeros(n, np.bool_)
+    and so on. Writes per row the row it is removed for (``survivor``, -1 before: kept),
+    similarity and reason; ``decided`` (False before) is scratch. The arrays come from
+    Python (see ``minhash._scratch`` for why)."""
     width = sig.shape[1]
     for c in range(bounds.shape[0] - 1):
         lo, hi = bounds[c], bounds[c + 1]
@@ -128,7 +129,6 @@ def _greedy(bounds, sig, hashes, locked, exact, verify, values, offsets, thresho
                     survivor[j] = i
                     similarity[j] = sim
                     reason[j] = 1
-    return survivor, similarity, reason
 
 
 def _select(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
