@@ -93,10 +93,10 @@ def math(stage_class) -> None:
 
 # CPU-seconds each step took in a cold run of the bundled sample on 2 workers (the engine
 # starts the steps with the longest chain behind them first).
-words.compile_seconds = 5.3
-web_rules.compile_seconds = 6.0
-web.compile_seconds = 3.8
-code.compile_seconds = 1.4
+words.compile_seconds = 3.0
+web_rules.compile_seconds = 4.3
+web.compile_seconds = 3.5
+code.compile_seconds = 1.2
 math.compile_seconds = 0.7
 
 ROUNDS = {"web": [[words, web_rules], [web]], "code": [[code]], "math": [[math]]}
