@@ -60,6 +60,34 @@ def test_numba_types_a_repeated_call_once_and_answers_the_same():
     assert str(answers[(types.int64, types.int64)]) == "(UniTuple(int64, 2),) -> int64"
 
 
+@njit(cache=False)
+def _int16_rows(n):
+    return np.empty((n, 3), np.int16)
+
+
+@njit(cache=False)
+def _int16_rows_twice(n):
+    return _int16_rows(n).shape[0] + np.empty((n, 3), np.int16).shape[0]
+
+
+def test_an_overload_compiles_once_for_callers_whose_options_do_not_reach_it():
+    """``np.empty`` of one signature, typed in a kernel called from Python and in a helper
+    only jitted code calls (compiled without a Python entry point): one implementation."""
+    import gc
+
+    from numba.core.dispatcher import Dispatcher
+
+    assert _int16_rows_twice(4) == 8
+    compiled = [
+        function
+        for function in gc.get_objects()
+        if isinstance(function, Dispatcher)
+        and function.py_func.__qualname__ == "ol_np_empty.<locals>.impl"
+        and any("int16" in str(signature) for signature in function.overloads)
+    ]
+    assert len(compiled) == 1
+
+
 @njit(cache=False, _nrt=False)
 def _sum(a):
     total = 0

@@ -1,7 +1,7 @@
 """What prep changes in numba's own start and bookkeeping, to compile less slowly: cheaper
-option comparisons, typing answers remembered, plain error text, no LLVM lock events
-(each function says why). Imported by ``jit`` (so before any kernel compiles);
-``ready_runtime`` is for a fork server.
+option comparisons, typing answers remembered, ``@overload`` implementations shared by
+callers, plain error text, no LLVM lock events (each function says why). Imported by
+``jit`` (so before any kernel compiles); ``ready_runtime`` is for a fork server.
 
 Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
 array methods, operators on numpy scalars) under a key that holds the compile's
@@ -105,6 +105,36 @@ def _unmarked(msg, color=None, style=None):
 
 
 _plain_error_messages()
+
+
+def _overloads_shared_across_callers() -> None:
+    """One compile of an ``@overload`` implementation (``np.empty``, ``max`` of two
+    ints) per argument types and the options a caller passes on to it, rather than per
+    caller's whole set of options.
+
+    numba keeps the implementations it compiled under the caller's ``Flags``, all 40-odd
+    options, though an implementation's compile takes four of them from its caller
+    (``CPUTargetOptions.finalize`` inherits ``nrt``, ``fastmath``, ``error_model`` and
+    ``forceinline``; the rest are its own). prep's kernels differ in options that never
+    reach it (a Python entry point or not, reference counting in leaves), so the quality
+    kernels compiled ``np.empty(n, np.uint64)`` three times and ``max`` of two ints
+    three times: 30-60 ms each on a cold cache, in every worker that compiles."""
+    from numba.core.typing.templates import _OverloadFunctionTemplate
+
+    def _get_impl(self, args, kws):
+        flags = ConfigStack.top_or_none()
+        passed_on = None
+        if flags is not None:
+            passed_on = (flags.nrt, flags.fastmath.encode(), flags.error_model, flags.forceinline)
+        cache_key = self.context, tuple(args), tuple(kws.items()), passed_on
+        if cache_key in self._impl_cache:
+            return self._impl_cache[cache_key]
+        return self._build_impl(cache_key, args, kws)
+
+    _OverloadFunctionTemplate._get_impl = _get_impl
+
+
+_overloads_shared_across_callers()
 
 
 def _no_llvm_lock_events() -> None:
