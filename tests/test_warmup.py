@@ -54,11 +54,11 @@ def test_each_step_waits_only_for_the_rounds_before_it_in_its_own_chain(tmp_path
     config, units = _config(tmp_path)
     steps, after = warmup_plan(config, units)
     names = _names(steps)
-    assert sorted(names) == ["code", "compile_bytecode", "reader_kernels", "rehearse", "web", "web_rules", "words"]
+    assert sorted(names) == ["code", "compile_bytecode", "engine_kernels", "rehearse", "web", "web_rules", "words"]
     waits = {names[i]: sorted(names[j] for j in after[i]) for i in range(len(steps))}
     assert waits == {
         "web": ["web_rules", "words"],  # quality's web kernel links the helpers they compile
-        **{name: [] for name in ("code", "compile_bytecode", "reader_kernels", "rehearse", "web_rules", "words")},
+        **{name: [] for name in ("code", "compile_bytecode", "engine_kernels", "rehearse", "web_rules", "words")},
     }
     assert all(j < i for i, before in enumerate(after) for j in before)  # the list is an order
 
@@ -69,7 +69,7 @@ def test_the_longest_chain_starts_first_and_short_steps_fill_in(tmp_path, monkey
         monkeypatch.setattr(step, "compile_seconds", seconds)
     names = _names(warmup_plan(config, units)[0])
     assert names[:2] == ["web_rules", "words"]  # 14.5 and 11.5 s to the end of the warm-up
-    assert names.index("rehearse") < names.index("code") < names.index("reader_kernels")
+    assert names.index("rehearse") < names.index("code") < names.index("engine_kernels")
     monkeypatch.setattr(quality_warmup.words, "compile_seconds", 12.0)
     assert _names(warmup_plan(config, units)[0])[:2] == ["words", "web_rules"]
 

@@ -15,8 +15,9 @@ takes the next step that is ready, so no core idles while another compiles a lon
 Which is next is decided by how long the longest chain of steps still waiting behind it
 is (list scheduling by critical path), so the chain that ends the warm-up starts first.
 A step may carry ``compile_seconds``, the CPU-seconds it took on a cold cache (measured,
-``DEFAULT_SECONDS`` if not), for that ranking. Besides the stages' kernels and the readers',
-one step writes the bytecode of prep's own modules (``bytecode.py``).
+``DEFAULT_SECONDS`` if not), for that ranking. Besides the stages' kernels and the
+engine's own (``engine_kernels``), one step writes the bytecode of prep's own modules
+(``bytecode.py``).
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ import functools
 import pickle
 from collections.abc import Callable
 
+import pyarrow as pa
+
 from pipeline.engine.bytecode import compile_bytecode, sources_stamp
 from pipeline.engine.config import Config
 from pipeline.engine.plan import Unit
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.stage_registry import registry
+from pipeline.kernels.hashing import id_hashes
 from pipeline.kernels.warm_marks import all_marked, mark, mark_names
 from pipeline.readers.nesting import too_deep_lines
 
@@ -37,12 +41,15 @@ Step = Callable[[], object]
 DEFAULT_SECONDS = 1.0
 
 
-def reader_kernels() -> None:
-    """The JSON readers' nesting scan (the only kernel a reader has)."""
+def engine_kernels() -> None:
+    """The kernels every unit runs whatever its stages: the JSON readers' nesting scan,
+    and the hash of the ids a unit reads (for the duplicate-id check). Without the
+    latter here, each worker compiled it during its first unit, on the run's path."""
     too_deep_lines(b'{"text": "a page", "meta": {"tags": ["x"]}}\n' * 2)
+    id_hashes(pa.array(["an id"]))
 
 
-reader_kernels.compile_seconds = 0.9
+engine_kernels.compile_seconds = 1.0
 
 
 def compile_seconds(step: Step) -> float:
@@ -60,7 +67,7 @@ def warmup_plan(
     Steps are ranked by their critical path: their own seconds plus the longest chain of
     rounds after them. A step two chains share (the same picklable step) runs once and
     gates the rounds after it in both."""
-    chains: list[list[list[Step]]] = [[[reader_kernels]], [[functools.partial(compile_bytecode, sources_stamp())]]]
+    chains: list[list[list[Step]]] = [[[engine_kernels]], [[functools.partial(compile_bytecode, sources_stamp())]]]
     sources = sorted({unit.source for unit in units})
     source_bytes = {source: 0.0 for source in sources}
     for (source, _), size in (sizes or {}).items():
