@@ -77,9 +77,10 @@ def band_edges(keys: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarr
     pair = ~first & (gids != root)
     u, v = gids[pair], root[pair]
     nodes = np.unique(np.concatenate([u, v]))
-    parent = np.arange(len(nodes))
+    identity = np.arange(len(nodes))
+    parent = identity.copy()
     _forest(np.searchsorted(nodes, u), np.searchsorted(nodes, v), parent)
-    leaves = parent != np.arange(len(nodes))
+    leaves = parent != identity
     edges = np.empty(int(leaves.sum()), EDGE)
     edges["u"], edges["v"] = nodes[leaves], nodes[parent[leaves]]
     return keys[first], gids[first], edges, int(pair.sum())

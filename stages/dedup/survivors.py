@@ -76,8 +76,8 @@ def decide(members: pa.Table, *, imported: int, verify: bool, min_similarity: fl
     n = len(order)
     survivor, similarity = np.full(n, -1, np.int64), np.zeros(n, np.float32)
     reason, decided = np.zeros(n, np.uint8), np.zeros(n, np.bool_)
-    rows = (bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity))
-    _greedy(*rows, survivor, similarity, reason, decided)
+    inputs = (bounds, sig, hashes, locked, exact, verify, values, offsets, float(min_similarity))
+    _greedy(*inputs, survivor, similarity, reason, decided)
     removed = survivor >= 0
     data = {
         "gid": gids[order][removed],
