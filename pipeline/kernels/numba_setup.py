@@ -3,12 +3,12 @@ option comparisons, typing answers remembered, ``@overload`` implementations sha
 callers, plain error text, no LLVM lock events (each function says why). Imported by
 ``jit`` (so before any kernel compiles); ``ready_runtime`` is for a fork server.
 
-Why cheaper compile options: numba caches each ``@overload`` implementation (``min``,
-array methods, operators on numpy scalars) under a key that holds the compile's
-``Flags``, so every such call site typed hashes a ``Flags`` and compares it with the
-cached one's; both build a dict of all 40-odd options through their properties. That
-was a tenth of the word splitter's compile time. ``_cheaper_option_comparison`` gives
-the same answers with less work.
+Why cheaper compile options: the typing answers prep remembers (``min``, array methods,
+operators on numpy scalars) are kept under a key that holds the compile's ``Flags``, as
+numba's own cache of ``@overload`` implementations was, so every such call site typed
+hashes a ``Flags`` and compares it with the kept one's; numba's methods build a dict of
+all 40-odd options through their properties for both, a tenth of the word splitter's
+compile time. ``_cheaper_option_comparison`` gives the same answers with less work.
 """
 
 from __future__ import annotations
