@@ -80,6 +80,17 @@ class Stage:
         return []
 
     @classmethod
+    def added_columns(cls, options: Any) -> tuple[str, ...]:
+        """Names of the columns ``process`` adds to the documents under these options
+        (``n_chars``, ``lang``, ``<model>_score``, ...). The readers keep an input field of
+        one of these names as ``input_<name>``, as they keep an input ``source``, so the
+        stage's value never overwrites the input's, nor the input's aborts or fools the
+        stage's readers (a string ``n_tokens`` summed). Default: none.
+        ``tests/test_input_columns.py`` checks every registered stage's answer against
+        what its ``process`` adds."""
+        return ()
+
+    @classmethod
     def warmups(cls, options: Any, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
         """Rounds of steps that compile this stage's numba kernels (as ``source`` will use
         them) into numba's cache before the run starts. A step is a picklable callable of no

@@ -14,6 +14,8 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
 
+N_CHARS = "n_chars"
+
 
 @register
 class Length(Stage):
@@ -30,6 +32,10 @@ class Length(Stage):
             if self.max_chars is not None and self.max_chars < self.min_chars:
                 raise ValueError("max_chars must be >= min_chars")
 
+    @classmethod
+    def added_columns(cls, options: Length.Options) -> tuple[str, ...]:
+        return (N_CHARS,)
+
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         chars = pc.utf8_length(batch.column(TEXT))
         none = pa.scalar(None, pa.string())
@@ -37,5 +43,5 @@ class Length(Stage):
         if self.options.max_chars is not None:
             too_long = pc.greater(chars, self.options.max_chars)
             reason = pc.if_else(too_long, pa.scalar("too-long"), reason)
-        batch = set_column(batch, "n_chars", chars.cast(pa.int64()))
+        batch = set_column(batch, N_CHARS, chars.cast(pa.int64()))
         return StageOutput(batch=batch, drop_reason=reason)

@@ -131,6 +131,10 @@ class Tokenize(Stage):
             if self.max_batch_bytes < 1:
                 raise ValueError("max_batch_bytes must be >= 1")
 
+    @classmethod
+    def added_columns(cls, options: Tokenize.Options) -> tuple[str, ...]:
+        return (N_TOKENS,)
+
     def __init__(self, options: Options):
         super().__init__(options)
         tok = self.tokenizer  # load now: an unknown name fails when the config is read

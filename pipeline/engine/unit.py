@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.plan import Segment, Unit
 from pipeline.engine.sinks import ParquetSink
+from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, local_input
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.formats.layout import Layout, ledger_stem, part_files
@@ -101,7 +102,8 @@ def run_unit(
 
     for _, stage in steps:
         stage.open_unit(ctx)
-    chunks = _batches(config, layout, segment, unit, strict)
+    ours = stage_columns(config)
+    chunks = _batches(config, layout, segment, unit, strict, ours)
     if sample < 1.0 and segment.index == 0:
         chunks = _sampled_chunks(chunks, sample)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
@@ -119,7 +121,7 @@ def run_unit(
             documents_in += batch.num_rows
             batch = _run_chain(batch, steps, tallies, ledger_sink, unit, counts, cpu)
             if batch.num_rows:
-                if TOKENS in batch.schema.names:
+                if TOKENS in ours and TOKENS in batch.schema.names:  # a stage's, never an input's
                     tokens_out = int(pc.sum(batch.column(TOKENS)).as_py() or 0)
                 kept_sink.write(batch.drop_columns([LINE]) if segment.last else batch)
                 counts["output"] += batch.num_rows
@@ -155,13 +157,14 @@ def run_unit(
     return stats
 
 
-def _sampled(batch: pa.RecordBatch | None, fraction: float) -> pa.RecordBatch | None:
+def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False) -> pa.RecordBatch | None:
     """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same.
-    A file that could not be read is always reported: a trial run is where to find it."""
+    A file that could not be read is always reported: a trial run is where to find it.
+    ``ledger``: ``batch`` is ledger rows (a document may have an input field ``reason`` too)."""
     if batch is None or batch.num_rows == 0:
         return batch
     keep = pa.array(in_sample(batch.column(ID), fraction))
-    if "reason" in batch.schema.names:
+    if ledger:
         keep = pc.or_(keep, pc.equal(batch.column("reason"), UNREADABLE_FILE))
     return batch.filter(keep)
 
@@ -177,7 +180,7 @@ def _sampled_chunks(chunks: Iterator[tuple], fraction: float) -> Iterator[tuple]
     pending: list[pa.RecordBatch] = []
     pending_bytes = pending_input = 0
     for batch, bad, nbytes, extra in chunks:
-        batch, bad = _sampled(batch, fraction), _sampled(bad, fraction)
+        batch, bad = _sampled(batch, fraction), _sampled(bad, fraction, ledger=True)
         pending_input += nbytes
         if batch is not None and batch.num_rows:
             if pending and not batch.schema.equals(pending[0].schema):
@@ -229,7 +232,22 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
     return batch
 
 
-def _batches(config: Config, layout: Layout, segment: Segment, unit: Unit, strict: bool) -> Iterator[tuple]:
+def stage_columns(config: Config) -> frozenset[str]:
+    """Every column the run's stages add, under any source's options: the readers keep an
+    input field of one of these names as ``input_<name>``. One set for the whole run, so
+    a name means the same column in every source's documents."""
+    classes = registry()
+    return frozenset(
+        name
+        for stage in config.stages
+        for options in stage.all_options()
+        for name in classes[stage.name].added_columns(options)
+    )
+
+
+def _batches(
+    config: Config, layout: Layout, segment: Segment, unit: Unit, strict: bool, stage_columns: frozenset[str]
+) -> Iterator[tuple]:
     """(documents, quarantined rows, input bytes, extra) for this unit's segment."""
     if segment.index == 0:
         spec = InputSpec(
@@ -241,6 +259,7 @@ def _batches(config: Config, layout: Layout, segment: Segment, unit: Unit, stric
             max_doc_bytes=config.run.max_doc_bytes,
             strict=strict,
             span=unit.span,
+            stage_columns=stage_columns,
         )
         with local_input(unit.path) as path:
             for chunk in read_input(path, spec, unit.format):

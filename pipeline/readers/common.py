@@ -50,6 +50,9 @@ class InputSpec:
     max_doc_bytes: int = 32 << 20  # a longer document is quarantined, never held in memory
     strict: bool = False
     span: Span | None = None  # read only this piece of the file (None: all of it)
+    # The columns the run's stages add (``Stage.added_columns``): an input field of one of
+    # these names is kept as ``input_<name>``, like one named ``id``, ``text`` or ``source``.
+    stage_columns: frozenset[str] = frozenset()
 
     @property
     def reports_file(self) -> bool:
@@ -194,21 +197,24 @@ def to_documents(
     for name in table.column_names:
         if name == spec.text_field or (name == spec.id_field and own_ids):
             continue
-        names.append(_input_name(name, taken))
+        names.append(_input_name(name, taken, spec.stage_columns))
         arrays.append(_flat(table.column(name)))
     names.append(LINE)
     arrays.append(_flat(lines.cast(pa.int64())))
     return pa.RecordBatch.from_arrays(arrays, names=names), bad
 
 
-def _input_name(name: str, taken: set[str]) -> str:
-    """The output name of an input field: a field named like one of ours keeps its value
-    under an ``input_`` prefix, repeated while the input has a field of that name too
-    (two columns of one name would make the output unreadable)."""
-    if name not in (ID, TEXT, SOURCE, LINE):
+def _input_name(name: str, taken: set[str], stage_columns: frozenset[str]) -> str:
+    """The output name of an input field: a field named like one of ours (the readers'
+    ``id``, ``text``, ``source``, ``_line``, or a column a stage of the run adds) keeps its
+    value under an ``input_`` prefix, so no stage overwrites it and no reader of ours
+    mistakes it for our column. The prefix repeats while the name is still taken, by an
+    input field or by one of ours (two columns of one name would make the output unreadable)."""
+    ours = {ID, TEXT, SOURCE, LINE} | stage_columns
+    if name not in ours:
         return name
     out = f"input_{name}"
-    while out in taken:
+    while out in taken or out in ours:
         out = f"input_{out}"
     taken.add(out)
     return out

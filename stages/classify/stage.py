@@ -48,6 +48,10 @@ class Classify(GlobalStage):
         self._unit: dict | None = None
 
     @classmethod
+    def added_columns(cls, options: Classify.Options) -> tuple[str, ...]:
+        return tuple(spec.column for spec in options.specs)
+
+    @classmethod
     def files(cls, options: Classify.Options) -> list[str]:
         return [spec.path for spec in options.specs]
 

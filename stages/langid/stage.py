@@ -90,6 +90,10 @@ class LangId(Stage):
         self.ask = second_opinion.ASKERS.get(options.second_opinion)
 
     @classmethod
+    def added_columns(cls, options: LangId.Options) -> tuple[str, ...]:
+        return tuple(name for name, _ in COLUMNS)
+
+    @classmethod
     def files(cls, options: LangId.Options) -> list[str]:
         model = options.model_path or str(bundled_model_path())
         return [model, str(thresholds.THRESHOLDS_FILE)] if options.min_score == PER_LANGUAGE else [model]

@@ -46,6 +46,11 @@ def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarr
     return np.frombuffer(b"".join(encoded) or b"\0", np.uint8), offsets
 
 
+def _columns(options: QualityOptions) -> list[tuple[str, int, pa.DataType]]:
+    """The signal columns the stage writes under ``options`` (their n-gram sizes add some)."""
+    return columns([size for size, _ in options.top_ngrams()], [size for size, _ in options.dup_ngrams()])
+
+
 @register
 class QualityStage(Stage):
     name = "quality"
@@ -61,8 +66,12 @@ class QualityStage(Stage):
         self._autogen_markers = _blob(options.code_autogen_markers, lower=True)
         self._params = pack_params(options)
         self._gopher_rules = rule_table(gopher_rules(options))
-        self.columns = columns(self._top_ngram_sizes, self._dup_ngram_sizes)
+        self.columns = _columns(options)
         self._n_signals = NGRAM_BASE + len(self._top_ngram_sizes) + len(self._dup_ngram_sizes)
+
+    @classmethod
+    def added_columns(cls, options: QualityOptions) -> tuple[str, ...]:
+        return tuple(name for name, _, _ in _columns(options))
 
     @classmethod
     def warmups(cls, options: QualityOptions, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
