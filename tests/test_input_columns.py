@@ -23,7 +23,9 @@ import pytest
 from conftest import REPO, SAMPLE, write_config, write_jsonl
 
 from pipeline.engine import stage_registry
+from pipeline.engine.config import load_config
 from pipeline.engine.run import run_pipeline
+from pipeline.engine.unit import stage_columns
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import to_documents
 from pipeline.stage import GlobalStage, UnitContext, finalize_here
@@ -124,6 +126,32 @@ def test_a_stage_declares_exactly_the_columns_its_process_adds(example, tmp_path
     out = _processed(cls, options, batch, tmp_path)
     added = [column for column in out.schema.names if column not in batch.schema.names]
     assert sorted(added) == sorted(cls.added_columns(options))
+
+
+def test_a_runs_stage_columns_cover_every_sources_options_and_every_segment(tmp_path):
+    """One set for the run: a per-source option's columns, and a stage after a global one,
+    count for every source, so a name means one column across the run's documents."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x"}])
+    config = write_config(
+        tmp_path / "run.toml",
+        """[sources.web]
+paths = ["in/*.jsonl"]
+[sources.code]
+paths = ["in/*.jsonl"]
+[[stages]]
+name = "quality"
+sources = ["code"]
+[stages.per_source.code]
+gopher_top_n_grams = {"9" = 0.1}
+[[stages]]
+name = "dedup"
+[[stages]]
+name = "length"
+""",
+    )
+    columns = stage_columns(load_config(config))
+    assert {"gr_top_9gram", "gr_top_2gram", "gq_words", "n_chars"} <= columns
+    assert "n_tokens" not in columns
 
 
 def _docs(out: Path) -> list[dict]:

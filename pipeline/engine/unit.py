@@ -39,6 +39,7 @@ TOKENS = "n_tokens"
 Progress = Callable[[int, int, int], None]  # (documents, input bytes, tokens) since the last call
 
 _built: dict[tuple[int, str, str, str], Stage] = {}
+_stage_columns: dict[str, frozenset[str]] = {}
 
 
 def built_stage(index: int, stage: StageConfig, source: str) -> Stage:
@@ -235,14 +236,19 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
 def stage_columns(config: Config) -> frozenset[str]:
     """Every column the run's stages add, under any source's options: the readers keep an
     input field of one of these names as ``input_<name>``. One set for the whole run, so
-    a name means the same column in every source's documents."""
-    classes = registry()
-    return frozenset(
-        name
-        for stage in config.stages
-        for options in stage.all_options()
-        for name in classes[stage.name].added_columns(options)
-    )
+    a name means the same column in every source's documents. Worked out once per process
+    and chain, like ``built_stage``: building options checks their files (a classifier's
+    dictionary is walked), too slow to repeat for every unit."""
+    key = json.dumps([[s.name, s.options, s.per_source] for s in config.stages], sort_keys=True, default=str)
+    if key not in _stage_columns:
+        classes = registry()
+        _stage_columns[key] = frozenset(
+            name
+            for stage in config.stages
+            for options in stage.all_options()
+            for name in classes[stage.name].added_columns(options)
+        )
+    return _stage_columns[key]
 
 
 def _batches(
