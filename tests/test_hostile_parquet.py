@@ -167,15 +167,19 @@ def test_damage_mid_group_keeps_the_rows_before_it_and_counts_none_twice(tmp_pat
     assert sorted(kept + lost) == list(range(ROWS))
 
 
-@pytest.mark.parametrize("at", [None, 0.5])
-def test_pieces_of_a_damaged_file_read_as_the_whole_file(at, tmp_path):
-    path = damaged_parquet(tmp_path / "d.parquet", at=at)
-    spans = plan_spans(path, "parquet", split_bytes=path.stat().st_size // 4, block_bytes=1000)
+@pytest.mark.parametrize("damage", ["row group", "mid-group", "record batch"])
+def test_pieces_of_a_damaged_file_read_as_the_whole_file(damage, tmp_path):
+    if damage == "record batch":  # one record batch a piece
+        path, split_bytes = arrow_with_a_damaged_batch(tmp_path / "d.arrow", stream=False), 1
+    else:
+        path = damaged_parquet(tmp_path / "d.parquet", at=0.5 if damage == "mid-group" else None)
+        split_bytes = path.stat().st_size // 4
+    spans = plan_spans(path, path.suffix[1:], split_bytes, block_bytes=1000)
     assert spans is not None and len(spans) > 2
-    whole = read(path)
-    pieces = [read(path, span=span) for span in spans]
+    whole = read(path, batch_rows=2)
+    pieces = [read(path, span=span, batch_rows=2) for span in spans]
     assert [row for kept, _ in pieces for row in kept] == whole[0]
-    assert [row for _, bad in pieces for row in bad] == whole[1]
+    assert [row for _, bad in pieces for row in bad] == whole[1] and whole[1]
 
 
 def arrow_with_a_damaged_batch(path: Path, stream: bool) -> Path:

@@ -3,8 +3,10 @@
 A ``save_to_disk`` folder (``state.json`` plus ``data-*.arrow``) or a ``DatasetDict``
 folder (``dataset_dict.json`` plus one such folder per split) is expanded into its Arrow
 files by ``expand_hf_folder``; each file is then read memory-mapped, without importing
-``datasets`` at all, one record batch at a time, so a file damaged part-way keeps the
-documents before the damage.
+``datasets`` at all, one record batch at a time: a batch that decodes but cannot be
+trusted costs only its rows (``batches``); one that cannot be decoded at all ends the file,
+the documents before it kept (its row count, and so where the next batch's rows start, is
+in its own damaged header).
 """
 
 from __future__ import annotations
