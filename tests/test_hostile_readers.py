@@ -401,10 +401,10 @@ CASES = [
         "Parquet damaged part-way",
         parquet_damaged_in_second_row_group,
         "damaged.parquet",
-        Counter({"unreadable-file": 1}),
-        100,
-        101,
-        {100: "unreadable-file"},
+        Counter({"unreadable-row": 100}),  # the damaged row group's rows; the third is kept
+        200,
+        300,
+        {100: "unreadable-row", 199: "unreadable-row"},
     ),
     Case(
         "missing Parquet",
@@ -431,10 +431,10 @@ CASES = [
         "Arrow batch with damaged offsets",
         arrow_with_damaged_offsets,
         "offsets.arrow",
-        Counter({"unreadable-file": 1}),
+        Counter({"unreadable-row": 3}),
         3,
-        4,
-        {3: "unreadable-file"},
+        6,
+        {3: "unreadable-row", 5: "unreadable-row"},
     ),
     Case(
         "missing Arrow",

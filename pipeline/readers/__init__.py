@@ -18,7 +18,10 @@ or Arrow file) yields no documents and counts as one rejected document: its
 ``unreadable-file`` row, at location 0. (An empty JSON lines file is readable and holds
 no records.) A file that fails part-way counts the records read before the failure
 (kept, or rejected one by one) plus one row for the unreadable rest, at the line or row
-where reading stopped: ``unreadable-file``, or ``truncated-gzip``/``corrupt-gzip``. The
+where reading stopped: ``unreadable-file``, or ``truncated-gzip``/``corrupt-gzip``. A
+damaged Parquet row group or Arrow record batch is one ``unreadable-row`` per row it holds,
+and reading goes on (``batches``); a file whose schema no document can be made of (column
+names that repeat, ...) is one ``unreadable-file`` row at location 0. The
 last chunk's ``extra`` holds the file's ``bytes`` and ``sha256`` whenever the file can
 be read as bytes at all, so the manifest records it.
 
