@@ -28,7 +28,7 @@ def parse_tokens(text: str) -> int:
     ``1e999`` (which ``float`` reads as infinity) are refused."""
     match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?(?:E[+-]?[0-9]+)?)\s*([KMBT]?)\s*", text.upper())
     if not match:
-        raise MixError(f"{text!r}: expected a number with an optional K, M, B or T suffix (e.g. 10B)")
+        raise MixError(f"{text!r}: expected a count, a number with an optional K, M, B or T suffix (e.g. 10B, 7e9)")
     count = float(match.group(1)) * SUFFIXES[match.group(2)]
     if not math.isfinite(count) or round(count) < 1:
         raise MixError(f"{text!r}: expected a finite count of at least 1")
@@ -84,7 +84,8 @@ def resolve_weights(named: dict[str, float], inventory: Inventory, rest: str | N
     """Every source's weight: the named ones, and the remainder spread as asked."""
     for name, weight in named.items():
         _check_source(name, inventory, where)
-        _number(finite, weight, f"{where}: weight of {name!r}", at_least=0.0)
+        if _number(finite, weight, f"{where}: weight of {name!r}") < 0:
+            raise MixError(f"{where}: weight of {name!r} is negative ({weight})")
     total = sum(named.values())
     if total > 1 + WEIGHT_TOLERANCE:
         raise MixError(f"{where}: weights sum to {total:.4g}, above 1")
