@@ -37,6 +37,7 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
 
     The page has no scripts and loads nothing: open it anywhere, or attach it to a ticket.
     """
+    from pipeline.formats.unreadable import UnreadableFile
     from pipeline.mix.inventory import MixError
     from pipeline.report.experiments import LedgerError, find_ledger, write_experiments_report
     from pipeline.report.html import ReportError, write_report
@@ -49,7 +50,7 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
     try:
         path = write_experiments_report(ledger, out) if ledger is not None else write_report(run_dir, out, mix_dir)
     # A folder or record that is not what the report reads, or a page that cannot be written.
-    except (ReportError, MixtureError, MixError, LedgerError, RecordError) as error:
+    except (ReportError, MixtureError, MixError, LedgerError, RecordError, UnreadableFile) as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:  # a file of the run or mixture that cannot be read
         raise click.ClickException(f"cannot read {error.filename or run_dir}: {error.strerror or error}") from None

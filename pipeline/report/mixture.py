@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.mix import MIX_JSON, MixLayout, read_description
 from pipeline.formats.token_shards import docs_path
+from pipeline.formats.unreadable import reading
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory, common_columns
 from pipeline.util.printable import error_line
@@ -174,7 +175,8 @@ def _keys(
         shards = mix["sources"][name]["shards"]
         columns = None
         for prefix in shards:  # footers only; a shard without documents has no say
-            parquet = pq.ParquetFile(docs_path(prefix))
+            with reading(docs_path(prefix)):
+                parquet = pq.ParquetFile(docs_path(prefix))
             columns = common_columns(columns, parquet.schema_arrow, parquet.metadata.num_rows)
         columns = columns or []
         column = (
