@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipeline.formats.mix import MIX_JSON, MixLayout, read_description
+from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.mix.inventory import MixError
-from pipeline.util.records import RecordError
+from pipeline.util.records import RecordError, read_record
 
 # Dense BF16 peak FLOP/s per GPU (vendor data sheets, without sparsity).
 GPU_PEAK_FLOPS = {
@@ -31,7 +31,7 @@ def mixture_tokens(mix_dir: Path) -> int:
     if not mix_json.exists():
         raise MixError(f"{mix_dir} has no {MIX_JSON} (make one with prep mix)")
     try:
-        return read_description(mix_json)["tokens"]
+        return read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
     except RecordError as error:
         raise MixError(str(error)) from None
 
