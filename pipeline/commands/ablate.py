@@ -7,22 +7,12 @@ from pathlib import Path
 import click
 
 from pipeline.ablate.presets import PRESETS
-from pipeline.mix.inventory import MixError
-from pipeline.mix.plan import parse_tokens
-
-
-def _tokens(ctx, param, value):
-    if value is None:
-        return None
-    try:
-        return float(value) if "e" in value.lower() else parse_tokens(value)
-    except (ValueError, MixError) as error:
-        raise click.BadParameter(str(error).replace("--tokens ", "")) from None
+from pipeline.commands.options import Count, Finite
 
 
 @click.command()
 @click.argument("data", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--tokens", callback=_tokens, default="20M", show_default=True, help="Training tokens per trial.")
+@click.option("--tokens", type=Count(), default="20M", show_default=True, help="Training tokens per trial.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Folder for the ablation.")
 @click.option(
     "--model",
@@ -42,7 +32,7 @@ def _tokens(ctx, param, value):
 )
 @click.option(
     "--held-out",
-    type=click.FloatRange(0, 0.5, min_open=True),
+    type=Finite(0, 0.5, min_open=True),
     default=0.02,
     show_default=True,
     help="Share of each DATA's documents (by id hash) kept out of training for evaluation.",
@@ -55,14 +45,14 @@ def _tokens(ctx, param, value):
 )
 @click.option("--seq-len", type=click.IntRange(min=8), help="Context length [default: the model preset's].")
 @click.option("--batch-size", type=click.IntRange(min=1), help="Windows per step [default: the preset's].")
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), help="Peak learning rate [default: the preset's].")
+@click.option("--lr", type=Finite(min=0, min_open=True), help="Peak learning rate [default: the preset's].")
 @click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True, help="Loader worker processes.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
 @click.option("--full-vocab", is_flag=True, help="Keep every id of the tokenizer instead of those that occur.")
 @click.option("--ledger", type=click.Path(file_okay=False, path_type=Path), help="Ledger folder [default: OUT/ledger].")
-@click.option("--target-params", callback=_tokens, default="1B", show_default=True, help="Full run's model size.")
-@click.option("--target-tokens", callback=_tokens, help="Full run's tokens [default: each DATA's, full input].")
+@click.option("--target-params", type=Count(), default="1B", show_default=True, help="Full run's model size.")
+@click.option("--target-tokens", type=Count(), help="Full run's tokens [default: each DATA's, full input].")
 @click.option("--history", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Print a ledger.")
 def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, eval_points, seq_len, batch_size, lr,
            workers, device, threads, full_vocab, ledger, target_params, target_tokens, history) -> None:  # fmt: skip
@@ -100,7 +90,7 @@ def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, 
     options = AblationOptions(
         data=list(data),
         out=out,
-        tokens=int(tokens),
+        tokens=tokens,
         preset=preset,
         seq_len=seq_len,
         batch_size=batch_size,
@@ -116,7 +106,7 @@ def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, 
         ledger=ledger,
         remap_vocab=not full_vocab,
         target_params=float(target_params),
-        target_tokens=int(target_tokens) if target_tokens else None,
+        target_tokens=target_tokens,
     )
     _run(options)
 

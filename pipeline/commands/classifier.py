@@ -21,6 +21,7 @@ from pipeline.classifier import (
     metrics_lines,
     train,
 )
+from pipeline.commands.options import Finite
 from pipeline.util.printable import printable_path
 
 DEFAULTS = Hyperparameters(threads=1)
@@ -64,13 +65,13 @@ def classifier_group() -> None:
 )
 @click.option(
     "--holdout",
-    type=click.FloatRange(0, 1, max_open=True),
+    type=Finite(0, 1, max_open=True),
     default=0.1,
     show_default=True,
     help="Share of documents held out by a hash of their id, never trained on; the metrics are measured on them.",
 )
 @click.option("--epoch", type=click.IntRange(min=1), default=DEFAULTS.epoch, show_default=True)
-@click.option("--lr", type=click.FloatRange(min=0, min_open=True), default=DEFAULTS.lr, show_default=True)
+@click.option("--lr", type=Finite(min=0, min_open=True), default=DEFAULTS.lr, show_default=True)
 @click.option(
     "--word-ngrams",
     type=click.IntRange(min=1),

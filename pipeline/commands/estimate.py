@@ -7,18 +7,18 @@ from pathlib import Path
 
 import click
 
+from pipeline.commands.options import Count, Finite
 from pipeline.mix.estimate import GPU_PEAK_FLOPS, estimate_hours, mixture_tokens
 from pipeline.mix.inventory import MixError
-from pipeline.mix.plan import parse_tokens
 
 
 @click.command()
 @click.argument("mix_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--params", required=True, help="Model parameters, e.g. 1B, 350M, 7e9.")
+@click.option("--params", type=Count(), required=True, help="Model parameters, e.g. 1B, 350M, 7e9.")
 @click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True)
 @click.option(
     "--mfu",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=Finite(min=0, max=1, min_open=True),
     default=0.4,
     show_default=True,
     help="Model FLOPs utilisation you expect.",
@@ -30,21 +30,17 @@ from pipeline.mix.plan import parse_tokens
     show_default=True,
     help="GPU whose dense BF16 peak to use.",
 )
-@click.option("--peak-flops", type=float, help="Peak FLOP/s per GPU (overrides --gpu).")
-def estimate(mix_dir: Path, params: str, gpus: int, mfu: float, gpu: str, peak_flops: float | None) -> None:
+@click.option("--peak-flops", type=Finite(min=0, min_open=True), help="Peak FLOP/s per GPU (overrides --gpu).")
+def estimate(mix_dir: Path, params: int, gpus: int, mfu: float, gpu: str, peak_flops: float | None) -> None:
     """Project training GPU-hours on a mixture: 6 x params x tokens / (MFU x peak FLOP/s)."""
     try:
         tokens = mixture_tokens(mix_dir)
     except MixError as error:
         raise click.ClickException(str(error)) from None
-    try:
-        n_params = float(params) if "e" in params.lower() else parse_tokens(params)
-    except (ValueError, MixError) as error:
-        raise click.ClickException(f"--params: {error}") from None
     peak = peak_flops or GPU_PEAK_FLOPS[gpu]
-    result = estimate_hours(tokens, n_params, gpus, mfu, peak)
+    result = estimate_hours(tokens, params, gpus, mfu, peak)
     click.echo(
-        f"{tokens:,} tokens x {n_params:,.0f} parameters = {result['flops']:.3e} FLOPs\n"
+        f"{tokens:,} tokens x {params:,} parameters = {result['flops']:.3e} FLOPs\n"
         f"at MFU {mfu:g} on {gpus} x {'custom' if peak_flops else gpu} ({peak:.3g} FLOP/s each): "
         f"{result['gpu_hours']:,.4g} GPU-hours, {result['wall_hours']:,.4g} hours of wall time"
     )

@@ -13,6 +13,7 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
 
     from pipeline import __version__
+    from pipeline.commands.options import Finite
     from pipeline.util.printable import error_line, printable, printable_path
 except KeyboardInterrupt:
     if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
@@ -144,7 +145,7 @@ def main() -> None:
 )
 @click.option(
     "--sample",
-    type=click.FloatRange(min=0, max=1, min_open=True),
+    type=Finite(min=0, max=1, min_open=True),
     default=1.0,
     help="Process a hash-sampled fraction of every source (e.g. 0.01) and project the full run in cost.json.",
 )

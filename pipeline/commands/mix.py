@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from pipeline.commands.options import Count, Finite
+
 CURRICULA = (
     "none, length, quality (best first), or any numeric column of the documents, ascending "
     "(a signal such as n_chars, a classifier's <name>_score)"
@@ -20,6 +22,7 @@ def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float
     arrive among the positional arguments and are sorted out here.
     """
     from pipeline.mix.inventory import MixError
+    from pipeline.mix.plan import parse_weight
 
     runs, weights, items = [], {}, list(arguments)
     while items:
@@ -34,10 +37,7 @@ def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float
             if not items:
                 raise MixError(f"--{name} needs a weight, e.g. --{name} 0.25")
             value = items.pop(0)
-        try:
-            weights[name] = float(value)
-        except ValueError:
-            raise MixError(f"--{name} {value!r}: a weight is a number between 0 and 1") from None
+        weights[name] = parse_weight(value, f"--{name}")
     if not runs:
         raise MixError("name at least one run folder (the --out of a prep run that tokenized)")
     return runs, weights
@@ -49,10 +49,19 @@ def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float
     "--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order)."
 )
 @click.option(
-    "--tokens", "budget", help="Token budget, e.g. 10B (K, M, B, T). Default: the most that repeats no source."
+    "--tokens",
+    "budget",
+    type=Count(),
+    help="Token budget, e.g. 10B (K, M, B, T). Default: the most that repeats no source.",
 )
 @click.option("--rest", help="Give all weight left over to this source (default: unnamed sources share it by size).")
-@click.option("--max-epochs", type=float, default=4.0, show_default=True, help="Refuse plans repeating a source more.")
+@click.option(
+    "--max-epochs",
+    type=Finite(min=0, min_open=True),
+    default=4.0,
+    show_default=True,
+    help="Refuse plans repeating a source more.",
+)
 @click.option("--curriculum", default="none", show_default=True, help=f"Order within each source: {CURRICULA}.")
 @click.option(
     "--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases."

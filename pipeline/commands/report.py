@@ -37,17 +37,20 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
 
     The page has no scripts and loads nothing: open it anywhere, or attach it to a ticket.
     """
+    from pipeline.formats.unreadable import UnreadableFile
     from pipeline.mix.inventory import MixError
     from pipeline.report.experiments import LedgerError, find_ledger, write_experiments_report
     from pipeline.report.html import ReportError, write_report
     from pipeline.report.mixture import MixtureError
+    from pipeline.util.records import RecordError
 
     ledger = find_ledger(run_dir)
     if ledger is not None and mix_dir is not None:
         raise click.UsageError(f"{run_dir} holds ablation trials; MIX_DIR goes with a prep run only")
     try:
         path = write_experiments_report(ledger, out) if ledger is not None else write_report(run_dir, out, mix_dir)
-    except (ReportError, MixtureError, MixError, LedgerError) as error:  # a page that cannot be written too
+    # A folder or record that is not what the report reads, or a page that cannot be written.
+    except (ReportError, MixtureError, MixError, LedgerError, RecordError, UnreadableFile) as error:
         raise click.ClickException(str(error)) from None
     except OSError as error:  # a file of the run or mixture that cannot be read
         raise click.ClickException(f"cannot read {error.filename or run_dir}: {error.strerror or error}") from None

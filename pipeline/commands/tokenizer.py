@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from pipeline.commands.options import Finite
 from pipeline.formats.tokenizer_training import TrainingError, train_sentencepiece
 
 
@@ -30,7 +31,7 @@ def tokenizer_group() -> None:
 @click.option(
     "--sample",
     "fraction",
-    type=click.FloatRange(0, 1, min_open=True),
+    type=Finite(0, 1, min_open=True),
     default=1.0,
     show_default=True,
     help="Fraction of documents, chosen by a hash of their id.",

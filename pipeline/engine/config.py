@@ -45,6 +45,7 @@ from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage
 from pipeline.util.globbing import GlobError, glob_local
+from pipeline.util.numbers import first_non_finite
 from pipeline.util.suggest import nearest_hint
 
 
@@ -145,6 +146,8 @@ def load_config(path: str | Path) -> Config:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    if non_finite := first_non_finite(raw):  # TOML's nan and inf pass every range check a stage makes
+        raise ConfigError(f"{path}: {non_finite} is not a finite number (no option takes nan or inf)")
     _check_keys(raw, TOP_KEYS, "top-level key")
     run = _run_settings(raw.get("run", {}))
     if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):

@@ -1,14 +1,17 @@
 """The mixture folder: its file names and paths, shared by the writer and every reader.
 
 ``prep mix`` writes them (``pipeline.mix.output``); the loader (``pipeline.loader.mixture``),
-the report and the CLIs read them. This module imports nothing of prep, so a reader can
-take the names without importing the planner (numpy, pyarrow, the shard inventory).
+the report and the CLIs read them. This module imports only prep's small record checks, so a
+reader can take the names without importing the planner (numpy, pyarrow, the shard
+inventory).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from pipeline.util.records import Each, Optional, read_record
 
 # The manifest: sources, shards, weights, phases and the names of the two order arrays.
 # Written last, so a folder holding it is a complete mixture.
@@ -17,6 +20,19 @@ MIX_JSON = "mix.json"
 # index within that source (int64).
 ORDER_SOURCE = "order_source.npy"
 ORDER_DOCUMENT = "order_document.npy"
+# What readers of ``mix.json`` rely on (``pipeline.mix.output.describe`` writes more).
+MIX_RECORD = {
+    "tokens": int,
+    "curriculum": Optional(str),
+    "sources": Each({"shards": [str], "shard_documents": [int]}),
+    "order": Optional({"source": str, "document": str}),
+}
+
+
+def read_description(path: str | os.PathLike) -> dict:
+    """A mixture's ``mix.json``, checked: ``RecordError`` naming the file and the key that is
+    missing or of the wrong type."""
+    return read_record(path, MIX_RECORD)
 
 
 class MixLayout:

@@ -18,6 +18,7 @@ import numpy as np
 
 from pipeline.formats.layout import Layout
 from pipeline.formats.tokenizers import default_threads
+from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import id_hashes
 from pipeline.util.atomic import atomic_path
 
@@ -56,9 +57,10 @@ def hash_threshold(files: list[Path], fraction: float, max_chars: int) -> int | 
 
     hashes, sizes = [], []
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(columns=["id", "text"], batch_size=8192):
-            hashes.append(id_hashes(batch.column(0)))
-            sizes.append(pc.binary_length(batch.column(1)).fill_null(0).to_numpy(zero_copy_only=False))
+        with reading(f):
+            for batch in pq.ParquetFile(f).iter_batches(columns=["id", "text"], batch_size=8192):
+                hashes.append(id_hashes(batch.column(0)))
+                sizes.append(pc.binary_length(batch.column(1)).fill_null(0).to_numpy(zero_copy_only=False))
     if not hashes:
         return None
     h = np.concatenate(hashes)
@@ -75,11 +77,12 @@ def sample_segments(files: list[Path], threshold: int) -> Iterator[str]:
 
     bound = np.uint64(threshold)
     for f in files:
-        for batch in pq.ParquetFile(f).iter_batches(columns=["id", "text"], batch_size=8192):
-            chosen = batch.column(1).filter(pa.array(id_hashes(batch.column(0)) <= bound))
-            for text in chosen.to_pylist():
-                if text:
-                    yield from _segments(text)
+        with reading(f):
+            for batch in pq.ParquetFile(f).iter_batches(columns=["id", "text"], batch_size=8192):
+                chosen = batch.column(1).filter(pa.array(id_hashes(batch.column(0)) <= bound))
+                for text in chosen.to_pylist():
+                    if text:
+                        yield from _segments(text)
 
 
 def _segments(text: str) -> Iterator[str]:

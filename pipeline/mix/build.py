@@ -27,7 +27,7 @@ def plan_mixture(
     seed: int = 0,
 ) -> tuple[dict, MixOrder]:
     inventory = take_inventory(runs)
-    tokens = parse_tokens(budget) if isinstance(budget, str) else budget
+    tokens = _budget(budget) if isinstance(budget, str) else budget
     plan = make_plan(
         inventory,
         weights,
@@ -40,6 +40,13 @@ def plan_mixture(
     keys = {name: _curriculum_key(source, curriculum) for name, source in inventory.sources.items()}
     order = build_order(inventory, plan, seed, keys)
     return describe(inventory, plan, order, seed, curriculum, runs), order
+
+
+def _budget(text: str) -> int:
+    try:
+        return parse_tokens(text)
+    except MixError as error:
+        raise MixError(f"--tokens {error}") from None
 
 
 def _curriculum_key(source, curriculum: str) -> np.ndarray | None:

@@ -8,11 +8,11 @@ that made the shards.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.mix.inventory import MixError
+from pipeline.util.records import RecordError, read_record
 
 # Dense BF16 peak FLOP/s per GPU (vendor data sheets, without sparsity).
 GPU_PEAK_FLOPS = {
@@ -30,7 +30,10 @@ def mixture_tokens(mix_dir: Path) -> int:
     mix_json = MixLayout(mix_dir).manifest
     if not mix_json.exists():
         raise MixError(f"{mix_dir} has no {MIX_JSON} (make one with prep mix)")
-    return json.loads(mix_json.read_text())["tokens"]
+    try:
+        return read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
+    except RecordError as error:
+        raise MixError(str(error)) from None
 
 
 def estimate_hours(tokens: int, params: float, gpus: int, mfu: float, peak: float) -> dict:

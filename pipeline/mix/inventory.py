@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar
+from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import hash_strings
 from pipeline.util.suggest import nearest_hint
 
@@ -43,10 +44,11 @@ class SourceInventory:
             raise MixError(_unknown_column(name, self.name, self.metadata_columns))
         values = []
         for prefix in self.shards:
-            parquet = pq.ParquetFile(docs_path(prefix))
-            if parquet.metadata.num_rows == 0:
-                continue  # an empty shard's file may lack the column (see common_columns)
-            column = parquet.read(columns=[name]).column(name)
+            with reading(docs_path(prefix)):
+                parquet = pq.ParquetFile(docs_path(prefix))
+                if parquet.metadata.num_rows == 0:
+                    continue  # an empty shard's file may lack the column (see common_columns)
+                column = parquet.read(columns=[name]).column(name)
             values.append(column.to_numpy(zero_copy_only=False).astype(np.float64))  # a null is NaN: sorted last
         return np.concatenate(values) if values else np.zeros(0)
 
@@ -103,12 +105,13 @@ def take_inventory(runs: list[Path]) -> Inventory:
                 check_compatible(reference, meta, prefix)
             shard = IndexedShard(prefix)
             lengths.append(shard.sizes.astype(np.int64))
-            parquet = pq.ParquetFile(docs_path(prefix))
-            rows = parquet.metadata.num_rows
-            if rows != len(shard):
-                raise MixError(f"{docs_path(prefix)} has {rows} rows for {len(shard)} documents")
-            hashes.append(hash_strings(parquet.read(columns=["id"]).column("id").combine_chunks()))
-            columns = common_columns(columns, parquet.schema_arrow, rows)
+            with reading(docs_path(prefix)):
+                parquet = pq.ParquetFile(docs_path(prefix))
+                rows = parquet.metadata.num_rows
+                if rows != len(shard):
+                    raise MixError(f"{docs_path(prefix)} has {rows} rows for {len(shard)} documents")
+                hashes.append(hash_strings(parquet.read(columns=["id"]).column("id").combine_chunks()))
+                columns = common_columns(columns, parquet.schema_arrow, rows)
         sources[name] = SourceInventory(
             name=name,
             shards=prefixes,

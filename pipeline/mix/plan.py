@@ -9,10 +9,13 @@ after about four epochs, Muennighoff et al. 2023).
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pipeline.mix.inventory import Inventory, MixError
+from pipeline.util.numbers import finite, parse_finite
 from pipeline.util.suggest import nearest_hint
 
 WEIGHT_TOLERANCE = 1e-9
@@ -20,11 +23,30 @@ SUFFIXES = {"": 1, "K": 10**3, "M": 10**6, "B": 10**9, "T": 10**12}
 
 
 def parse_tokens(text: str) -> int:
-    """``10B`` -> 10_000_000_000 (suffixes K, M, B, T; decimals allowed: ``2.5M``); also model sizes."""
-    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([KMBT]?)\s*", text.upper())
+    """``10B`` -> 10_000_000_000 (suffixes K, M, B, T; decimals and exponents allowed:
+    ``2.5M``, ``7e9``); also model sizes. A count is at least 1: ``0``, ``nan``, ``inf`` and
+    ``1e999`` (which ``float`` reads as infinity) are refused."""
+    match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?(?:E[+-]?[0-9]+)?)\s*([KMBT]?)\s*", text.upper())
     if not match:
-        raise MixError(f"--tokens {text!r}: expected a number with an optional K, M, B or T suffix (e.g. 10B)")
-    return int(round(float(match.group(1)) * SUFFIXES[match.group(2)]))
+        raise MixError(f"{text!r}: expected a count, a number with an optional K, M, B or T suffix (e.g. 10B, 7e9)")
+    count = float(match.group(1)) * SUFFIXES[match.group(2)]
+    if not math.isfinite(count) or round(count) < 1:
+        raise MixError(f"{text!r}: expected a finite count of at least 1")
+    return int(round(count))
+
+
+def parse_weight(text: str, name: str) -> float:
+    """A source's weight, a share of the mixture: a finite number, at least 0."""
+    return _number(parse_finite, text, name, at_least=0.0)
+
+
+def _number(check: Callable[..., float], value: str | float, name: str, **bounds: float) -> float:
+    """``check(value, name, **bounds)`` (``finite`` or ``parse_finite``) with its error a
+    ``MixError``: a NaN passes every comparison, so it would slip past the checks after it."""
+    try:
+        return check(value, name, **bounds)
+    except ValueError as error:
+        raise MixError(str(error)) from None
 
 
 def parse_phase_weights(text: str) -> list[dict[str, float]]:
@@ -36,10 +58,7 @@ def parse_phase_weights(text: str) -> list[dict[str, float]]:
             name, sep, value = item.partition("=")
             if not sep:
                 raise MixError(f"--phase-weights: {item!r} is not SOURCE=WEIGHT")
-            try:
-                weights[name.strip()] = float(value)
-            except ValueError:
-                raise MixError(f"--phase-weights: {value!r} is not a number") from None
+            weights[name.strip()] = parse_weight(value, f"--phase-weights {name.strip()}")
         phases.append(weights)
     return phases
 
@@ -65,7 +84,7 @@ def resolve_weights(named: dict[str, float], inventory: Inventory, rest: str | N
     """Every source's weight: the named ones, and the remainder spread as asked."""
     for name, weight in named.items():
         _check_source(name, inventory, where)
-        if weight < 0:
+        if _number(finite, weight, f"{where}: weight of {name!r}") < 0:
             raise MixError(f"{where}: weight of {name!r} is negative ({weight})")
     total = sum(named.values())
     if total > 1 + WEIGHT_TOLERANCE:
@@ -99,6 +118,7 @@ def make_plan(
     rest: str | None = None,
     max_epochs: float = 4.0,
 ) -> Plan:
+    _number(finite, max_epochs, "--max-epochs", above=0.0)
     if phase_weights:
         if phases not in (1, len(phase_weights)):
             raise MixError(f"--phases {phases} but --phase-weights gives {len(phase_weights)} phases")

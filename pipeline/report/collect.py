@@ -7,7 +7,6 @@ them the same way.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, read_sidecar
+from pipeline.util.records import Each, Optional, read_record
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
 READ_STAGE = "read"
@@ -37,8 +37,27 @@ class Bars:
         return float(sum(sum(values) for values in self.series.values()))
 
 
-def load_json(path: Path) -> dict | None:
-    return json.loads(path.read_text()) if path.exists() else None
+# What the report reads of a run's manifest.json (``engine/manifest.py`` writes it) and its
+# cost.json (``engine/cost.py``), checked where each file enters: a damaged one is one line
+# naming the file and the key, not a TypeError or KeyError from inside a chart.
+COUNTS = {"input": int, "output": int, "rejected": int}
+MANIFEST = {
+    "balance": COUNTS,
+    "sources": Each({**COUNTS, "rejected_by": Each(int)}),
+    "stages": Each({"rejected": Each(int), "counters": Each(float), "by_source": Each({"rejected": Optional(int)})}),
+    "config_file": Optional(str),
+    "sample": Optional(float),
+    "config": Optional(dict),
+}
+COST = {
+    "cpu_seconds": Optional(Each(float)),
+    "projection": Optional((None, {"core_hours": float, "note": str})),
+}
+
+
+def load_json(path: Path, shape: object) -> dict | None:
+    """The record in ``path`` checked against ``shape``, or None when there is no file."""
+    return read_record(path, shape) if path.exists() else None
 
 
 def balance(manifest: dict) -> Bars:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from pipeline import __version__
 from pipeline.formats.layout import Layout
-from pipeline.report.collect import load_json
+from pipeline.report.collect import COST, MANIFEST, load_json
 from pipeline.report.sections import Context, Section, build_sections
 from pipeline.report.svg import esc
 from pipeline.util.atomic import atomic_path
@@ -36,10 +36,10 @@ class ReportError(ValueError):
 
 def render_report(run_dir: Path, mix_dir: Path | None = None) -> str:
     layout = Layout(Path(run_dir))
-    manifest = load_json(layout.manifest)
+    manifest = load_json(layout.manifest, MANIFEST)
     if manifest is None:
         raise ReportError(f"{run_dir}: not a finished prep run (no manifest.json)")
-    ctx = Context(layout, manifest, load_json(layout.cost_summary), Path(mix_dir) if mix_dir else None)
+    ctx = Context(layout, manifest, load_json(layout.cost_summary, COST), Path(mix_dir) if mix_dir else None)
     return page(ctx, build_sections(ctx))
 
 

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.documents import rule_name
 from pipeline.formats.layout import Layout
+from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import hash_strings
 
 EXAMPLES_PER_RULE = 3
@@ -49,17 +50,18 @@ def examples(files: list[Path]) -> dict[str, list[Example]]:
     """
     chosen: dict[str, list[tuple[int, int, int]]] = {}  # rule -> [(hash, file, row)]
     for file_index, path in enumerate(files):
-        row = 0
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["id", "stage", "reason"]):
-            rules = pc.binary_join_element_wise(batch.column("stage"), batch.column("reason"), ":")
-            hashes = hash_strings(batch.column("id"))
-            for rule in pc.unique(rules).to_pylist():
-                rows = np.flatnonzero(pc.equal(rules, rule).to_numpy(zero_copy_only=False))
-                lowest = rows[np.argsort(hashes[rows], kind="stable")[:EXAMPLES_PER_RULE]]
-                name = rule_name(*rule.split(":", 1))
-                picks = chosen.setdefault(name, []) + [(int(hashes[r]), file_index, row + int(r)) for r in lowest]
-                chosen[name] = sorted(picks)[:EXAMPLES_PER_RULE]
-            row += batch.num_rows
+        with reading(path):
+            row = 0
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["id", "stage", "reason"]):
+                rules = pc.binary_join_element_wise(batch.column("stage"), batch.column("reason"), ":")
+                hashes = hash_strings(batch.column("id"))
+                for rule in pc.unique(rules).to_pylist():
+                    rows = np.flatnonzero(pc.equal(rules, rule).to_numpy(zero_copy_only=False))
+                    lowest = rows[np.argsort(hashes[rows], kind="stable")[:EXAMPLES_PER_RULE]]
+                    name = rule_name(*rule.split(":", 1))
+                    picks = chosen.setdefault(name, []) + [(int(hashes[r]), file_index, row + int(r)) for r in lowest]
+                    chosen[name] = sorted(picks)[:EXAMPLES_PER_RULE]
+                row += batch.num_rows
     wanted: dict[int, set[int]] = {}
     for picks in chosen.values():
         for _, file_index, row in picks:
@@ -70,7 +72,11 @@ def examples(files: list[Path]) -> dict[str, list[Example]]:
 
 def _read_rows(path: Path, wanted: set[int]) -> dict[int, Example]:
     """The chosen rows of one ledger file, reading only the row groups that hold them."""
-    parquet = pq.ParquetFile(path)
+    with reading(path):
+        return _rows_of(pq.ParquetFile(path), wanted)
+
+
+def _rows_of(parquet: pq.ParquetFile, wanted: set[int]) -> dict[int, Example]:
     found, start = {}, 0
     for group in range(parquet.metadata.num_row_groups):
         size = parquet.metadata.row_group(group).num_rows
@@ -107,17 +113,18 @@ def duplicate_clusters(files: list[Path], max_rows: int = MAX_DUPLICATE_ROWS) ->
     read, truncated = 0, False
     wanted = pa.array(DUPLICATE_REASONS)
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["reason", "detail"]):
-            mask = pc.is_in(batch.column("reason"), value_set=wanted)
-            details = pc.filter(batch.column("detail"), mask).to_pylist()
-            if read + len(details) > max_rows:
-                details, truncated = details[: max_rows - read], True
-            survivors.update(survivor(d) for d in details)
-            read += len(details)
+        with reading(path):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["reason", "detail"]):
+                mask = pc.is_in(batch.column("reason"), value_set=wanted)
+                details = pc.filter(batch.column("detail"), mask).to_pylist()
+                if read + len(details) > max_rows:
+                    details, truncated = details[: max_rows - read], True
+                survivors.update(survivor(d) for d in details)
+                read += len(details)
+                if truncated:
+                    break
             if truncated:
                 break
-        if truncated:
-            break
     if not read:
         return None
     return Clusters(sizes=Counter(n + 1 for n in survivors.values()), rows_read=read, truncated=truncated)

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.unreadable import reading
 
 SAMPLE_ROWS = 200_000
 BINS_PER_DECADE = 10
@@ -62,7 +63,12 @@ def trim(*counts: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
 
 
 def rows_in(files: list[Path]) -> int:
-    return sum(pq.ParquetFile(p).metadata.num_rows for p in files)
+    return sum(_rows(p) for p in files)
+
+
+def _rows(path: Path) -> int:
+    with reading(path):
+        return pq.ParquetFile(path).metadata.num_rows
 
 
 def char_lengths(files: list[Path], fraction: float) -> Histogram:
@@ -70,17 +76,18 @@ def char_lengths(files: list[Path], fraction: float) -> Histogram:
     counts = np.zeros(len(EDGES) - 1, dtype=np.int64)
     seen = total = 0
     for path in files:
-        parquet = pq.ParquetFile(path)
-        rows = parquet.metadata.num_rows
-        total += rows
-        quota = math.ceil(rows * fraction)
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=["text"]) if quota else ():
-            lengths = pc.utf8_length(batch.column("text").slice(0, quota))
-            seen += len(lengths)
-            quota -= len(lengths)
-            counts += log_counts(lengths.drop_null().to_numpy())
-            if quota <= 0:
-                break
+        with reading(path):
+            parquet = pq.ParquetFile(path)
+            rows = parquet.metadata.num_rows
+            total += rows
+            quota = math.ceil(rows * fraction)
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=["text"]) if quota else ():
+                lengths = pc.utf8_length(batch.column("text").slice(0, quota))
+                seen += len(lengths)
+                quota -= len(lengths)
+                counts += log_counts(lengths.drop_null().to_numpy())
+                if quota <= 0:
+                    break
     return Histogram(counts, seen, total)
 
 
@@ -106,9 +113,10 @@ def languages(files: list[Path]) -> Counter:
     """Kept documents per ``lang`` value over the files that have the column (null: none)."""
     counts: Counter[str] = Counter()
     for path in files:
-        if "lang" not in pq.read_schema(path).names:
-            continue
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 4, columns=["lang"]):
-            for item in pc.value_counts(batch.column("lang")).to_pylist():
-                counts[item["values"] or NO_LANGUAGE] += item["counts"]
+        with reading(path):
+            if "lang" not in pq.read_schema(path).names:
+                continue
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 4, columns=["lang"]):
+                for item in pc.value_counts(batch.column("lang")).to_pylist():
+                    counts[item["values"] or NO_LANGUAGE] += item["counts"]
     return counts

@@ -9,7 +9,6 @@ source, never a per-position array.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,10 +16,12 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
-from pipeline.formats.mix import MIX_JSON, MixLayout
+from pipeline.formats.mix import MIX_JSON, MixLayout, read_description
 from pipeline.formats.token_shards import docs_path
+from pipeline.formats.unreadable import reading
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory, common_columns
+from pipeline.util.printable import error_line
 
 BINS = 200
 CHUNK = 1 << 20
@@ -46,13 +47,14 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     mix_path = folder.manifest
     if not mix_path.exists():
         raise MixtureError(f"{mix_dir}: not a mixture folder (no {MIX_JSON}; make one with prep mix RUN --out DIR)")
-    mix = json.loads(mix_path.read_text())
+    mix = read_description(mix_path)
     names = list(mix["sources"])
     lengths = [_source_lengths(name, mix["sources"][name]) for name in names]
     curriculum = mix.get("curriculum", "none")
     keys, key_label = _keys(names, mix, lengths, curriculum)
-    order_source = np.load(folder.order_source, mmap_mode="r")
-    order_document = np.load(folder.order_document, mmap_mode="r")
+    order_source, order_document = _order(folder.order_source), _order(folder.order_document)
+    if len(order_source) != len(order_document):
+        raise MixtureError(f"{mix_dir}: the order arrays differ in length ({len(order_source)}, {len(order_document)})")
     total = max(int(mix["tokens"]), 1)
     edges = np.linspace(0.0, total, bins + 1)
     cumulative = _Cumulative(edges, len(names))
@@ -65,6 +67,7 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
         key = np.zeros(len(source))
         for s in np.unique(source):
             here = source == s
+            _check_positions(folder, s, document[here], lengths)
             tokens[here] = lengths[s][document[here]]
             if keys is not None:
                 key[here] = keys[s][document[here]]
@@ -123,6 +126,26 @@ class _Cumulative:
         return self.at_edges
 
 
+def _order(path: Path) -> np.ndarray:
+    """One order array, memory-mapped; a missing, truncated or foreign one names its file."""
+    try:
+        order = np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as error:
+        raise MixtureError(f"{path}: not an order array of prep mix ({error_line(error)})") from None
+    if order.ndim != 1 or order.dtype.kind not in "iu":
+        raise MixtureError(f"{path}: not an order array of prep mix ({order.dtype}, shape {order.shape})")
+    return order
+
+
+def _check_positions(folder: MixLayout, source: int, documents: np.ndarray, lengths: list[np.ndarray]) -> None:
+    """Refuse an order naming a source or document the mixture does not have (a damaged
+    or foreign order array), naming the array."""
+    if source >= len(lengths):
+        raise MixtureError(f"{folder.order_source}: source {source}, but {MIX_JSON} lists {len(lengths)}")
+    if len(documents) and (documents.min() < 0 or documents.max() >= len(lengths[source])):
+        raise MixtureError(f"{folder.order_document}: a document index outside source {source}'s documents")
+
+
 def _source_lengths(name: str, source: dict) -> np.ndarray:
     """Token length of each document of a source, numbered across its shards as the order is."""
     parts = []
@@ -152,7 +175,8 @@ def _keys(
         shards = mix["sources"][name]["shards"]
         columns = None
         for prefix in shards:  # footers only; a shard without documents has no say
-            parquet = pq.ParquetFile(docs_path(prefix))
+            with reading(docs_path(prefix)):
+                parquet = pq.ParquetFile(docs_path(prefix))
             columns = common_columns(columns, parquet.schema_arrow, parquet.metadata.num_rows)
         columns = columns or []
         column = (

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.layout import Layout
+from pipeline.formats.unreadable import reading
 
 STAGE = "classify"
 REASON_PREFIX = "classify:"
@@ -82,33 +83,35 @@ def bin_counts(values: np.ndarray) -> np.ndarray:
 def kept_scores(files: list[Path], names: list[str], into: dict[str, Scores]) -> None:
     """Add the score columns of kept-document files (null scores, a skipped source's, left out)."""
     for path in files:
-        parquet = pq.ParquetFile(path)
-        present = [n for n in names if column(n) in parquet.schema_arrow.names]
-        if not present:
-            continue
-        for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[column(n) for n in present]):
-            for name in present:
-                values = batch.column(column(name)).drop_null()
-                into.setdefault(name, Scores()).kept += bin_counts(values.to_numpy(zero_copy_only=False))
+        with reading(path):
+            parquet = pq.ParquetFile(path)
+            present = [n for n in names if column(n) in parquet.schema_arrow.names]
+            if not present:
+                continue
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[column(n) for n in present]):
+                for name in present:
+                    values = batch.column(column(name)).drop_null()
+                    into.setdefault(name, Scores()).kept += bin_counts(values.to_numpy(zero_copy_only=False))
 
 
 def dropped_scores(files: list[Path], into: dict[str, Scores]) -> None:
     """Add the scores and thresholds of ledger rows dropped by a classifier."""
     for path in files:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["reason", "detail"]):
-            mask = pc.fill_null(pc.starts_with(batch.column("reason"), REASON_PREFIX), False)
-            if not pc.any(mask).as_py():
-                continue
-            reasons = pc.filter(batch.column("reason"), mask)
-            details = pc.filter(batch.column("detail"), mask)
-            scores, thresholds = _number(details, "score"), _number(details, "threshold")
-            for reason in pc.unique(reasons).to_pylist():
-                rows = pc.equal(reasons, reason)
-                found = into.setdefault(reason[len(REASON_PREFIX) :], Scores())
-                found.dropped += bin_counts(pc.filter(scores, rows).to_numpy(zero_copy_only=False))
-                for value in pc.unique(pc.filter(thresholds, rows).drop_null()).to_pylist():
-                    if len(found.thresholds) < MAX_THRESHOLDS:
-                        found.thresholds.add(float(value))
+        with reading(path):
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["reason", "detail"]):
+                mask = pc.fill_null(pc.starts_with(batch.column("reason"), REASON_PREFIX), False)
+                if not pc.any(mask).as_py():
+                    continue
+                reasons = pc.filter(batch.column("reason"), mask)
+                details = pc.filter(batch.column("detail"), mask)
+                scores, thresholds = _number(details, "score"), _number(details, "threshold")
+                for reason in pc.unique(reasons).to_pylist():
+                    rows = pc.equal(reasons, reason)
+                    found = into.setdefault(reason[len(REASON_PREFIX) :], Scores())
+                    found.dropped += bin_counts(pc.filter(scores, rows).to_numpy(zero_copy_only=False))
+                    for value in pc.unique(pc.filter(thresholds, rows).drop_null()).to_pylist():
+                        if len(found.thresholds) < MAX_THRESHOLDS:
+                            found.thresholds.add(float(value))
 
 
 def _number(details: pa.Array, key: str) -> pa.Array:

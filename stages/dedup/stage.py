@@ -62,6 +62,7 @@ from stages.dedup.store import (
     docs_path,
     docs_schema,
     forest_path,
+    read_index,
 )
 from stages.dedup.survivors import REASONS
 
@@ -211,7 +212,7 @@ class Dedup(GlobalStage):
         table = self.scan(work_dir)
         keys, gids = [], []
         if self.options.index_from:
-            index = np.load(_index_path(Path(self.options.index_from), partition))
+            index = read_index(_index_path(Path(self.options.index_from), partition), INDEX_RECORD)
             keys.append(index["key"])
             gids.append(index["gid"])
         for u in np.flatnonzero(~table.locked):

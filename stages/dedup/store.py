@@ -29,9 +29,35 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats import partfile
+from pipeline.util.printable import error_line
+from pipeline.util.records import RecordError, read_record
 
 BAND_RECORD = np.dtype([("key", "<u8"), ("row", "<u4")])
 UNITS_FILE = "units.json"
+UNITS_RECORD = {
+    "config": dict,
+    "units": [{"source": str, "unit": str, "count": int, "docs": str, "locked": bool}],
+}
+
+
+class DedupStateError(ValueError):
+    """A file of a dedup work folder (this run's, or the one ``index_from`` names) that is
+    missing or damaged; the message names it. Not an ``OSError``: the one-line error of a
+    missing file is the OS's words, and the cause (which phase has not run) would be lost."""
+
+
+def read_index(path: Path, dtype: np.dtype) -> np.ndarray:
+    """A partition's band index (``reduce/p<p>.index.npy``), checked: a run importing it must
+    be told which file is missing, cut short or not an index, not numpy's bare complaint."""
+    try:
+        index = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise DedupStateError(f"{path} is missing: dedup's reduce has not run there") from None
+    except (OSError, ValueError, EOFError) as error:
+        raise DedupStateError(f"{path}: not a dedup band index ({error_line(error)})") from None
+    if index.dtype != dtype or index.ndim != 1:
+        raise DedupStateError(f"{path}: not a dedup band index ({index.dtype}, shape {index.shape})")
+    return index
 
 
 def map_dir(work_dir: Path) -> Path:
@@ -153,10 +179,15 @@ class UnitTable:
 
     @classmethod
     def load(cls, work_dir: Path) -> UnitTable:
+        """The table a finished dedup saved in ``work_dir`` (this run's, or an ``index_from``'s);
+        ``DedupStateError`` naming the file when it is missing or damaged."""
         path = Path(work_dir) / UNITS_FILE
         if not path.exists():
-            raise FileNotFoundError(f"{path} is missing: dedup's finalize has not run in {work_dir}")
-        body = json.loads(path.read_text())
+            raise DedupStateError(f"{path} is missing: dedup's finalize has not run in {work_dir}")
+        try:
+            body = read_record(path, UNITS_RECORD)
+        except RecordError as error:
+            raise DedupStateError(f"{error} (a dedup work folder's {UNITS_FILE})") from None
         rows = body["units"]
         return cls(
             [r["source"] for r in rows],
@@ -180,8 +211,12 @@ class DocStore:
         if u in self._open:
             self._open.move_to_end(u)
             return self._open[u]
-        with pa.memory_map(self.table.docs[u]) as source:
-            t = pa.ipc.open_file(source).read_all()
+        path = self.table.docs[u]
+        try:
+            with pa.memory_map(path) as source:
+                t = pa.ipc.open_file(source).read_all()
+        except (OSError, pa.ArrowInvalid) as error:  # an imported index's file, moved or cut short
+            raise DedupStateError(f"{path}: unreadable dedup state ({error_line(error)})") from None
         self._open[u] = t
         if len(self._open) > self.max_open:
             self._open.popitem(last=False)

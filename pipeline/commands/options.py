@@ -1,0 +1,49 @@
+"""Click parameter types for numbers, shared by every command.
+
+click's ``FLOAT`` and ``FloatRange`` read ``nan``, ``inf`` and ``1e999`` as floats, and a
+NaN passes every range check (each comparison with it is false): ``--max-epochs nan`` once
+turned off the cap it sets. Every float option of every command is a ``Finite``
+(``tests/test_command_inputs.py`` finds them all), and every count written with a suffix
+(``10B`` tokens, ``1B`` parameters) a ``Count``.
+"""
+
+from __future__ import annotations
+
+import click
+
+from pipeline.util.numbers import is_number
+
+
+class Finite(click.FloatRange):
+    """A finite float, within the bounds ``click.FloatRange`` takes (none: any finite float)."""
+
+    name = "float"
+
+    def convert(self, value, param, ctx):
+        number = click.FLOAT.convert(value, param, ctx)
+        if not is_number(number):
+            self.fail(f"{value} is not a finite number", param, ctx)
+        return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        """The bounds for ``--help``; nothing when there are none (click would print ``x<=None``)."""
+        return "" if self.min is None and self.max is None else super()._describe_range()
+
+
+class Count(click.ParamType):
+    """A count of tokens or parameters: ``10B``, ``2.5M``, ``7e9`` (at least 1, finite)."""
+
+    name = "count"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        # Here, not at the top: `prep run` imports this module, and the planner's imports
+        # (numba among them) would slow its start.
+        from pipeline.mix.inventory import MixError
+        from pipeline.mix.plan import parse_tokens
+
+        try:
+            return parse_tokens(str(value))
+        except MixError as error:
+            self.fail(str(error), param, ctx)

@@ -1,0 +1,55 @@
+"""Numbers read from text a user wrote: a command-line option, a ``name=weight`` list, a
+config value.
+
+Python's ``float`` reads ``nan``, ``inf`` and ``1e999`` (infinity) without complaint, and
+TOML has ``nan`` and ``inf`` literals. Every comparison with NaN is false, so a NaN slips
+past any ``x > limit`` check: ``--max-epochs nan`` once disabled the cap it sets. Every
+number prep reads from text goes through ``finite`` (or, in a TOML config, ``is_number``),
+which refuses them by name.
+"""
+
+from __future__ import annotations
+
+import math
+
+
+def is_number(value: object) -> bool:
+    """An int or a finite float (a bool is neither, though Python counts it as an int)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    return math.isfinite(value)
+
+
+def finite(value: float, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
+    """``value`` if it is a finite number (and above ``above`` / at least ``at_least``),
+    else ``ValueError`` naming ``name``: ``--max-epochs: nan is not a finite number``."""
+    if not is_number(value):
+        raise ValueError(f"{name}: {value!r} is not a finite number")
+    if above is not None and not value > above:
+        raise ValueError(f"{name}: {value:g} must be above {above:g}")
+    if at_least is not None and not value >= at_least:
+        raise ValueError(f"{name}: {value:g} must be at least {at_least:g}")
+    return value
+
+
+def parse_finite(text: str, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
+    """The number ``text`` spells, checked as ``finite`` does."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: {text!r} is not a number") from None
+    return finite(value, name, above=above, at_least=at_least)
+
+
+def first_non_finite(value: object, where: str = "") -> str | None:
+    """Where in a parsed document (tables, arrays, values) the first NaN or infinity is, as a
+    dotted key path (``stages[2].min_score``); None when there is none. A TOML config may
+    write ``nan`` and ``inf`` anywhere, and no option of prep means either."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else where or "the value"
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        found = first_non_finite(item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        if found:
+            return found
+    return None
