@@ -33,11 +33,10 @@ import pipeline.engine.storage as storage
 import pipeline.engine.unit as unit_module
 from pipeline.engine.config import ConfigError
 from pipeline.engine.run import run_pipeline
-from pipeline.engine.storage import InputChanged
+from pipeline.engine.versions import InputChanged
 from pipeline.formats.layout import Layout
 
 CHANGING = "changing.jsonl"
-HOOK_ENV = "PREP_TEST_CHANGE"
 RECORDS = [{"id": f"d{i}", "text": f"document number {i} " + "and some words " * 8} for i in range(400)]
 APPENDED = {"id": "appended", "text": "a line appended while the run read the file"}
 
@@ -285,14 +284,9 @@ def prep_changing(change: str, *args: str, tmp_path: Path) -> subprocess.Complet
     """``prep`` with ``install(change)`` in each of its processes (workers too)."""
     site = tmp_path / "site"
     site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(
-        "import os, sys\n"
-        f"if os.environ.get({HOOK_ENV!r}):\n"
-        f"    sys.path.insert(0, {str(REPO / 'tests')!r})\n"
-        "    import test_changing_inputs\n"
-        f"    test_changing_inputs.install(os.environ[{HOOK_ENV!r}])\n"
-    )
-    env = {**os.environ, HOOK_ENV: change, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
+    hook = f"import test_changing_inputs\ntest_changing_inputs.install({change!r})\n"
+    (site / "sitecustomize.py").write_text(f"import sys\nsys.path.insert(0, {str(REPO / 'tests')!r})\n{hook}")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, env=env)
 
 

@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.plan import Segment, Unit
 from pipeline.engine.sinks import ParquetSink
-from pipeline.engine.storage import InputChanged, RunStore, planned_input
+from pipeline.engine.storage import RunStore
+from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.kernels.hashing import id_hashes, in_sample
