@@ -38,8 +38,8 @@ def planned_input(path: str | Path, planned: Sequence[int | str], name: str) -> 
     the file again: a redo would read a version other than the one planned (whose
     pieces, cut at its line starts, and whose recorded version in the run's state no
     longer fit it), of a file that is likely still being written. Running the same
-    command again plans from the file as it is then (or, when pieces read before the
-    change were kept, refuses the mix of versions unless ``--force``)."""
+    command again plans from the file as it is then (or refuses, unless ``--force``, where
+    pieces of the old version were kept or the file now cuts into other pieces)."""
     _require_version(path, planned, name, "before the run read it")
     with local_input(path) as local:
         if is_remote(path):
