@@ -38,6 +38,7 @@ class Unit:
     id_field: str
     file_key: str  # how the ledger and generated ids name the file (printable, valid UTF-8)
     span: Span | None = None  # the piece of the file this unit reads (None: all of it)
+    version: tuple = ()  # the file's ``input_stat`` when the run planned it: the only one it reads
 
     @property
     def reports_file(self) -> bool:

@@ -15,6 +15,7 @@ import json
 import os
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
@@ -63,11 +64,8 @@ def run_pipeline(
     workers = workers or config.run.workers or os.cpu_count() or 1
     if executor == "local" and workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
-    units = plan_units(config)
-    try:
-        input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
-    except OSError as error:
-        raise ConfigError(f"cannot read an input: {error}") from None
+    units = _planned_units(config)
+    input_stats = [list(unit.version) for unit in units]
     fingerprint = _fingerprint(config, units, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
     if not store.remote and Path(out).exists() and not Path(out).is_dir():
@@ -85,6 +83,18 @@ def run_pipeline(
         return _run_claimed(
             config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
+
+
+def _planned_units(config: Config) -> list[Unit]:
+    """The units, each with its file's version (``input_stat``, one request per remote
+    file) taken before the file is cut in pieces: a unit reads only that version
+    (``planned_input``), so pieces cut from one version never read another, even when
+    the file changes while the run plans."""
+    try:
+        versions = {path: tuple(input_stat(path)) for source in config.sources.values() for path in source.files}
+    except OSError as error:
+        raise ConfigError(f"cannot read an input: {error}") from None
+    return [replace(unit, version=versions[unit.path]) for unit in plan_units(config)]
 
 
 def _run_claimed(

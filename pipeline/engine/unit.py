@@ -7,6 +7,7 @@ has no marker and simply runs again, producing the same bytes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -23,13 +24,15 @@ from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.plan import Segment, Unit
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, local_input
+from pipeline.engine.storage import RunStore
+from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.kernels.hashing import id_hashes, in_sample
 from pipeline.readers import InputSpec, read_input
 from pipeline.stage import Stage, UnitContext
 from pipeline.util.atomic import save_npy, write_json, write_json_atomic
+from pipeline.util.printable import printable_path
 
 UNREADABLE_FILE = "bad-input:unreadable-file"
 
@@ -104,7 +107,7 @@ def run_unit(
     for _, stage in steps:
         stage.open_unit(ctx)
     ours = stage_columns(config)
-    chunks = _batches(config, layout, segment, unit, strict, ours)
+    chunks = _discarded_if_changed(_batches(config, layout, segment, unit, strict, ours), ctx, [kept_sink, ledger_sink])
     if sample < 1.0 and segment.index == 0:
         chunks = _sampled_chunks(chunks, sample)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
@@ -267,7 +270,7 @@ def _batches(
             span=unit.span,
             stage_columns=stage_columns,
         )
-        with local_input(unit.path) as path:
+        with planned_input(unit.path, unit.version, f"{printable_path(unit.path)} ({unit.source})") as path:
             for chunk in read_input(path, spec, unit.format):
                 yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
         return
@@ -275,6 +278,21 @@ def _batches(
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=8192):
             yield batch, None, 0, {}
+
+
+def _discarded_if_changed(chunks: Iterator[tuple], ctx: UnitContext, sinks: list[ParquetSink]) -> Iterator[tuple]:
+    """``chunks``; when the input turns out to have changed under the read, the unit's
+    files written so far are deleted before the error goes on: nothing of a read that
+    mixed two versions of a file stays in --out, not even as a temporary."""
+    try:
+        yield from chunks
+    except InputChanged:
+        for sink in sinks:
+            with contextlib.suppress(Exception):  # a failed write too is moot: its file goes
+                sink.close()
+        for tmp in ctx.pending:
+            tmp.unlink(missing_ok=True)
+        raise
 
 
 def commit(ctx: UnitContext, marker: Path, stats: dict, store: RunStore | None = None) -> None:
