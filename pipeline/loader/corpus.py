@@ -139,13 +139,14 @@ class ShardCorpus:
         """Open and check every shard; return the first global document of each (and the total).
 
         Keeps what a process needs to map a ``.bin`` later without opening its shard
-        again: its dtype and token count (``shard_tokens``).
+        again, and to know it for the file checked here: its dtype, token count and
+        identity (``shard_tokens``).
         """
         counts, self._shard_layout = [], []
         for prefix in self.prefixes:
             shard = IndexedShard(prefix, verify=verify)
             counts.append(shard.num_documents)
-            self._shard_layout.append((shard.dtype, shard.num_tokens))
+            self._shard_layout.append((shard.dtype, shard.num_tokens, shard.bin.identity))
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
 
     def _build_documents(self) -> tuple[np.ndarray, np.ndarray]:
@@ -163,7 +164,7 @@ class ShardCorpus:
         opened = IndexedShard(self.prefixes[shard])
         documents = int(self.shard_first_document[shard + 1] - self.shard_first_document[shard])
         found = (opened.dtype, opened.num_tokens, opened.num_documents)
-        if found != (*self._shard_layout[shard], documents):
+        if found != (*self._shard_layout[shard][:2], documents):
             raise ShardError(
                 f"{shard_paths(self.prefixes[shard])[1]}: now lists {found[2]} documents and {found[1]} {found[0]} "
                 f"tokens, but {documents} documents and {self._shard_layout[shard][1]} tokens when the corpus was "
@@ -205,8 +206,8 @@ class ShardCorpus:
         if held is None:
             # Mapped as checked at open (dtype, size), without parsing the .idx again.
             bin_path, idx_path = shard_paths(self.prefixes[shard])
-            dtype, tokens_count = self._shard_layout[shard]
-            held = self._bins[shard] = ShardBin(bin_path, dtype, tokens_count, idx_path.name)
+            dtype, tokens_count, identity = self._shard_layout[shard]
+            held = self._bins[shard] = ShardBin(bin_path, dtype, tokens_count, idx_path.name, identity)
         held.check()
         return held.tokens
 
