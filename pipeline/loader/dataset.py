@@ -107,7 +107,9 @@ class TokenDataset(Dataset):
     also hashes every ``.bin`` and compares it with its sidecar's sha256, which catches
     bytes changed in place (it reads all the data: minutes on a large corpus). Any
     failure raises ``pipeline.formats.token_shards.ShardError`` (a ``ValueError``) whose message
-    starts with the file at fault.
+    starts with the file at fault; so does a ``.bin`` that changes under the reads (see
+    ``ShardCorpus.shard_tokens``). A stream too short for a single window of ``seq_len``
+    is a ``ValueError`` giving both counts: a dataset of no window is surely a mistake.
     """
 
     def __init__(
