@@ -251,7 +251,17 @@ def test_exactly_once_over_ranks_property(
             Path(tmp) / "a", [np.arange(int(rng.integers(0, max_len + 1)), dtype=np.int32) + 1 for _ in range(docs)]
         )
         write_shard(Path(tmp) / "b", [np.arange(int(rng.integers(1, max_len + 2)), dtype=np.int32) + 1])
+        tokens = epochs * sum(len(shard) for shard in (np.fromfile(Path(tmp) / f"{n}.bin", np.int32) for n in "ab"))
+        if tokens <= seq_len:  # not a single window: refused, naming seq_len
+            with pytest.raises(ValueError, match=f"no window of seq_len {seq_len}"):
+                TokenDataset(tmp, seq_len=seq_len, seed=seed, epochs=epochs)
+            return
         dataset = TokenDataset(tmp, seq_len=seq_len, seed=seed, epochs=epochs, shuffle_block=int(rng.integers(1, 9)))
+        batches = len(dataset) // (batch_size * world) * world if drop_last else -(-len(dataset) // batch_size)
+        if batches < world:  # some rank would get no batch of the pass: the first such is refused by name
+            with pytest.raises(ValueError, match=f"rank {batches} would get no batch"):
+                ranks_samples(dataset, world, batch_size, drop_last, batches_per_fetch=per_fetch)
+            return
         per_rank = ranks_samples(dataset, world, batch_size, drop_last, batches_per_fetch=per_fetch)
         assert_exactly_once(per_rank, len(dataset), batch_size, world, drop_last)
 

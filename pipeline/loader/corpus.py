@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.formats.indexed_shard import IndexedShard, map_tokens
+from pipeline.formats.indexed_shard import IndexedShard, ShardBin
 from pipeline.formats.layout import Layout
-from pipeline.formats.token_shards import list_shards, shard_paths
+from pipeline.formats.token_shards import ShardError, list_shards, shard_paths
 from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint, temporary_cache_dir
 
 CORPUS_FORMAT = 1
@@ -110,7 +110,7 @@ class ShardCorpus:
             stats.append((rel, idx_stat.st_size, idx_stat.st_mtime_ns, bin_stat.st_size))
         self.fingerprint = fingerprint("corpus", CORPUS_FORMAT, stats)
         self.cache_dir = self._choose_cache_dir(cache_dir)
-        self._tokens: dict[int, np.ndarray] = {}
+        self._bins: dict[int, ShardBin] = {}
         self._map_documents()
 
     def _map_documents(self) -> None:
@@ -139,22 +139,38 @@ class ShardCorpus:
         """Open and check every shard; return the first global document of each (and the total).
 
         Keeps what a process needs to map a ``.bin`` later without opening its shard
-        again: its dtype and token count (``shard_tokens``).
+        again, and to know it for the file checked here: its dtype, token count and
+        identity (``shard_tokens``).
         """
         counts, self._shard_layout = [], []
         for prefix in self.prefixes:
             shard = IndexedShard(prefix, verify=verify)
             counts.append(shard.num_documents)
-            self._shard_layout.append((shard.dtype, shard.num_tokens))
+            self._shard_layout.append((shard.dtype, shard.num_tokens, shard.bin.identity))
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
 
     def _build_documents(self) -> tuple[np.ndarray, np.ndarray]:
         if self._built is None:
-            parts = [_shard_documents(IndexedShard(prefix)) for prefix in self.prefixes]
+            parts = [_shard_documents(self._reopen(shard)) for shard in range(len(self.prefixes))]
             sizes = np.concatenate([p[0] for p in parts]).astype(np.int64)
             starts = np.concatenate([p[1] for p in parts]).astype(np.int64)
             self._built = (sizes, starts)
         return self._built
+
+    def _reopen(self, shard: int) -> IndexedShard:
+        """``shard`` opened again (and checked) to build the document arrays, refused unless
+        it still holds what it held at open: a process without the cache (a spawned worker,
+        with data and temporary folder read-only) must number the documents as the first did."""
+        opened = IndexedShard(self.prefixes[shard])
+        documents = int(self.shard_first_document[shard + 1] - self.shard_first_document[shard])
+        found = (opened.dtype, opened.num_tokens, opened.num_documents)
+        if found != (*self._shard_layout[shard][:2], documents):
+            raise ShardError(
+                f"{shard_paths(self.prefixes[shard])[1]}: now lists {found[2]} documents and {found[1]} {found[0]} "
+                f"tokens, but {documents} documents and {self._shard_layout[shard][1]} tokens when the corpus was "
+                "opened: the shard changed under the loader"
+            )
+        return opened
 
     # -- what the order providers and the dataset read -------------------------------
 
@@ -183,23 +199,29 @@ class ShardCorpus:
         return np.searchsorted(self.shard_first_document, documents, side="right") - 1
 
     def shard_tokens(self, shard: int) -> np.ndarray:
-        """The ``.bin`` of ``shard`` as a token array, mapped on first use in this process."""
-        tokens = self._tokens.get(shard)
-        if tokens is None:
-            # Mapped as checked at open (dtype, size), without parsing the .idx again. A
-            # plain ndarray view (the map stays open through its base): slicing an
-            # np.memmap subclass costs microseconds per piece.
+        """The ``.bin`` of ``shard`` as a token array, mapped on first use in this process and
+        checked before every read: a ``.bin`` whose size changed since is a ``ShardError``
+        naming it, never a SIGBUS (see ``ShardBin``). Call it right before each read."""
+        held = self._bins.get(shard)
+        if held is None:
+            # Mapped as checked at open (dtype, size), without parsing the .idx again.
             bin_path, idx_path = shard_paths(self.prefixes[shard])
-            dtype, tokens_count = self._shard_layout[shard]
-            tokens = map_tokens(bin_path, dtype, tokens_count, idx_path.name).view(np.ndarray)
-            self._tokens[shard] = tokens
-        return tokens
+            dtype, tokens_count, identity = self._shard_layout[shard]
+            held = self._bins[shard] = ShardBin(bin_path, dtype, tokens_count, idx_path.name, identity)
+        held.check()
+        return held.tokens
+
+    def check_unchanged(self) -> None:
+        """Refuse any shard whose ``.bin`` no longer has its size at open (see ``shard_tokens``):
+        what tells why a loader worker died, when a SIGBUS killed it."""
+        for shard in range(len(self.prefixes)):
+            self.shard_tokens(shard)
 
     def __getstate__(self) -> dict:
         # Pickled into spawned workers / DDP processes: send paths, never mapped arrays
         # (pickling a memmap copies its whole content). The receiver maps them again.
         state = self.__dict__.copy()
-        state["_tokens"] = {}
+        state["_bins"] = {}
         for name in ("_built", "document_sizes", "document_starts"):
             state[name] = None
         return state

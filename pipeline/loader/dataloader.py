@@ -24,11 +24,27 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
+from pipeline.formats.token_shards import ShardError
 from pipeline.loader.dataset import PackedBatch, TokenDataset, largest_packed_size, unpack
 from pipeline.loader.ring import RingWorkerInit, SlotRing
 from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler
+from pipeline.loader.state import STATE_VERSION, check_state
 
-STATE_VERSION = 1
+
+def _refuse_an_empty_rank(sampler: RankBatchSampler, seq_len: int) -> None:
+    """A rank that gets no batch of a whole pass would train on nothing, silently (or
+    leave DDP's other ranks waiting for it): surely a mistake, refused saying why."""
+    if sampler.num_batches():
+        return
+    windows, batch_size, world_size = sampler.num_samples, sampler.batch_size, sampler.world_size
+    if sampler.drop_last:
+        why = f"no full round of {world_size} batches of {batch_size} (drop_last=True drops a partial round)"
+    else:
+        why = f"{-(-windows // batch_size)} batches of {batch_size}, fewer than the world size {world_size}"
+    raise ValueError(
+        f"rank {sampler.rank} would get no batch: {windows} windows of seq_len {seq_len} make {why}; "
+        "use a smaller batch_size, world_size or seq_len, or more data"
+    )
 
 
 def _keep(batch: PackedBatch) -> PackedBatch:
@@ -60,6 +76,7 @@ class TokenDataLoader(DataLoader):
         **kwargs: Any,
     ):
         sampler = RankBatchSampler(dataset.window_order(), batch_size, rank, world_size, drop_last, batches_per_fetch)
+        _refuse_an_empty_rank(sampler, dataset.seq_len)
         if kwargs.get("in_order", True) is False:
             raise ValueError("in_order=False would make batches depend on worker timing; it is not supported")
         if num_workers > 0 and prefetch_factor is None:
@@ -122,20 +139,48 @@ class TokenDataLoader(DataLoader):
         step = self.samples_per_batch * self.world_size
         handed = 0
         self._prepare_ring()
-        for fetched in super().__iter__():
-            for packed in fetched if isinstance(fetched, list) else (fetched,):
-                if generation != self._generation:
-                    return  # a newer iteration or a loaded state took over
-                batch = self._deliver(packed)
-                handed += 1
-                self._consumed = min(start + handed * step, sampler.num_samples)
-                yield batch
-                if self._ring is not None:
-                    self._ring.release_unused()
+        try:
+            for fetched in super().__iter__():
+                for packed in fetched if isinstance(fetched, list) else (fetched,):
+                    if generation != self._generation:
+                        return  # a newer iteration or a loaded state took over
+                    batch = self._deliver(packed)
+                    handed += 1
+                    self._consumed = min(start + handed * step, sampler.num_samples)
+                    yield batch
+                    if self._ring is not None:
+                        self._ring.release_unused()
+        except (ShardError, RuntimeError) as error:
+            cause = self._shard_at_fault(error)
+            if cause is error:
+                raise
+            raise cause from None
         if generation == self._generation:
             self._epoch += 1
             self._consumed = 0
             sampler.start = 0
+
+    def _shard_at_fault(self, error: Exception) -> Exception:
+        """The one-line ``ShardError`` behind a worker's failure, else ``error`` itself.
+
+        A worker's ``ShardError`` reaches this process re-raised by torch with the worker's
+        traceback as its message; its last line is the error's own. A worker that died
+        outright ("exited unexpectedly", "killed by signal": a SIGBUS from a ``.bin``
+        truncated during a read) leaves no message at all, so the shards are checked here,
+        and one whose size changed is named instead.
+        """
+        lines = str(error).strip().splitlines()
+        if isinstance(error, ShardError):
+            if len(lines) > 1 and lines[0].startswith("Caught ShardError"):
+                return ShardError(lines[-1].split("ShardError: ", 1)[-1])
+            return error
+        if not lines or not lines[0].startswith("DataLoader worker"):
+            return error
+        try:
+            self.dataset.corpus.check_unchanged()
+        except ShardError as cause:
+            return cause
+        return error
 
     def __len__(self) -> int:
         """Batches left in this pass for this rank (a whole pass before it starts)."""
@@ -162,28 +207,16 @@ class TokenDataLoader(DataLoader):
 
         The world size and batch size may differ from the run that saved it: iteration
         continues at the saved global sample count, repeating and skipping nothing.
-        The data (windows and their order) must be the same.
+        The data (windows and their order) must be the same. Every key is checked
+        (``pipeline.loader.state``): a missing, mistyped or out-of-range one is a
+        ``ValueError`` naming it, before the loader moves.
         """
-        if state.get("version") != STATE_VERSION:
-            raise ValueError(f"unsupported loader state version {state.get('version')!r}")
-        scheme = state.get("window_order", "plain blocks of 4,096 windows (before share windows)")
-        if scheme != WINDOW_ORDER_SCHEME:
-            raise ValueError(
-                f"loader state was saved under window order {scheme!r}, this loader draws {WINDOW_ORDER_SCHEME!r}: "
-                "resuming would give other batches; resume with the loader version that saved it"
-            )
         dataset: TokenDataset = self.dataset
         expected = {"dataset": dataset.identity, "num_samples": len(dataset), "seq_len": dataset.seq_len}
-        for key, value in expected.items():
-            if state.get(key) != value:
-                raise ValueError(f"loader state is for other data: {key} {state.get(key)!r} != {value!r}")
-        samples = int(state["samples"])
-        if not 0 <= samples <= len(dataset):
-            raise ValueError(f"loader state has {samples} samples consumed, outside 0..{len(dataset)}")
+        state = check_state(state, {**expected, "seed": dataset.seed})
         self._generation += 1
-        self._epoch = int(state["epoch"])
-        self._consumed = samples
-        self.batch_sampler.start = samples
+        self._epoch = state["epoch"]
+        self._consumed = self.batch_sampler.start = state["samples"]
 
 
 def build_dataloader(

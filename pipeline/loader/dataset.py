@@ -107,7 +107,9 @@ class TokenDataset(Dataset):
     also hashes every ``.bin`` and compares it with its sidecar's sha256, which catches
     bytes changed in place (it reads all the data: minutes on a large corpus). Any
     failure raises ``pipeline.formats.token_shards.ShardError`` (a ``ValueError``) whose message
-    starts with the file at fault.
+    starts with the file at fault; so does a ``.bin`` that changes under the reads (see
+    ``ShardCorpus.shard_tokens``). A stream too short for a single window of ``seq_len``
+    is a ``ValueError`` giving both counts: a dataset of no window is surely a mistake.
     """
 
     def __init__(
@@ -135,6 +137,11 @@ class TokenDataset(Dataset):
             self.corpus = ShardCorpus(path, cache_dir, verify=verify)
         self.stream = DocumentStream(self.corpus, order if order is not None else ShuffledEpochs(seed, epochs))
         self.num_samples = max(0, (self.stream.num_tokens - 1) // seq_len)
+        if not self.num_samples:  # a loader over it would yield nothing, silently
+            raise ValueError(
+                f"{path}: no window of seq_len {seq_len} fits: a window takes {seq_len + 1} tokens, "
+                f"the document stream holds {self.stream.num_tokens}"
+            )
         # What a saved loader state must match: the windows and their order, not file
         # paths or times (a resumed job may read a copy of the data elsewhere).
         self.identity = fingerprint(
@@ -171,8 +178,7 @@ class TokenDataset(Dataset):
         paid once here, before a loader forks its workers, instead of in every worker of
         every pass.
         """
-        if self.num_samples:
-            self.__getitems__([0])
+        self.__getitems__([0])
 
     def __getitems__(self, indices) -> PackedBatch | list[PackedBatch]:
         """The batch of windows ``indices``; for a ``BatchChunk``, the list of its batches.
