@@ -1,19 +1,42 @@
-"""How deeply JSON lines nest, measured on the raw bytes before any parser sees them.
+"""What the raw bytes of JSON lines hold, measured before any parser sees them.
 
-Arrow's JSON parser recurses once per level and builds one nested type per level: a line
-nested 5,000 deep overflows its stack (SIGSEGV, the whole process dies, ``--strict``
-included), and 2,000 deep already costs over a gigabyte and seconds for a 4 KB line.
-Lines deeper than ``MAX_DEPTH`` are therefore quarantined unparsed. The scan is one
-linear pass over the block in native code, run on the prefetch thread (it releases the
-GIL), so it costs a fraction of the parse it protects.
+One linear pass over a block in native code, run on the prefetch thread (it releases the
+GIL), so it costs a fraction of the parse it protects. It finds, per line:
+
+* **Nesting.** Arrow's JSON parser recurses once per level and builds one nested type
+  per level: a line nested 5,000 deep overflows its stack (SIGSEGV, the whole process
+  dies, ``--strict`` included), and 2,000 deep already costs over a gigabyte and seconds
+  for a 4 KB line. Lines deeper than ``MAX_DEPTH`` are quarantined unparsed (``too-deep``).
+* **Fields.** Arrow gives every field name (nested ones by their path) of the lines it
+  parses together a column, and every object a slot in each column of its path, a null
+  where it lacks that field. One 5.5 MB line of 300,000 keys cost 3.8 GB; 4,000 small
+  lines of 25 keys each, none shared, 5.8 GB for a 1.4 MB block. So lines are parsed in
+  *groups* that bring at most ``MAX_FIELDS`` distinct fields and ``MAX_NULLS`` such null
+  slots; a line over either bound alone is quarantined unparsed (``too-many-fields``).
+  Uniform lines never come near the bounds: a 4 MB block of them is one group.
+* **Odd lines.** A line is one JSON object (RFC 8259) alone on its line. Arrow reads more
+  than that: several objects on one line (two objects parted by a lone ``\\r``, a file
+  with ``\\r`` line ends), an object over several lines, ``NaN`` and ``Infinity``, a
+  byte-order mark where its buffer starts. Its rows would then not be the reader's
+  lines, and what it keeps would depend on where a block starts. A block with such a
+  line goes to the reader's line-by-line path, where orjson judges each line.
+
+Escaped names count as written (``"\\u0069d"`` and ``"id"`` twice): the bounds can only be
+met sooner. The same module finds the id field's raw value in each line (``raw_values``):
+the one place the exact text of a number survives.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+import orjson
+import pyarrow as pa
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz
 
 from pipeline.kernels.jit import njit
+from pipeline.kernels.mixing import FNV_PRIME, fnv1a, mix64, mix64_nonzero
 
 # Real corpora nest a few levels (C4: 1; RedPajama's meta: 2-3; chat trees rarely past
 # 10). The bound is set by what must read the documents back: Parquet readers refuse a
@@ -23,32 +46,60 @@ from pipeline.kernels.jit import njit
 # depth and its stack runs out in the thousands.
 MAX_DEPTH = 40
 
-# Bit tricks that test 8 bytes at once (see _deep_lines).
+# Real documents bring tens of fields (C4: 3, web crawls with metadata: 10-50). Arrow
+# costs about 3 KB per distinct field and 14 bytes per null slot while it parses, so a
+# group's worst case is some 12 MB and 60 MB: memory stays a few blocks per worker.
+MAX_FIELDS = 4096
+MAX_NULLS = 1 << 22
+
+# How the scan marks a line it quarantines unparsed (``Scan.kinds``).
+TOO_DEEP, TOO_MANY_FIELDS = 1, 2
+
+# Bit tricks that test 8 bytes at once (see _string_end).
 _ONES = np.uint64(0x0101010101010101)
 _HIGH = np.uint64(0x8080808080808080)
 _QUOTES = np.uint64(ord('"') * 0x0101010101010101)
 _NEWLINES = np.uint64(ord("\n") * 0x0101010101010101)
 _ZERO, _ONE = np.uint64(0), np.uint64(1)
-_QUOTE, _BACKSLASH, _NEWLINE = ord('"'), ord("\\"), ord("\n")
+_QUOTE, _BACKSLASH, _NEWLINE, _COMMA, _COLON = ord('"'), ord("\\"), ord("\n"), ord(","), ord(":")
 _OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
+_SPACE, _TAB, _CR = ord(" "), ord("\t"), ord("\r")
+_NAN, _INFINITY = ord("N"), ord("I")  # no valid JSON outside a string holds these letters
+
+# What each one-letter escape in a JSON string stands for (0: not an escape).
+_UNESCAPED = np.zeros(256, np.uint8)
+for _escape, _plain in zip(b'"\\/bfnrt', b'"\\/\b\f\n\r\t'):
+    _UNESCAPED[_escape] = _plain
+
+# Paths of objects, hashed: the root's, the step into an array's elements, and tags that
+# keep a path's table entry apart from the entries of the fields under it.
+_ROOT, _ELEMENTS = np.uint64(0x2545F4914F6CDD1D), np.uint64(0x9E3779B97F4A7C15)
+_PATH_TAG, _FIELD_TAG = np.uint64(0x5851F42D4C957F2D), np.uint64(0x14057B7EF767814F)
 
 
-def scan_lines(block, limit: int = MAX_DEPTH) -> tuple[np.ndarray, int]:
-    """0-based indices (newlines counted from the block's start) of the lines whose
-    bracket nesting exceeds ``limit``, and the block's newline count (the scan meets every
-    newline anyway, so the reader needs no pass of its own to number lines). Brackets
-    inside strings do not count. ``block`` is bytes or a memoryview of them."""
+class Scan(NamedTuple):
+    """What ``scan_lines`` found in a block (lines are 0-based, counted from its start)."""
+
+    flagged: np.ndarray  # lines quarantined unparsed
+    kinds: np.ndarray  # TOO_DEEP or TOO_MANY_FIELDS, one per flagged line
+    newlines: int
+    odd_lines: int  # lines that are not one object alone on their line
+    groups: np.ndarray  # (byte offset, line) where each group of lines to parse together starts
+
+
+def scan_lines(block, limit: int = MAX_DEPTH, max_fields: int = MAX_FIELDS, max_nulls: int = MAX_NULLS) -> Scan:
+    """Scan ``block`` (bytes or a memoryview of them); see the module's docstring.
+    Brackets, commas and names inside strings do not count."""
     data = np.frombuffer(block, dtype=np.uint8)
     words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
-    # A line too deep holds more than ``limit`` brackets: room for every one there could
-    # be (memory is only used where written: a few lines, if any).
-    found = np.empty(len(block) // (limit + 1) + 1, np.int64)
-    n_found, lines = _deep_lines(data, words, limit, found)
-    return found[:n_found].copy(), lines
+    table = np.zeros(1 << int(4 * max_fields).bit_length(), np.uint64)  # load at most 1/2
+    flagged, kinds, newlines, odd, groups = _scan(data, words, limit, max_fields, max_nulls, table)
+    return Scan(flagged, kinds, newlines, odd, groups.reshape(-1, 2))
 
 
 def too_deep_lines(block, limit: int = MAX_DEPTH) -> np.ndarray:
-    return scan_lines(block, limit)[0]
+    scan = scan_lines(block, limit)
+    return scan.flagged[scan.kinds == TOO_DEEP]
 
 
 @njit(inline="always")
@@ -110,31 +161,318 @@ def _ends_string(data, i):
     return c == _NEWLINE or (c == _QUOTE and not _is_escaped(data, i))
 
 
+@njit(inline="always")
+def _pushed(array, n, value):
+    """``array`` with ``value`` at ``n``, grown (doubled) when full."""
+    if n == len(array):
+        grown = np.empty(2 * n, array.dtype)
+        grown[:n] = array
+        array = grown
+    array[n] = value
+    return array
+
+
+@njit(inline="always")
+def _slot(table, key):
+    """Where ``key`` is in the open-addressing table, or the empty slot it would take."""
+    mask = np.uint64(len(table) - 1)
+    i = key & mask
+    while table[i] != _ZERO and table[i] != key:
+        i = (i + _ONE) & mask
+    return i
+
+
 @njit(nogil=True)
-def _deep_lines(data, words, limit, found):
-    """Writes the lines nested deeper than ``limit`` to ``found``; returns how many, and
-    the newline count. (An array from Python rather than a list: a list, and the array
-    made of it, were a third of this kernel's compile time.)"""
-    n_found = line = depth = 0
-    flagged = False  # this line is already in ``found``
-    i, n = 0, len(data)
+def _scan(data, words, limit, max_fields, max_nulls, table):
+    """See ``scan_lines``. The table holds each object path and each (path, name) of the
+    group so far; ``fields``/``objects`` count, per path, its names and its objects, whose
+    product summed over paths is the group's slots, ``slots - named`` its nulls. A line
+    that takes the group past a bound is scanned again as the first of a new group; one
+    past a bound alone is flagged."""
+    n = len(data)
+    fields = np.zeros(len(table), np.int64)
+    objects = np.zeros(len(table), np.int64)
+    is_object = np.zeros(limit + 2, np.bool_)  # per open container (index: its depth)
+    wants_name = np.zeros(limit + 2, np.bool_)
+    path = np.zeros(limit + 2, np.uint64)
+    slot = np.zeros(limit + 2, np.uint64)  # its path's table entry
+    name = np.zeros(limit + 2, np.uint64)  # hash of its latest field name
+    flagged = np.empty(16, np.int64)
+    kinds = np.empty(16, np.int64)
+    groups = np.zeros(16, np.int64)
+    n_flagged, n_groups, odd_lines = 0, 2, 0
+    line = line_start = group_line = depth = kind = 0
+    odd = opened = False
+    counting = True
+    n_names = n_paths = slots = named = 0
+    i = 0
+    while i <= n:
+        c = data[i] if i < n else _NEWLINE  # the end closes a last line without a newline
+        over = False
+        if c == _QUOTE:
+            end = _string_end(data, words, i + 1)
+            if depth == 0:
+                odd = True
+            elif counting and is_object[depth] and wants_name[depth]:
+                wants_name[depth] = False
+                name[depth] = fnv1a(data, i + 1, end)
+                named += 1
+                key = mix64_nonzero(mix64(path[depth] * FNV_PRIME + name[depth]) ^ _FIELD_TAG)
+                j = _slot(table, key)
+                if table[j] == _ZERO:
+                    table[j] = key
+                    n_names += 1
+                    fields[slot[depth]] += 1
+                    slots += objects[slot[depth]]
+                    over = True
+            i = end if end >= n or data[end] == _NEWLINE else end + 1  # a newline ends the line below
+        elif c == _NEWLINE:
+            if i == n and line_start == n:
+                break
+            if odd or depth > 0:
+                odd_lines += 1
+            if kind:
+                flagged = _pushed(flagged, n_flagged, line)
+                kinds = _pushed(kinds, n_flagged, kind)
+                n_flagged += 1
+            if i == n:
+                break
+            line += 1
+            line_start = i + 1
+            if not counting:  # this line went past a bound alone: the next one starts afresh
+                table[:] = _ZERO
+                n_names = n_paths = slots = named = 0
+                group_line = line
+                groups = _pushed(_pushed(groups, n_groups, line_start), n_groups + 1, line)
+                n_groups += 2
+            depth = kind = 0
+            odd = opened = False
+            counting = True
+            i += 1
+        elif c == _OPENERS[0] or c == _OPENERS[1]:
+            depth += 1
+            if depth == 1:
+                odd = odd or opened or c == _OPENERS[1]
+                opened = True
+            if depth > limit:
+                kind = TOO_DEEP
+                counting = False
+            elif counting:
+                if depth == 1:
+                    path[1] = _ROOT
+                else:
+                    step = name[depth - 1] if is_object[depth - 1] else _ELEMENTS
+                    path[depth] = mix64(path[depth - 1] * FNV_PRIME + step)
+                is_object[depth] = wants_name[depth] = c == _OPENERS[0]
+                if c == _OPENERS[0]:
+                    key = mix64_nonzero(path[depth] ^ _PATH_TAG)
+                    j = _slot(table, key)
+                    if table[j] == _ZERO:
+                        table[j] = key
+                        fields[j] = objects[j] = 0
+                        n_paths += 1
+                    slot[depth] = j
+                    objects[j] += 1
+                    slots += fields[j]
+                    over = True
+            i += 1
+        elif c == _CLOSERS[0] or c == _CLOSERS[1]:
+            odd = odd or depth == 0
+            depth = max(depth - 1, 0)
+            i += 1
+        else:
+            if depth == 0:
+                odd = odd or not (c == _SPACE or c == _TAB or c == _CR)
+            elif c == _COMMA:
+                if counting and depth <= limit and is_object[depth]:
+                    wants_name[depth] = True
+            elif c == _NAN or c == _INFINITY:
+                odd = True
+            i += 1
+        if over and (n_names > max_fields or n_paths > max_fields or slots - named > max_nulls):
+            if line == group_line:  # over a bound alone
+                kind = TOO_MANY_FIELDS  # (a line too deep counts no more)
+                counting = False
+            else:  # the group ends before this line, which is scanned again as the next one's first
+                table[:] = _ZERO
+                n_names = n_paths = slots = named = 0
+                group_line = line
+                groups = _pushed(_pushed(groups, n_groups, line_start), n_groups + 1, line)
+                n_groups += 2
+                i = line_start
+                depth = kind = 0
+                odd = opened = False
+    return flagged[:n_flagged].copy(), kinds[:n_flagged].copy(), line, odd_lines, groups[:n_groups].copy()
+
+
+def raw_values(block, field: str, rows: int) -> pa.Array:
+    """The value of each object's top-level ``field`` as the line writes it, one per
+    object of ``block`` (a block of one object per nonblank line): a number or
+    ``true``/``false`` exactly as written, a string's value; null where the object has no
+    such field, or ``null``, or an object or array there.
+
+    Why: Arrow infers one type per column of a block, so a neighbour changes a value's
+    type, and its text with it (1500000000000000001 beside 2.5 became 1.5e+18; an
+    integer past int64 a double; a string like "2020-01-01" a timestamp). Ids must not
+    depend on their neighbours."""
+    data = np.frombuffer(block, dtype=np.uint8)
+    words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
+    target = np.frombuffer(field.encode(), dtype=np.uint8)
+    starts, ends, escaped = _value_spans(data, words, target, rows)
+    offsets, values = _gathered(data, starts, ends)
+    buffers = [np.packbits(starts >= 0, bitorder="little"), offsets, values]
+    strings = pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(b) for b in buffers])
+    if escaped.any():  # a string with escapes, where a string's value was needed (rare)
+        texts = strings.to_pylist()
+        for row in np.flatnonzero(escaped).tolist():
+            texts[row] = orjson.loads(b'"' + texts[row].encode() + b'"')
+        strings = pa.array(texts, pa.string())
+    return strings
+
+
+@njit(nogil=True)
+def _value_spans(data, words, target, rows):
+    """Per object, where its top-level ``target`` field's value starts and ends (-1 for
+    none), and whether that value is a string with escapes. (A string's span is its
+    body.)"""
+    starts = np.full(rows, -1, np.int64)
+    ends = np.full(rows, -1, np.int64)
+    escaped = np.zeros(rows, np.bool_)
+    n = len(data)
+    row, depth, wants_name = -1, 0, False
+    i = 0
     while i < n:
         c = data[i]
         if c == _QUOTE:
-            i = _string_end(data, words, i + 1)
-            if i < n and data[i] == _NEWLINE:
-                continue  # the newline ends the line below
-        elif c == _NEWLINE:
-            line += 1
-            depth = 0
-            flagged = False
-        elif c == _OPENERS[0] or c == _OPENERS[1]:
-            depth += 1
-            if depth > limit and not flagged:
-                found[n_found] = line
-                n_found += 1
-                flagged = True
-        elif (c == _CLOSERS[0] or c == _CLOSERS[1]) and depth > 0:
-            depth -= 1
+            end = _string_end(data, words, i + 1)
+            if depth == 1 and wants_name:
+                wants_name = False
+                if 0 <= row < rows and starts[row] < 0 and _decodes_to(data, i + 1, end, target):
+                    _record_value(data, words, end + 1, row, starts, ends, escaped)
+            i = end if end >= n or data[end] == _NEWLINE else end + 1
+        else:
+            if c == _NEWLINE:
+                depth, wants_name = 0, False
+            elif c == _OPENERS[0] or c == _OPENERS[1]:
+                depth += 1
+                if depth == 1:
+                    row += 1
+                    wants_name = c == _OPENERS[0]
+            elif c == _CLOSERS[0] or c == _CLOSERS[1]:
+                depth = max(depth - 1, 0)
+            elif c == _COMMA and depth == 1:
+                wants_name = True
+            i += 1
+    return starts, ends, escaped
+
+
+@njit(inline="always")
+def _is_space(c):
+    return c == _SPACE or c == _TAB or c == _CR or c == _NEWLINE
+
+
+@njit(inline="always")
+def _record_value(data, words, i, row, starts, ends, escaped):
+    """Records the value after the name that ends before ``i`` (past its colon)."""
+    n = len(data)
+    while i < n and (_is_space(data[i]) or data[i] == _COLON):
         i += 1
-    return n_found, line
+    if i >= n or data[i] == _OPENERS[0] or data[i] == _OPENERS[1]:
+        return
+    if data[i] == _QUOTE:
+        end = _string_end(data, words, i + 1)
+        starts[row], ends[row] = i + 1, end
+        for k in range(i + 1, end):
+            if data[k] == _BACKSLASH:
+                escaped[row] = True
+                break
+        return
+    end = i
+    while end < n and not (_is_space(data[end]) or data[end] == _COMMA or data[end] == _CLOSERS[0]):
+        end += 1
+    if not (end - i == 4 and data[i] == ord("n") and data[i + 1] == ord("u")):  # null
+        starts[row], ends[row] = i, end
+
+
+@njit(nogil=True)
+def _gathered(data, starts, ends):
+    """The spans' bytes one after another, with Arrow string offsets (empty for -1)."""
+    offsets = np.zeros(len(starts) + 1, np.int32)
+    for r in range(len(starts)):
+        offsets[r + 1] = offsets[r] + (ends[r] - starts[r] if starts[r] >= 0 else 0)
+    values = np.empty(offsets[-1], np.uint8)
+    for r in range(len(starts)):
+        if starts[r] >= 0:
+            values[offsets[r] : offsets[r + 1]] = data[starts[r] : ends[r]]
+    return offsets, values
+
+
+@njit(inline="always")
+def _hex4(data, i):
+    """The 4 hex digits at ``i`` as a number; -1 where they are not 4 hex digits."""
+    value = 0
+    for k in range(i, i + 4):
+        if k >= len(data):
+            return -1
+        c = data[k]
+        if 48 <= c <= 57:
+            digit = c - 48
+        elif 97 <= (c | 32) <= 102:
+            digit = (c | 32) - 87
+        else:
+            return -1
+        value = value * 16 + digit
+    return value
+
+
+@njit(inline="always")
+def _utf8_byte(code, k):
+    """Byte ``k`` of ``code``'s UTF-8 encoding; -1 past its end."""
+    size = 1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4
+    if k >= size:
+        return -1
+    if size == 1:
+        return code
+    lead = (0, 0, 0xC0, 0xE0, 0xF0)[size]
+    shift = 6 * (size - 1 - k)
+    return (lead | (code >> shift)) if k == 0 else (0x80 | ((code >> shift) & 0x3F))
+
+
+@njit
+def _decodes_to(data, start, end, target):
+    """Whether the JSON string body ``data[start:end]`` means the bytes ``target``:
+    ``"id"`` and ``"\\u0069d"`` name the same field, for Arrow as for any JSON reader."""
+    i, k, m = start, 0, len(target)
+    while i < end:
+        if data[i] != _BACKSLASH:
+            if k >= m or data[i] != target[k]:
+                return False
+            i, k = i + 1, k + 1
+            continue
+        if i + 1 >= end:
+            return False
+        e = data[i + 1]
+        if e == ord("u"):
+            code = _hex4(data, i + 2)
+            i += 6
+            if 0xD800 <= code < 0xDC00 and i + 1 < end and data[i] == _BACKSLASH and data[i + 1] == ord("u"):
+                low = _hex4(data, i + 2)
+                if 0xDC00 <= low < 0xE000:
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
+                    i += 6
+            if code < 0:
+                return False
+            b = 0
+            while True:
+                byte = _utf8_byte(code, b)
+                if byte < 0:
+                    break
+                if k >= m or target[k] != byte:
+                    return False
+                k, b = k + 1, b + 1
+            continue
+        plain = _UNESCAPED[e]
+        if k >= m or plain == 0 or target[k] != plain:
+            return False
+        i, k = i + 2, k + 1
+    return k == m
