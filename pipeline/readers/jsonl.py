@@ -352,7 +352,7 @@ def _unparsed(text: bytes, line: int, kind: int) -> Bad:
     """The ledger entry of a line the scan quarantines before any parser sees it."""
     if kind == TOO_DEEP:
         return Bad(line, "too-deep", f"JSON nested deeper than {MAX_DEPTH} levels", text[:RAW_KEEP_BYTES])
-    detail = f"more than {MAX_FIELDS} distinct fields, or {MAX_NULLS} missing from its objects"
+    detail = f"over {MAX_FIELDS} distinct fields (nested ones by path) or {MAX_NULLS} nulls for fields it lacks"
     return Bad(line, "too-many-fields", detail, text[:RAW_KEEP_BYTES])
 
 
