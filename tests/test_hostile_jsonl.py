@@ -170,6 +170,7 @@ def test_ids_in_one_block_keep_their_own_digits(tmp_path):
         (b"123456789012345678901234567890", "123456789012345678901234567890"),
         (b"9007199254740993", "9007199254740993"),  # 2**53 + 1
         (b"-17", "-17"),
+        (b"-0", "-0"),  # the one integer its int64 does not print as written
         (b"2.5", "2.5"),
         (b"1e3", "1e3"),
         (b"-0.0", "-0.0"),

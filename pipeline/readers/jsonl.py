@@ -19,7 +19,7 @@ fails a scan or the parse is looked at line by line (with orjson) to quarantine 
 lines; the good ones are parsed natively again, and rows that still disagree on types
 are split in halves until each group parses, so one odd line never costs the file. Both
 paths keep and reject the same lines, and give each line the same id: the input's id
-exactly as written (``nesting.raw_values``), whatever Arrow inferred for its block.
+exactly as written (``raw_ids``), whatever Arrow inferred for its block.
 A line longer than ``max_doc_bytes`` is skipped while streaming, never held in memory.
 """
 
@@ -33,13 +33,15 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from pipeline.kernels.buffers import is_string
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
-from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, raw_values, scan_lines
+from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
 from pipeline.readers.prefetch import prefetch
+from pipeline.readers.raw_ids import raw_values
 from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, open_stream, salvage_gzip
 
 # Keep at most this much of a bad line in the ledger (the location finds the rest).
@@ -328,12 +330,21 @@ def _documents(
     timestamp for "2020-01-01"), the raw bytes do not. A string column is exact as it is,
     and a nested one is no id (``to_documents`` keeps it as a field)."""
     field = spec.id_field
-    if field in table.column_names:
-        type_ = table.schema.field(field).type
-        if not (is_string(type_) or pa.types.is_nested(type_) or pa.types.is_null(type_)):
-            column = table.column_names.index(field)
-            table = table.set_column(column, field, raw_values(data, field, table.num_rows))
+    if field in table.column_names and not _printed_exactly(table.column(field)):
+        column = table.column_names.index(field)
+        table = table.set_column(column, field, raw_values(data, field, table.num_rows))
     return to_documents(table, lines, spec)
+
+
+def _printed_exactly(ids: pa.ChunkedArray) -> bool:
+    """Whether casting the id column to text gives each id as written, so that the raw
+    bytes need not be read again: strings; true and false; integers, which Arrow keeps
+    as int64 only when all fit (JSON writes them one way, but for ``-0``); nested and
+    null columns, which give no id."""
+    type_ = ids.type
+    if pa.types.is_integer(type_):
+        return not pc.any(pc.equal(ids, 0)).as_py()
+    return is_string(type_) or pa.types.is_boolean(type_) or pa.types.is_nested(type_) or pa.types.is_null(type_)
 
 
 def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:

@@ -22,17 +22,15 @@ GIL), so it costs a fraction of the parse it protects. It finds, per line:
   line goes to the reader's line-by-line path, where orjson judges each line.
 
 Escaped names count as written (``"\\u0069d"`` and ``"id"`` twice): the bounds can only be
-met sooner. The same module finds the id field's raw value in each line (``raw_values``):
-the one place the exact text of a number survives.
+met sooner.
 """
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
-import orjson
-import pyarrow as pa
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz
 
 from pipeline.kernels.jit import njit
@@ -55,21 +53,16 @@ MAX_NULLS = 1 << 22
 # How the scan marks a line it quarantines unparsed (``Scan.kinds``).
 TOO_DEEP, TOO_MANY_FIELDS = 1, 2
 
-# Bit tricks that test 8 bytes at once (see _string_end).
+# Bit tricks that test 8 bytes at once (see string_end).
 _ONES = np.uint64(0x0101010101010101)
 _HIGH = np.uint64(0x8080808080808080)
 _QUOTES = np.uint64(ord('"') * 0x0101010101010101)
 _NEWLINES = np.uint64(ord("\n") * 0x0101010101010101)
 _ZERO, _ONE = np.uint64(0), np.uint64(1)
-_QUOTE, _BACKSLASH, _NEWLINE, _COMMA, _COLON = ord('"'), ord("\\"), ord("\n"), ord(","), ord(":")
-_OPENERS, _CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
-_SPACE, _TAB, _CR = ord(" "), ord("\t"), ord("\r")
+QUOTE, BACKSLASH, NEWLINE, COMMA, COLON = ord('"'), ord("\\"), ord("\n"), ord(","), ord(":")
+OPENERS, CLOSERS = (ord("{"), ord("[")), (ord("}"), ord("]"))
+SPACE, TAB, CR = ord(" "), ord("\t"), ord("\r")
 _NAN, _INFINITY = ord("N"), ord("I")  # no valid JSON outside a string holds these letters
-
-# What each one-letter escape in a JSON string stands for (0: not an escape).
-_UNESCAPED = np.zeros(256, np.uint8)
-for _escape, _plain in zip(b'"\\/bfnrt', b'"\\/\b\f\n\r\t'):
-    _UNESCAPED[_escape] = _plain
 
 # Paths of objects, hashed: the root's, the step into an array's elements, and tags that
 # keep a path's table entry apart from the entries of the fields under it.
@@ -93,8 +86,15 @@ def scan_lines(block, limit: int = MAX_DEPTH, max_fields: int = MAX_FIELDS, max_
     data = np.frombuffer(block, dtype=np.uint8)
     words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
     table = np.zeros(1 << int(4 * max_fields).bit_length(), np.uint64)  # load at most 1/2
-    flagged, kinds, newlines, odd, groups = _scan(data, words, limit, max_fields, max_nulls, table)
-    return Scan(flagged, kinds, newlines, odd, groups.reshape(-1, 2))
+    # Room for every line there could be to flag, and every group: a flagged line takes at
+    # least ``least`` bytes, and so do two groups together (memory is only used where
+    # written: a few entries, if any). Arrays grown in the loop cost it 5x.
+    least = min(limit, max_fields, math.isqrt(max_nulls)) + 1
+    flagged = np.empty((len(block) // least + 1, 2), np.int64)
+    groups = np.empty((3 * len(block) // least + 3, 2), np.int64)
+    n_flagged, newlines, odd, n_groups = _scan(data, words, limit, max_fields, max_nulls, table, flagged, groups)
+    flagged, groups = flagged[:n_flagged].copy(), groups[:n_groups].copy()
+    return Scan(flagged[:, 0].copy(), flagged[:, 1].copy(), newlines, odd, groups)
 
 
 def too_deep_lines(block, limit: int = MAX_DEPTH) -> np.ndarray:
@@ -114,13 +114,13 @@ def _is_escaped(data, i):
     """Whether the byte at ``i`` follows an odd run of backslashes (inside a string,
     whose opening quote ends the run)."""
     k = i - 1
-    while data[k] == _BACKSLASH:
+    while data[k] == BACKSLASH:
         k -= 1
     return (i - 1 - k) % 2 == 1
 
 
 @njit(inline="always")
-def _string_end(data, words, i):
+def string_end(data, words, i):
     """Position of the quote closing the string whose body starts at ``i``, or of the
     newline that cuts it short (a raw newline is invalid JSON; the line is broken anyway).
 
@@ -158,18 +158,7 @@ def _candidates(word):
 @njit(inline="always")
 def _ends_string(data, i):
     c = data[i]
-    return c == _NEWLINE or (c == _QUOTE and not _is_escaped(data, i))
-
-
-@njit(inline="always")
-def _pushed(array, n, value):
-    """``array`` with ``value`` at ``n``, grown (doubled) when full."""
-    if n == len(array):
-        grown = np.empty(2 * n, array.dtype)
-        grown[:n] = array
-        array = grown
-    array[n] = value
-    return array
+    return c == NEWLINE or (c == QUOTE and not _is_escaped(data, i))
 
 
 @njit(inline="always")
@@ -183,7 +172,7 @@ def _slot(table, key):
 
 
 @njit(nogil=True)
-def _scan(data, words, limit, max_fields, max_nulls, table):
+def _scan(data, words, limit, max_fields, max_nulls, table, flagged, groups):
     """See ``scan_lines``. The table holds each object path and each (path, name) of the
     group so far; ``fields``/``objects`` count, per path, its names and its objects, whose
     product summed over paths is the group's slots, ``slots - named`` its nulls. A line
@@ -197,20 +186,18 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
     path = np.zeros(limit + 2, np.uint64)
     slot = np.zeros(limit + 2, np.uint64)  # its path's table entry
     name = np.zeros(limit + 2, np.uint64)  # hash of its latest field name
-    flagged = np.empty(16, np.int64)
-    kinds = np.empty(16, np.int64)
-    groups = np.zeros(16, np.int64)
-    n_flagged, n_groups, odd_lines = 0, 2, 0
+    groups[0, 0] = groups[0, 1] = 0
+    n_flagged, n_groups, odd_lines = 0, 1, 0
     line = line_start = group_line = depth = kind = 0
     odd = opened = False
     counting = True
     n_names = n_paths = slots = named = 0
     i = 0
     while i <= n:
-        c = data[i] if i < n else _NEWLINE  # the end closes a last line without a newline
+        c = data[i] if i < n else NEWLINE  # the end closes a last line without a newline
         over = False
-        if c == _QUOTE:
-            end = _string_end(data, words, i + 1)
+        if c == QUOTE:
+            end = string_end(data, words, i + 1)
             if depth == 0:
                 odd = True
             elif counting and is_object[depth] and wants_name[depth]:
@@ -225,15 +212,14 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
                     fields[slot[depth]] += 1
                     slots += objects[slot[depth]]
                     over = True
-            i = end if end >= n or data[end] == _NEWLINE else end + 1  # a newline ends the line below
-        elif c == _NEWLINE:
+            i = end if end >= n or data[end] == NEWLINE else end + 1  # a newline ends the line below
+        elif c == NEWLINE:
             if i == n and line_start == n:
                 break
             if odd or depth > 0:
                 odd_lines += 1
             if kind:
-                flagged = _pushed(flagged, n_flagged, line)
-                kinds = _pushed(kinds, n_flagged, kind)
+                flagged[n_flagged, 0], flagged[n_flagged, 1] = line, kind
                 n_flagged += 1
             if i == n:
                 break
@@ -243,16 +229,16 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
                 table[:] = _ZERO
                 n_names = n_paths = slots = named = 0
                 group_line = line
-                groups = _pushed(_pushed(groups, n_groups, line_start), n_groups + 1, line)
-                n_groups += 2
+                groups[n_groups, 0], groups[n_groups, 1] = line_start, line
+                n_groups += 1
             depth = kind = 0
             odd = opened = False
             counting = True
             i += 1
-        elif c == _OPENERS[0] or c == _OPENERS[1]:
+        elif c == OPENERS[0] or c == OPENERS[1]:
             depth += 1
             if depth == 1:
-                odd = odd or opened or c == _OPENERS[1]
+                odd = odd or opened or c == OPENERS[1]
                 opened = True
             if depth > limit:
                 kind = TOO_DEEP
@@ -263,8 +249,8 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
                 else:
                     step = name[depth - 1] if is_object[depth - 1] else _ELEMENTS
                     path[depth] = mix64(path[depth - 1] * FNV_PRIME + step)
-                is_object[depth] = wants_name[depth] = c == _OPENERS[0]
-                if c == _OPENERS[0]:
+                is_object[depth] = wants_name[depth] = c == OPENERS[0]
+                if c == OPENERS[0]:
                     key = mix64_nonzero(path[depth] ^ _PATH_TAG)
                     j = _slot(table, key)
                     if table[j] == _ZERO:
@@ -276,14 +262,14 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
                     slots += fields[j]
                     over = True
             i += 1
-        elif c == _CLOSERS[0] or c == _CLOSERS[1]:
+        elif c == CLOSERS[0] or c == CLOSERS[1]:
             odd = odd or depth == 0
             depth = max(depth - 1, 0)
             i += 1
         else:
             if depth == 0:
-                odd = odd or not (c == _SPACE or c == _TAB or c == _CR)
-            elif c == _COMMA:
+                odd = odd or not (c == SPACE or c == TAB or c == CR)
+            elif c == COMMA:
                 if counting and depth <= limit and is_object[depth]:
                     wants_name[depth] = True
             elif c == _NAN or c == _INFINITY:
@@ -297,182 +283,9 @@ def _scan(data, words, limit, max_fields, max_nulls, table):
                 table[:] = _ZERO
                 n_names = n_paths = slots = named = 0
                 group_line = line
-                groups = _pushed(_pushed(groups, n_groups, line_start), n_groups + 1, line)
-                n_groups += 2
+                groups[n_groups, 0], groups[n_groups, 1] = line_start, line
+                n_groups += 1
                 i = line_start
                 depth = kind = 0
                 odd = opened = False
-    return flagged[:n_flagged].copy(), kinds[:n_flagged].copy(), line, odd_lines, groups[:n_groups].copy()
-
-
-def raw_values(block, field: str, rows: int) -> pa.Array:
-    """The value of each object's top-level ``field`` as the line writes it, one per
-    object of ``block`` (a block of one object per nonblank line): a number or
-    ``true``/``false`` exactly as written, a string's value; null where the object has no
-    such field, or ``null``, or an object or array there.
-
-    Why: Arrow infers one type per column of a block, so a neighbour changes a value's
-    type, and its text with it (1500000000000000001 beside 2.5 became 1.5e+18; an
-    integer past int64 a double; a string like "2020-01-01" a timestamp). Ids must not
-    depend on their neighbours."""
-    data = np.frombuffer(block, dtype=np.uint8)
-    words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
-    target = np.frombuffer(field.encode(), dtype=np.uint8)
-    starts, ends, escaped = _value_spans(data, words, target, rows)
-    offsets, values = _gathered(data, starts, ends)
-    buffers = [np.packbits(starts >= 0, bitorder="little"), offsets, values]
-    strings = pa.Array.from_buffers(pa.string(), rows, [pa.py_buffer(b) for b in buffers])
-    if escaped.any():  # a string with escapes, where a string's value was needed (rare)
-        texts = strings.to_pylist()
-        for row in np.flatnonzero(escaped).tolist():
-            texts[row] = orjson.loads(b'"' + texts[row].encode() + b'"')
-        strings = pa.array(texts, pa.string())
-    return strings
-
-
-@njit(nogil=True)
-def _value_spans(data, words, target, rows):
-    """Per object, where its top-level ``target`` field's value starts and ends (-1 for
-    none), and whether that value is a string with escapes. (A string's span is its
-    body.)"""
-    starts = np.full(rows, -1, np.int64)
-    ends = np.full(rows, -1, np.int64)
-    escaped = np.zeros(rows, np.bool_)
-    n = len(data)
-    row, depth, wants_name = -1, 0, False
-    i = 0
-    while i < n:
-        c = data[i]
-        if c == _QUOTE:
-            end = _string_end(data, words, i + 1)
-            if depth == 1 and wants_name:
-                wants_name = False
-                if 0 <= row < rows and starts[row] < 0 and _decodes_to(data, i + 1, end, target):
-                    _record_value(data, words, end + 1, row, starts, ends, escaped)
-            i = end if end >= n or data[end] == _NEWLINE else end + 1
-        else:
-            if c == _NEWLINE:
-                depth, wants_name = 0, False
-            elif c == _OPENERS[0] or c == _OPENERS[1]:
-                depth += 1
-                if depth == 1:
-                    row += 1
-                    wants_name = c == _OPENERS[0]
-            elif c == _CLOSERS[0] or c == _CLOSERS[1]:
-                depth = max(depth - 1, 0)
-            elif c == _COMMA and depth == 1:
-                wants_name = True
-            i += 1
-    return starts, ends, escaped
-
-
-@njit(inline="always")
-def _is_space(c):
-    return c == _SPACE or c == _TAB or c == _CR or c == _NEWLINE
-
-
-@njit(inline="always")
-def _record_value(data, words, i, row, starts, ends, escaped):
-    """Records the value after the name that ends before ``i`` (past its colon)."""
-    n = len(data)
-    while i < n and (_is_space(data[i]) or data[i] == _COLON):
-        i += 1
-    if i >= n or data[i] == _OPENERS[0] or data[i] == _OPENERS[1]:
-        return
-    if data[i] == _QUOTE:
-        end = _string_end(data, words, i + 1)
-        starts[row], ends[row] = i + 1, end
-        for k in range(i + 1, end):
-            if data[k] == _BACKSLASH:
-                escaped[row] = True
-                break
-        return
-    end = i
-    while end < n and not (_is_space(data[end]) or data[end] == _COMMA or data[end] == _CLOSERS[0]):
-        end += 1
-    if not (end - i == 4 and data[i] == ord("n") and data[i + 1] == ord("u")):  # null
-        starts[row], ends[row] = i, end
-
-
-@njit(nogil=True)
-def _gathered(data, starts, ends):
-    """The spans' bytes one after another, with Arrow string offsets (empty for -1)."""
-    offsets = np.zeros(len(starts) + 1, np.int32)
-    for r in range(len(starts)):
-        offsets[r + 1] = offsets[r] + (ends[r] - starts[r] if starts[r] >= 0 else 0)
-    values = np.empty(offsets[-1], np.uint8)
-    for r in range(len(starts)):
-        if starts[r] >= 0:
-            values[offsets[r] : offsets[r + 1]] = data[starts[r] : ends[r]]
-    return offsets, values
-
-
-@njit(inline="always")
-def _hex4(data, i):
-    """The 4 hex digits at ``i`` as a number; -1 where they are not 4 hex digits."""
-    value = 0
-    for k in range(i, i + 4):
-        if k >= len(data):
-            return -1
-        c = data[k]
-        if 48 <= c <= 57:
-            digit = c - 48
-        elif 97 <= (c | 32) <= 102:
-            digit = (c | 32) - 87
-        else:
-            return -1
-        value = value * 16 + digit
-    return value
-
-
-@njit(inline="always")
-def _utf8_byte(code, k):
-    """Byte ``k`` of ``code``'s UTF-8 encoding; -1 past its end."""
-    size = 1 if code < 0x80 else 2 if code < 0x800 else 3 if code < 0x10000 else 4
-    if k >= size:
-        return -1
-    if size == 1:
-        return code
-    lead = (0, 0, 0xC0, 0xE0, 0xF0)[size]
-    shift = 6 * (size - 1 - k)
-    return (lead | (code >> shift)) if k == 0 else (0x80 | ((code >> shift) & 0x3F))
-
-
-@njit
-def _decodes_to(data, start, end, target):
-    """Whether the JSON string body ``data[start:end]`` means the bytes ``target``:
-    ``"id"`` and ``"\\u0069d"`` name the same field, for Arrow as for any JSON reader."""
-    i, k, m = start, 0, len(target)
-    while i < end:
-        if data[i] != _BACKSLASH:
-            if k >= m or data[i] != target[k]:
-                return False
-            i, k = i + 1, k + 1
-            continue
-        if i + 1 >= end:
-            return False
-        e = data[i + 1]
-        if e == ord("u"):
-            code = _hex4(data, i + 2)
-            i += 6
-            if 0xD800 <= code < 0xDC00 and i + 1 < end and data[i] == _BACKSLASH and data[i + 1] == ord("u"):
-                low = _hex4(data, i + 2)
-                if 0xDC00 <= low < 0xE000:
-                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)
-                    i += 6
-            if code < 0:
-                return False
-            b = 0
-            while True:
-                byte = _utf8_byte(code, b)
-                if byte < 0:
-                    break
-                if k >= m or target[k] != byte:
-                    return False
-                k, b = k + 1, b + 1
-            continue
-        plain = _UNESCAPED[e]
-        if k >= m or plain == 0 or target[k] != plain:
-            return False
-        i, k = i + 2, k + 1
-    return k == m
+    return n_flagged, line, odd_lines, n_groups
