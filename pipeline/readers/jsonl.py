@@ -1,13 +1,25 @@
 """JSON lines, plain or gzipped (C4's ``.json.gz``, RedPajama's ``.jsonl(.gz)``).
 
+**A line** ends at ``\n`` (LF) and nowhere else, as in the JSON Lines format: ``\r\n``
+ends one too (the ``\r`` is JSON whitespace), and a line of only whitespace (space,
+tab, ``\r``) is blank and holds no document. A document is one JSON object (RFC 8259)
+alone on its line. A lone ``\r`` is not a line end, nor are form feed, NEL (U+0085) or
+U+2028/U+2029 (fine inside a string, broken JSON outside one): a line that holds two
+objects parted by one (every line of a file with ``\r`` line ends) is one broken line,
+quarantined at its number. So is an object spread over lines, and ``NaN``/``Infinity``,
+which are not JSON. A UTF-8 byte-order mark at the file's start is skipped.
+
 The fast path hands a few MB of whole lines at a time to Arrow's native JSON parser,
 once two native scans of the raw block (on the prefetch thread) found nothing Arrow
 mishandles: invalid UTF-8, which it accepts and passes on into string columns (and
-column names), and nesting deeper than ``MAX_DEPTH``, which costs it memory and time
-quadratic in the depth and, in the thousands, crashes the process. Only a block that
+column names), and what ``nesting`` finds (nesting deeper than ``MAX_DEPTH``, more
+fields than a parse can hold, and lines Arrow reads more leniently than JSON: several
+objects on a line would give it more rows than the block has lines). Only a block that
 fails a scan or the parse is looked at line by line (with orjson) to quarantine the bad
 lines; the good ones are parsed natively again, and rows that still disagree on types
-are split in halves until each group parses, so one odd line never costs the file.
+are split in halves until each group parses, so one odd line never costs the file. Both
+paths keep and reject the same lines, and give each line the same id: the input's id
+exactly as written (``raw_ids``), whatever Arrow inferred for its block.
 A line longer than ``max_doc_bytes`` is skipped while streaming, never held in memory.
 """
 
@@ -21,12 +33,15 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.json as pajson
 
+from pipeline.kernels.buffers import is_string
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
-from pipeline.readers.nesting import MAX_DEPTH, scan_lines
+from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
 from pipeline.readers.prefetch import prefetch
+from pipeline.readers.raw_ids import raw_values
 from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, open_stream, salvage_gzip
 
 # Keep at most this much of a bad line in the ledger (the location finds the rest).
@@ -38,20 +53,22 @@ PLAIN_STEP, GZIP_STEP = 1 << 16, 4 << 20
 # What JSON (and Arrow, and _row_lines) counts as whitespace: a line of only these is blank.
 JSON_WHITESPACE = b" \t\r\n"
 
+# Skipped where it starts a file (Arrow skips it where a buffer starts; orjson refuses it).
+UTF8_BOM = b"\xef\xbb\xbf"
+
 
 class _Block(NamedTuple):
     """Whole lines of input, with what the scans found in them."""
 
     data: bytes | memoryview  # a view of the bytes read, so that cutting a block copies nothing
     first_line: int  # number of its first line
-    newlines: int
     valid_utf8: bool
-    too_deep: np.ndarray  # 0-based indices of its lines nested deeper than MAX_DEPTH
+    scan: Scan  # what nesting's scan found (its lines are 0-based in the block)
 
     @property
     def clean(self) -> bool:
-        """Safe to hand to Arrow whole."""
-        return self.valid_utf8 and not len(self.too_deep)
+        """Safe to hand to Arrow group by group."""
+        return self.valid_utf8 and not len(self.scan.flagged) and not self.scan.odd_lines
 
 
 def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
@@ -105,6 +122,7 @@ def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path
     skipping = False  # inside a line longer than max_doc_bytes
     skipped = 0
     decoded = 0  # decompressed bytes read so far
+    at_start = offset == 0  # where a byte-order mark may be
     while True:
         to_target = (offset // size + 1) * size - offset - len(pending)  # the block ends at a line start past it
         try:
@@ -140,6 +158,9 @@ def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path
             skipping = False
             parts = [chunk[end + 1 :]]
         data = b"".join([pending, *parts])  # the one copy of the bytes read
+        if at_start and data.startswith(UTF8_BOM):
+            data, offset = data[len(UTF8_BOM) :], len(UTF8_BOM)
+        at_start = False
         base, taken = offset, 0  # file offset of ``data``; its bytes passed on
         while (end := data.find(b"\n", (offset // size + 1) * size - 1 - base)) >= 0:
             line = yield from _scanned_blocks(memoryview(data)[taken : end + 1], line, spec)
@@ -195,7 +216,7 @@ def _scanned_blocks(block: bytes | memoryview, first_line: int, spec: InputSpec)
     if len(block) <= spec.max_doc_bytes:
         scanned = _scanned(block, first_line)
         yield scanned
-        return first_line + scanned.newlines
+        return first_line + scanned.scan.newlines
     block = bytes(block)
     start, line = 0, first_line
     piece_start, piece_line = 0, first_line
@@ -216,8 +237,7 @@ def _scanned_blocks(block: bytes | memoryview, first_line: int, spec: InputSpec)
 def _scanned(data: bytes | memoryview, first_line: int) -> _Block:
     """The block with what the scans find in it (see ``_Block``); the nesting scan
     counts its newlines too."""
-    too_deep, newlines = scan_lines(data)
-    return _Block(data, first_line, newlines, _is_valid_utf8(data), too_deep)
+    return _Block(data, first_line, _is_valid_utf8(data), scan_lines(data))
 
 
 def _is_valid_utf8(data: bytes) -> bool:
@@ -233,20 +253,19 @@ def _is_valid_utf8(data: bytes) -> bool:
 
 def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     if block.clean:
-        table = _arrow_parse(block.data)
-        if table is not None:
-            lines = _row_lines(block.data, block.first_line, block.newlines, table.num_rows)
-            yield to_documents(table, lines, spec)
+        documents = _parse_groups(block, spec)
+        if documents is not None:
+            yield from documents
             return
     # Slow path: find the bad lines, then parse the good ones natively.
-    too_deep = set(block.too_deep.tolist())
+    unparsed = dict(zip(block.scan.flagged.tolist(), block.scan.kinds.tolist()))
     good: list[tuple[int, bytes]] = []
     bad: list[Bad] = []
     for offset, text in enumerate(bytes(block.data).split(b"\n")):
         if not text.strip(JSON_WHITESPACE):
             continue
         line = block.first_line + offset
-        entry = _too_deep(text, line) if offset in too_deep else _check_line(text, line)
+        entry = _unparsed(text, line, unparsed[offset]) if offset in unparsed else _check_line(text, line)
         if entry is None:
             good.append((line, text))
         else:
@@ -256,39 +275,96 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
     yield from _parse_lines(good, spec)
 
 
+def _parse_groups(block: _Block, spec: InputSpec) -> list | None:
+    """The documents of a clean block, parsed natively a group of lines at a time (see
+    ``nesting``); None when Arrow reads it otherwise than line by line, one row a line
+    (the slow path then takes the block: a disagreement never aborts)."""
+    view, scan = memoryview(block.data), block.scan
+    ends = [*scan.groups[1:].tolist(), [len(view), scan.newlines]]
+    documents = []
+    for (start, line), (end, next_line) in zip(scan.groups.tolist(), ends):
+        data = view[start:end]
+        table, _ = _arrow_parse(data)
+        lines = None if table is None else _row_lines(data, block.first_line + line, next_line - line, table.num_rows)
+        if lines is None:
+            return None
+        documents.append(_documents(table, data, lines, spec))
+    return documents
+
+
 def _parse_lines(
     lines: list[tuple[int, bytes]], spec: InputSpec
 ) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
-    """Parse valid JSON object lines; halve the group until Arrow agrees on the types."""
+    """Parse valid JSON object lines, in the groups the field bounds allow."""
     if not lines:
         return
-    table = _arrow_parse(b"\n".join(text for _, text in lines))
-    if table is not None:
-        yield to_documents(table, pa.array([n for n, _ in lines], pa.int64()), spec)
+    cuts = scan_lines(b"\n".join(text for _, text in lines)).groups[:, 1].tolist() + [len(lines)]
+    for start, end in zip(cuts, cuts[1:]):
+        yield from _parse_halves(lines[start:end], spec)
+
+
+def _parse_halves(
+    lines: list[tuple[int, bytes]], spec: InputSpec
+) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+    """Parse the lines; halve the group until Arrow agrees on the types (and reads one
+    row a line: it must, each being one object, but a disagreement costs one line at most)."""
+    data = b"\n".join(text for _, text in lines)
+    table, error = _arrow_parse(data)
+    if table is not None and table.num_rows == len(lines):
+        yield _documents(table, data, pa.array([n for n, _ in lines], pa.int64()), spec)
     elif len(lines) == 1:
         line, text = lines[0]
-        yield (
-            None,
-            bad_rows(spec, [Bad(line, "unparseable", "valid JSON that Arrow cannot read", text[:RAW_KEEP_BYTES])]),
-        )
+        detail = f"valid JSON that Arrow cannot read: {error or f'{table.num_rows} rows'}"
+        yield None, bad_rows(spec, [Bad(line, "unparseable", detail, text[:RAW_KEEP_BYTES])])
     else:
         middle = len(lines) // 2
-        yield from _parse_lines(lines[:middle], spec)
-        yield from _parse_lines(lines[middle:], spec)
+        yield from _parse_halves(lines[:middle], spec)
+        yield from _parse_halves(lines[middle:], spec)
 
 
-def _arrow_parse(data: bytes | memoryview) -> pa.Table | None:
+def _documents(
+    table: pa.Table, data: bytes | memoryview, lines: pa.Array, spec: InputSpec
+) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
+    """``to_documents``, with each id as its line writes it: Arrow's type for the id
+    column depends on the block (a double for 1500000000000000001 beside 2.5, a
+    timestamp for "2020-01-01"), the raw bytes do not. A string column is exact as it is,
+    and a nested one is no id (``to_documents`` keeps it as a field)."""
+    field = spec.id_field
+    if field in table.column_names and not _printed_exactly(table.column(field)):
+        column = table.column_names.index(field)
+        table = table.set_column(column, field, raw_values(data, field, table.num_rows))
+    return to_documents(table, lines, spec)
+
+
+def _printed_exactly(ids: pa.ChunkedArray) -> bool:
+    """Whether casting the id column to text gives each id as written, so that the raw
+    bytes need not be read again: strings; true and false; integers, which Arrow keeps
+    as int64 only when all fit (JSON writes them one way, but for ``-0``); nested and
+    null columns, which give no id."""
+    type_ = ids.type
+    if pa.types.is_integer(type_):
+        return not pc.any(pc.equal(ids, 0)).as_py()
+    return is_string(type_) or pa.types.is_boolean(type_) or pa.types.is_nested(type_) or pa.types.is_null(type_)
+
+
+def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
+    """The table Arrow reads, or None and why not."""
     try:
-        return pajson.read_json(
+        table = pajson.read_json(
             pa.BufferReader(data),  # reads the bytes in place
             read_options=pajson.ReadOptions(use_threads=False, block_size=max(len(data) + 1, 1 << 16)),
         )
-    except (pa.ArrowInvalid, UnicodeDecodeError):
-        return None
+    except (pa.ArrowInvalid, UnicodeDecodeError) as error:
+        return None, str(error)
+    return table, ""
 
 
-def _too_deep(text: bytes, line: int) -> Bad:
-    return Bad(line, "too-deep", f"JSON nested deeper than {MAX_DEPTH} levels", text[:RAW_KEEP_BYTES])
+def _unparsed(text: bytes, line: int, kind: int) -> Bad:
+    """The ledger entry of a line the scan quarantines before any parser sees it."""
+    if kind == TOO_DEEP:
+        return Bad(line, "too-deep", f"JSON nested deeper than {MAX_DEPTH} levels", text[:RAW_KEEP_BYTES])
+    detail = f"over {MAX_FIELDS} distinct fields (nested ones by path) or {MAX_NULLS} nulls for fields it lacks"
+    return Bad(line, "too-many-fields", detail, text[:RAW_KEEP_BYTES])
 
 
 def _check_line(text: bytes, line: int) -> Bad | None:
@@ -299,14 +375,18 @@ def _check_line(text: bytes, line: int) -> Bad | None:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        return Bad(line, "broken-json", str(error), text[:RAW_KEEP_BYTES])
+        detail = str(error)
+        if b"\r" in text.rstrip(JSON_WHITESPACE):
+            detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
+        return Bad(line, "broken-json", detail, text[:RAW_KEEP_BYTES])
     if not isinstance(value, dict):
         return Bad(line, "not-an-object", f"a JSON {type(value).__name__}, not an object", text[:RAW_KEEP_BYTES])
     return None
 
 
-def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array:
-    """Line number of each parsed row: Arrow skips blank lines, so count them out."""
+def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array | None:
+    """Line number of each parsed row: Arrow skips blank lines, so count them out; None
+    when the rows are not one per nonblank line."""
     lines = newlines + (0 if block[-1:] == b"\n" else 1)
     if lines == rows:
         return pa.array(np.arange(first_line, first_line + rows, dtype=np.int64))
@@ -316,4 +396,4 @@ def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: 
     ends = np.concatenate((newlines, [len(data)]))
     content = np.cumsum(np.concatenate(([0], ~np.isin(data, (9, 10, 13, 32)))))
     nonblank = np.flatnonzero(content[ends] - content[starts] > 0)
-    return pa.array(first_line + nonblank.astype(np.int64))
+    return pa.array(first_line + nonblank.astype(np.int64)) if len(nonblank) == rows else None
