@@ -22,8 +22,9 @@ prep's first import to the last byte of its teardown, ends the process with one 
   right after the ``interrupted:`` line). Skipping the finalization also saves the 0.1 s
   that freeing numba's, LLVM's and every module's objects took at the end of every run,
   for memory the system takes back anyway.
-- A Ctrl-C in Python's own start-up (the first hundredths of a second, before
-  ``pipeline`` is imported) is Python's: it prints a traceback and dies by the signal.
+- A Ctrl-C in Python's own start-up and the import of the ``pipeline`` package (about a
+  tenth of a second; the package's ``__init__`` runs before any entry point can install
+  a handler) is Python's: it prints a traceback and dies by the signal.
 
 Only the process installs these handlers (``program``); ``main`` called in-process (click's
 test runner, a notebook) keeps its caller's. Nothing here imports beyond the standard
