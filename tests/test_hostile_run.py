@@ -247,6 +247,7 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
     # finished. (tests/test_interrupts.py sends signals at exact points, imports and
     # teardown included; a Ctrl-C in Python's own start-up is Python's to report.)
     for moment, delay in (("processes", 0.0), ("processes", 0.5), ("processes", 1.5), ("units", 0.0), ("units", 3.0)):
+        finished = set((out / "stats").rglob("*.json"))  # by the runs before this one
         proc = subprocess.Popen(
             [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "2"],
             stderr=subprocess.PIPE,
@@ -256,7 +257,7 @@ def test_ctrl_c_ends_quietly_and_the_run_resumes_byte_identical(tmp_path):
         if moment == "processes":
             _wait_until(proc, lambda run: _descendants(run.pid))
         else:
-            _wait_until(proc, lambda run: any((out / "stats").rglob("*.json")))
+            _wait_until(proc, lambda run, before=finished: set((out / "stats").rglob("*.json")) - before)
         time.sleep(delay)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
