@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,7 @@ HOOK = textwrap.dedent(
     import os
     import signal
     import sys
+    import weakref
 
 
     def fire(signals, in_exec=True):
@@ -47,13 +49,13 @@ HOOK = textwrap.dedent(
 
 
     class AtImport:
-        def __init__(self, module, signals):
-            self.module, self.signals = module, signals
+        def __init__(self, module, action):
+            self.module, self.action = module, action
 
         def find_spec(self, name, path=None, target=None):
             if name == self.module:
                 sys.meta_path.remove(self)
-                fire(self.signals)
+                self.action()
 
 
     class AtWrite(io.TextIOWrapper):
@@ -68,14 +70,24 @@ HOOK = textwrap.dedent(
             return written
 
 
+    def in_callback(signals):
+        """Fire ``signals`` in a weakref's callback, which C calls: it cannot raise."""
+        kept = [type("Object", (), {})()]
+        ref = weakref.ref(kept[0], lambda gone: fire(signals))
+        kept.clear()  # the callback runs now
+        del ref
+
+
     def arm(point, signals):
         where, _, what = point.partition(":")
         if where == "import":
-            sys.meta_path.insert(0, AtImport(what, signals))
+            sys.meta_path.insert(0, AtImport(what, lambda: fire(signals)))
         elif where == "write":
             stderr = AtWrite(sys.stderr.buffer, encoding="utf-8", errors="backslashreplace", line_buffering=True)
             stderr.text, stderr.signals = what, signals
             sys.stderr = stderr
+        elif where == "callback":
+            sys.meta_path.insert(0, AtImport(what, lambda: in_callback(signals)))
         elif where == "exit":
             atexit.register(fire, signals, False)  # the first registered, so the last to run
 
@@ -90,7 +102,8 @@ HOOK = textwrap.dedent(
 
 def prep_signalled(tmp_path: Path, at: str, *args: str) -> subprocess.CompletedProcess:
     """``python -m pipeline ARGS``, signalled at ``at``: ``POINT=SIGNALS;...``, POINT one of
-    ``import:MODULE``, ``write:TEXT`` (on stderr), ``exit``; SIGNALS like ``SIGINT+SIGTERM``."""
+    ``import:MODULE``, ``callback:MODULE`` (in a weakref callback as MODULE is imported),
+    ``write:TEXT`` (on stderr), ``exit``; SIGNALS like ``SIGINT+SIGTERM``."""
     hook = tmp_path / "hook"
     hook.mkdir(exist_ok=True)
     (hook / "sitecustomize.py").write_text(HOOK)
@@ -124,6 +137,8 @@ def assert_ends_with(result: subprocess.CompletedProcess, code: int, line: str) 
         # In the command, as it imports the engine (the -2 of issue 43: a dataclass's exec).
         ("import:pipeline.engine.run=SIGINT", 130, f"interrupted: {RESUME}"),
         ("import:pipeline.engine.run=SIGTERM", 143, f"terminated: {RESUME}"),
+        # Where Python cannot raise it: it printed "Exception ignored" and the run went on.
+        ("callback:pipeline.engine.run=SIGINT", 130, f"interrupted: {RESUME}"),
         # Two at once: the first decides, the second lands in the clean-up the first started.
         ("import:pipeline.engine.run=SIGINT+SIGTERM", 130, f"interrupted: {RESUME}"),
         # Once the line is printed, in the process's last moments: the decided status stands.
@@ -153,8 +168,8 @@ def test_a_ctrl_c_while_workers_start_is_delivered_once_they_have():
     events = []
 
     def start() -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            os.kill(os.getpid(), signum)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # as a terminal's, to the one thread prep has then
+            signal.pthread_kill(threading.main_thread().ident, signum)
         events.append("started")
 
     previous = {signum: signal.signal(signum, lambda n, frame: events.append(n)) for signum in (2, 15)}

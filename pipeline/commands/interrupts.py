@@ -37,9 +37,11 @@ import atexit
 import os
 import signal
 import sys
+import threading
 from typing import NoReturn
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
+RESEND_SECONDS = 0.01
 
 
 class Terminated(KeyboardInterrupt):
@@ -48,9 +50,11 @@ class Terminated(KeyboardInterrupt):
 
 
 class _Phase:
-    """Whether a command is running: the handler unwinds it, or ends a process not yet in one."""
+    """Whether a command is running (the handler unwinds it, or ends a process not yet in
+    one), and a stop that could not be raised where it came (``_stop_again``)."""
 
     in_command = False
+    pending: KeyboardInterrupt | None = None
 
 
 def debug() -> bool:
@@ -75,6 +79,8 @@ def take_signals() -> dict:
     for signum, handler in previous.items():
         if handler is not signal.SIG_IGN:
             signal.signal(signum, _stop)
+    if sys.unraisablehook is not _stop_again:
+        _stop_again.previous, sys.unraisablehook = sys.unraisablehook, _stop_again
     return previous
 
 
@@ -110,8 +116,39 @@ def _stop(signum: int, frame) -> None:
     ignore_signals()  # first, so that nothing after this line can be interrupted again
     stop = Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
     if _Phase.in_command or debug():
+        _Phase.pending = None  # this one is raised now
         raise stop
     end(stop)
+
+
+def _stop_again(unraisable) -> None:
+    """A stop raised where Python cannot pass it on (Python code that C calls back: a
+    weakref's callback, a ``__del__``, the garbage collector's) is kept and sent again a
+    moment later, to be raised in the command's own code: Python printed "Exception
+    ignored" and a traceback, and the command went on as if no key had been pressed.
+    Sent from here, it would be handled here, where it cannot raise either; if the command
+    ends first, ``raise_pending`` raises it. (numba's compiles keep theirs, ``kernels/jit.py``.)"""
+    stop = unraisable.exc_value
+    if not (isinstance(stop, KeyboardInterrupt) and _Phase.in_command):
+        _stop_again.previous(unraisable)
+        return
+    _Phase.pending = stop
+    for signum in STOPS:
+        signal.signal(signum, _stop)
+    signum = signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT
+    threading.Timer(RESEND_SECONDS, os.kill, (os.getpid(), signum)).start()
+
+
+def raise_pending() -> None:
+    """The command has finished: a stop kept by ``_stop_again`` that has not been raised yet
+    is its outcome still."""
+    stop, _Phase.pending = _Phase.pending, None
+    if stop is not None:
+        ignore_signals()
+        raise stop
+
+
+_stop_again.previous = sys.unraisablehook
 
 
 def end(stop: KeyboardInterrupt, hint: str = "") -> NoReturn:

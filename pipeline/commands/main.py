@@ -16,6 +16,7 @@ from pipeline.commands.interrupts import (
     exit_code,
     give_back_signals,
     leave,
+    raise_pending,
     stopped,
     take_signals,
 )
@@ -72,7 +73,9 @@ class PrepGroup(click.Group):
     def invoke(self, ctx: click.Context):
         command_starts()
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            raise_pending()
+            return result
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except KeyboardInterrupt as stop:

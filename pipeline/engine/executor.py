@@ -116,7 +116,9 @@ def _uninterrupted(start: Callable[[], None]) -> None:
     in the middle of a start, a SIGTERM left a process the pool could neither join nor
     kill, and a worker that read its queues after the driver had removed them; an ignored
     Ctrl-C was simply lost, and the run went on. SIGINT is held by blocking it (an ignored
-    signal that is blocked stays pending, as multiprocessing's resource tracker relies on);
+    signal that is blocked stays pending, as multiprocessing's resource tracker relies on;
+    the block is the calling thread's, so one sent to the process while it has other
+    threads may still go to one of them, and be lost as before);
     the new processes inherit the block, and a worker lifts it (``_worker``). SIGTERM is
     held by a handler instead, so that they start with its default action. The resource
     tracker is started first: its own start lifts a block of SIGINT, whoever set it."""
