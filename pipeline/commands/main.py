@@ -5,9 +5,21 @@ from __future__ import annotations
 import errno
 import importlib
 import os
-import signal
 import sys
 from pathlib import Path
+
+from pipeline.commands.interrupts import (
+    command_ends,
+    command_starts,
+    debug,
+    end,
+    exit_code,
+    give_back_signals,
+    leave,
+    raise_pending,
+    stopped,
+    take_signals,
+)
 
 try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
@@ -15,11 +27,10 @@ try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     from pipeline import __version__
     from pipeline.commands.options import Finite
     from pipeline.util.printable import error_line, printable, printable_path
-except KeyboardInterrupt:
-    if os.environ.get("PREP_DEBUG", "") not in ("", "0"):
+except KeyboardInterrupt as stop:  # the console script, which imports this before ``program``
+    if debug():
         raise
-    sys.stderr.write("\ninterrupted\n")
-    sys.exit(130)
+    end(stop)
 
 # The other commands, imported when a command line names them (or --help lists them):
 # importing them all took half a second (numba among it) before `prep run` could start
@@ -34,16 +45,6 @@ COMMANDS = {
     "show": "pipeline.commands.show:show",
     "tokenizer": "pipeline.commands.tokenizer:tokenizer_group",
 }
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, ``timeout``, a scheduler ending a job), handled as a Ctrl-C is:
-    the default action ended the command at once, and the workers it had started lived on,
-    idle, holding their memory, until killed by hand."""
-
-
-def _terminated(signum, frame) -> None:
-    raise Terminated
 
 
 def one_line(error: BaseException) -> str:
@@ -71,20 +72,21 @@ class PrepGroup(click.Group):
         return super().get_command(ctx, name)
 
     def invoke(self, ctx: click.Context):
-        debug = os.environ.get("PREP_DEBUG", "") not in ("", "0")
-        signal.signal(signal.SIGTERM, _terminated)
+        command_starts()
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            raise_pending()
+            return result
         except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
             raise
         except KeyboardInterrupt as stop:
-            if debug:
+            if debug():
                 raise
             hint = getattr(stop, "resume_hint", "")
             click.echo(f"\n{stopped(stop)}{': ' + hint if hint else ''}", err=True)
             sys.exit(exit_code(stop))
         except Exception as error:
-            if debug:
+            if debug():
                 for line in getattr(error, "worker_traceback", "").splitlines():
                     click.echo(f"worker: {line}", err=True)
                 raise
@@ -93,19 +95,7 @@ class PrepGroup(click.Group):
                 message = f"{type(error).__name__}: {message} (PREP_DEBUG=1 prints the traceback)"
             raise click.ClickException(message) from None
         finally:
-            # The command is over: a Ctrl-C now would only cut the interpreter's teardown
-            # short and end the process by a signal instead of its exit code.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-
-
-def stopped(stop: KeyboardInterrupt) -> str:
-    return "terminated" if isinstance(stop, Terminated) else "interrupted"
-
-
-def exit_code(stop: KeyboardInterrupt) -> int:
-    """128 + the signal's number, as a shell reports a process the signal ended."""
-    return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+            command_ends()
 
 
 @click.group(cls=PrepGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -186,39 +176,27 @@ def run(
         from pipeline.engine.summary import print_summary
 
         print_summary(manifest, out)
-    if executor == "local":
-        _finished.append("run")
-
-
-# What this process finished that lets ``program`` end it without the interpreter's teardown.
-_finished: list[str] = []
 
 
 def program() -> None:
     """``prep`` as a process (the console script, ``python -m pipeline``); tests call ``main``.
 
-    After a run on local workers, the process ends without the interpreter's teardown:
-    freeing numba's, LLVM's and every module's objects one by one took 0.1 s at the end of
-    every run, for memory the system takes back anyway. By then the workers are joined,
-    every file is in place and closed; standard output and error are flushed first. (A
-    Ray run keeps the teardown: Ray's exit handlers stop the cluster it started.)
+    It ends as ``interrupts`` says: a Ctrl-C or SIGTERM at any moment gives one line and
+    130 or 143, and every end is ``os._exit`` after the ``atexit`` handlers (Ray's stop
+    the cluster it started), without the interpreter's teardown. By then the workers are
+    joined, every file is in place and closed.
 
     One BLAS thread per process unless the user says otherwise: prep runs a process per
     core already, and OpenBLAS's pool of a thread per core cost the command and the
     process its workers fork from 0.1 CPU-second each at start (made, then spinning),
     on the run's critical path. prep's kernels never call BLAS."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    previous = take_signals()
     try:
         main()
-    except SystemExit as end:
-        if end.code in (0, None) and _finished:
-            try:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            except OSError:  # a closed pipe: the interpreter's own exit reports it, as before
-                raise end from None
-            os._exit(0)
-        raise
+    except SystemExit as ended:  # click's way to end, always
+        leave(ended.code)
+    give_back_signals(previous)  # ``main`` returned: a stand-in for it, in a test
 
 
 def _start_and_run(config: Path, out: str, **options) -> dict:

@@ -29,6 +29,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable, Sequence
+from multiprocessing import resource_tracker
 from typing import Any
 
 from pipeline.engine.progress import ProgressBar
@@ -72,7 +73,10 @@ def _worker(tasks, results, environment: dict[str, str]) -> None:
     the modules and numba's compiled code took a worker about a second, which the run
     waited for at its end. What the worker sent is flushed first; it holds nothing else.
     ``environment`` is the main process's when the pool started (credentials, scratch
-    folders), which a worker forked from an older server would not have."""
+    folders), which a worker forked from an older server would not have. It starts with
+    SIGINT ignored and blocked (``_uninterrupted``): ignored it stays, the main process
+    stops the workers; the block is lifted, so that what a task starts inherits no block."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     os.environ.clear()
     os.environ.update(environment)
     while (item := tasks.get()) is not None:
@@ -108,10 +112,19 @@ def _uninterrupted(start: Callable[[], None]) -> None:
     and the fork server hands its own start-up setting to the workers it forks): a Ctrl-C
     while they import would otherwise print their tracebacks. The main process stops them.
 
-    A SIGTERM meanwhile is held until they have started, then delivered: raised in the
-    middle of a start, it left a process the pool could neither join nor kill, and a
-    worker that read its queues after the driver had removed them."""
+    A Ctrl-C or SIGTERM meanwhile is held until they have started, then delivered: raised
+    in the middle of a start, a SIGTERM left a process the pool could neither join nor
+    kill, and a worker that read its queues after the driver had removed them; an ignored
+    Ctrl-C was simply lost, and the run went on. SIGINT is held by blocking it (an ignored
+    signal that is blocked stays pending, as multiprocessing's resource tracker relies on;
+    the block is the calling thread's, so one sent to the process while it has other
+    threads may still go to one of them, and be lost as before);
+    the new processes inherit the block, and a worker lifts it (``_worker``). SIGTERM is
+    held by a handler instead, so that they start with its default action. The resource
+    tracker is started first: its own start lifts a block of SIGINT, whoever set it."""
     held: list[int] = []
+    resource_tracker.ensure_running()
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
     previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
     try:
@@ -119,6 +132,7 @@ def _uninterrupted(start: Callable[[], None]) -> None:
     finally:
         signal.signal(signal.SIGINT, previous_int)
         signal.signal(signal.SIGTERM, previous_term)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held Ctrl-C arrives here
     if held:
         signal.raise_signal(signal.SIGTERM)
 
@@ -172,8 +186,8 @@ class LocalExecutor:
         if any(p.exitcode is not None for p in self._processes):
             # A worker died between phases: it may have held a queue's lock, so start afresh.
             self.close(terminate=True)
-        self._start()
         try:
+            self._start()  # a Ctrl-C held while the workers started arrives at its end
             return self._collect(tasks, bar, after)
         except BaseException:
             self.close(terminate=True)
