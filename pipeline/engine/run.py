@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
 from collections import Counter
 from pathlib import Path, PurePosixPath
@@ -27,7 +28,7 @@ from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, input_sha256, input_stat
+from pipeline.engine.storage import RunStore, input_sha256, input_stat, not_a_file
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
@@ -35,7 +36,7 @@ from pipeline.kernels.hashing import file_sha256
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
-from pipeline.util.printable import printable_path
+from pipeline.util.printable import error_line, printable_path
 
 
 def run_pipeline(
@@ -59,11 +60,14 @@ def run_pipeline(
     if not 0 < sample <= 1:
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
-    config = load_config(config_path)
+    config = load_config(config_path, out)
     workers = workers or config.run.workers or os.cpu_count() or 1
     if executor == "local" and workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
     units = plan_units(config)
+    if not quiet and executor == "local":
+        for line in worker_notes(workers, len(units), os.cpu_count() or 1):
+            print(line, file=sys.stderr)
     try:
         input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
     except OSError as error:
@@ -74,6 +78,7 @@ def run_pipeline(
         raise ConfigError(f"--out {out} exists and is not a folder")
     with contextlib.ExitStack() as held:
         try:
+            _refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
             sized = _claim_output(
                 store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
@@ -158,6 +163,22 @@ def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: 
     )
 
 
+def worker_notes(asked: int, units: int, cores: int) -> list[str]:
+    """What a user who asked for ``asked`` workers should know: a phase starts at most a
+    worker per task (``LocalExecutor``), so past the unit count the rest never start; and
+    past the cores, workers only take turns on them, each holding its own memory."""
+    notes = []
+    if asked > units:
+        plural = "s" * (units != 1)
+        notes.append(f"workers: {asked} asked, {units} unit{plural}: {units} started (one per task at most)")
+    if min(asked, units) > cores:
+        notes.append(
+            f"warning: {min(asked, units)} workers on {cores} cores: they take turns and each holds its own memory "
+            f"(--workers {cores} is as fast)"
+        )
+    return notes
+
+
 def _executor(name: str, address: str | None, workers: int | None):
     if name == "local":
         return LocalExecutor(workers)
@@ -215,34 +236,93 @@ def _claim_output(
     layout = Layout(store.root)
     out = store.uri
     state_file = layout.key(layout.state)
-    state = store.read_text(state_file)
-    previous = json.loads(state) if state is not None else None
+    previous = _previous_run(store, force)
     versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
-    if previous is not None and previous["fingerprint"] == fingerprint["fingerprint"] and not force:
+    if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
         recorded = previous.get("sized", {})
         if previous.get("inputs") != versions:  # the same run again, but some input looks touched
             _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
             state = {**fingerprint, "inputs": versions, "sized": recorded}
             store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
         return recorded  # resume
-    control = layout.key(layout.control)
-    names = [n for n in store.names() if n != control]  # .prep holds the lock this run took
-    if not force:
-        if previous is not None:
-            raise ConfigError(
-                f"{out} holds a run of a different config, different inputs or different models "
-                f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
-            )
-        if names:
-            raise ConfigError(f"{out} is not empty and was not made by prep run; use another --out, or --force")
-    for name in Layout.OWNED:
-        if name in names:
-            store.remove(name)
-    if previous is not None:
+    if previous is not None and not force:
+        raise ConfigError(
+            f"{out} holds a run of a different config, different inputs or different models "
+            f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
+        )
+    if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (_refuse_foreign)
+        for name in _entries(store):
+            if name in Layout.OWNED:
+                store.remove(name)
         store.remove(state_file)
     state = {**fingerprint, "inputs": versions, "sized": sized}
     store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
     return sized
+
+
+def _entries(store: RunStore) -> list[str]:
+    """The top-level entries of --out but ``.prep``, which holds the run's lock."""
+    return [name for name in store.names() if name != Layout.CONTROL]
+
+
+def _refuse_foreign(store: RunStore, force: bool) -> None:
+    """Refuse an --out that holds files and no run's record (``.prep/run.json``): what is
+    there is the user's. --force adds a run beside them, but never removes or writes over
+    one: an entry with a name the run writes (``docs``) is refused by name. In a folder a
+    run made, the names of ``Layout.OWNED`` are that run's, which --force starts over."""
+    if store.exists(Layout().key(Layout().state)):
+        return
+    names = _entries(store)
+    if not names:
+        return
+    if not force:
+        raise ConfigError(
+            f"{store.uri} is not empty and was not made by prep run; use another --out, or --force to write "
+            "a run beside its files (which removes none of them)"
+        )
+    taken = [name for name in names if name in Layout.OWNED]
+    if taken:
+        raise ConfigError(
+            f"{store.uri} was not made by prep run, and its {', '.join(taken)} would be written over; --force "
+            "removes only what a prep run wrote: move them, or use another --out"
+        )
+
+
+# What a run's record holds, of which type, for a run to resume from it (older prep
+# wrote no "inputs" or "sized": a resume then takes none).
+STATE_KEYS = {"fingerprint": str, "config_file": str, "inputs": dict, "sized": dict}
+STATE_REQUIRED = ("fingerprint", "config_file")
+
+
+def _previous_run(store: RunStore, force: bool) -> dict | None:
+    """The record of the run in --out (None: no run yet). A damaged record is refused in
+    one line naming it, since it no longer says which run the folder holds; with --force
+    it is a run's folder to start over, as any other ({} stands for it)."""
+    key = Layout().key(Layout().state)
+    try:
+        text = store.read_text(key)
+        state = json.loads(text) if text is not None else None
+    except ValueError as error:  # not UTF-8, or not JSON
+        problem = f"not a JSON text ({error_line(error)})"
+    else:
+        if state is None or (isinstance(state, dict) and not _state_problem(state)):
+            return state
+        problem = _state_problem(state) if isinstance(state, dict) else f"a JSON {type(state).__name__}, not an object"
+    if force:
+        return {}
+    raise ConfigError(
+        f"{store.uri}/{key} is damaged: {problem}; it no longer says which run this folder holds: "
+        "run with --force to delete the run and start over"
+    )
+
+
+def _state_problem(state: dict) -> str | None:
+    """What is missing or wrong in a run's record, in words; None when it is whole."""
+    missing = [key for key in STATE_REQUIRED if key not in state]
+    if missing:
+        return f"it lacks {', '.join(missing)}"
+    wrong = [key for key, kind in STATE_KEYS.items() if key in state and not isinstance(state[key], kind)]
+    return f"{', '.join(wrong)} of the wrong type" if wrong else None
 
 
 def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:
@@ -282,12 +362,11 @@ def _remove_temporaries(out: Path) -> None:
 
 def _input_sizes(units: list[Unit], input_stats: list[list[int | str]]) -> dict[tuple[str, str], float]:
     """Bytes each unit parses, about: its file's (uncompressed, where the file says),
-    shared evenly by the file's pieces (``splits`` cuts them even)."""
+    shared evenly by the file's pieces (``splits`` cuts them even). What is no file (a
+    FIFO) is not opened to look: it is read as nothing."""
     pieces = Counter((unit.source, unit.index) for unit in units)
-    return {
-        (u.source, u.name): parsed_bytes(u.path, int(stat[0])) / pieces[u.source, u.index]
-        for u, stat in zip(units, input_stats)
-    }
+    parsed = [0 if not_a_file(u.path) else parsed_bytes(u.path, int(stat[0])) for u, stat in zip(units, input_stats)]
+    return {(u.source, u.name): size / pieces[u.source, u.index] for u, size in zip(units, parsed)}
 
 
 def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> list[Unit]:
