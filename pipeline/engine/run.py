@@ -61,13 +61,11 @@ def run_pipeline(
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
     config = load_config(config_path, out)
-    workers = workers or config.run.workers or os.cpu_count() or 1
+    asked = workers or config.run.workers  # None: as many as there are cores
+    workers = asked or os.cpu_count() or 1
     if executor == "local" and workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
     units = plan_units(config)
-    if not quiet and executor == "local":
-        for line in worker_notes(workers, len(units), os.cpu_count() or 1):
-            print(line, file=sys.stderr)
     try:
         input_stats = [input_stat(unit.path) for unit in units]  # one request each when remote
     except OSError as error:
@@ -87,6 +85,9 @@ def run_pipeline(
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
             config.stages[int(index)].options.update(values)
+        if asked and not quiet and executor == "local":
+            for line in worker_notes(asked, len(units), os.cpu_count() or 1):
+                print(line, file=sys.stderr)
         return _run_claimed(
             config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
