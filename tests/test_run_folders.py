@@ -21,6 +21,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from conftest import write_config, write_jsonl
+from test_hostile_run import _square, assert_one_line_refusal
 from test_s3 import s3  # noqa: F401  (the moto server fixture)
 
 from pipeline.engine.config import ConfigError, load_config
@@ -36,16 +37,6 @@ LENGTH = '[[stages]]\nname = "length"\nmin_chars = 1\n'
 
 def prep(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=TIMEOUT)
-
-
-def one_line_error(result: subprocess.CompletedProcess, *words: str) -> str:
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def ledger(out: Path) -> dict[str, str]:
@@ -119,7 +110,7 @@ def test_a_special_file_that_is_a_sources_only_match_is_its_ledger_row(tmp_path,
 def test_globs_that_reach_only_folders_are_one_line(tmp_path):
     (tmp_path / "in" / "a").mkdir(parents=True)
     config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*"]\nformat = "jsonl"\n{LENGTH}')
-    one_line_error(prep("run", str(config), "--out", str(tmp_path / "out")), "in/*", "matches no file")
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), "in/*", "matches no file")
 
 
 def test_a_folder_the_walk_may_not_list_is_reported(tmp_path, monkeypatch):
@@ -146,10 +137,6 @@ def test_a_folder_the_walk_may_not_list_is_reported(tmp_path, monkeypatch):
 
 
 # -- item 8: workers --------------------------------------------------------------------------
-
-
-def _square(x: int, progress=None) -> int:
-    return x * x
 
 
 def test_a_phase_starts_a_worker_per_task_at_most_and_a_larger_one_adds_to_the_pool():
@@ -184,7 +171,8 @@ def test_no_workers_is_one_line(tmp_path, value):
     result = prep("run", str(config), "--out", str(tmp_path / "out"), "-w", value)
     assert result.returncode == 2 and value in result.stderr and "Traceback" not in result.stderr
     in_config = write_config(tmp_path / "w.toml", f'[run]\nworkers = {value}\n[sources.web]\npaths = ["in/*.jsonl"]\n')
-    one_line_error(prep("run", str(in_config), "--out", str(tmp_path / "out")), "workers must be a positive integer")
+    refused = prep("run", str(in_config), "--out", str(tmp_path / "out"))
+    assert_one_line_refusal(refused, "workers must be a positive integer")
 
 
 # -- item 11: a run's output is never its input -----------------------------------------------
@@ -207,7 +195,8 @@ def test_another_runs_folder_is_left_out_where_wildcards_reach_it_and_read_where
     first = write_config(tmp_path / "first.toml", '[sources.web]\npaths = ["data/*.jsonl"]\n')
     assert prep("run", str(first), "--out", str(tmp_path / "data" / "runs" / "one"), "-q").returncode == 0
     walking = write_config(tmp_path / "walk.toml", '[sources.web]\npaths = ["data/**/*.parquet"]\n')
-    one_line_error(prep("run", str(walking), "--out", str(tmp_path / "two")), "matches only a prep run's output")
+    refused = prep("run", str(walking), "--out", str(tmp_path / "two"))
+    assert_one_line_refusal(refused, "matches only a prep run's output")
     named = write_config(tmp_path / "named.toml", '[sources.web]\npaths = ["data/runs/one/docs/**/*.parquet"]\n')
     result = prep("run", str(named), "--out", str(tmp_path / "three"), "-q")
     assert result.returncode == 0, result.stderr
@@ -238,8 +227,8 @@ def _foreign_folder(tmp_path: Path) -> tuple[Path, Path]:
 def test_force_never_removes_a_users_file_and_a_refusal_leaves_nothing(tmp_path):
     config, out = _foreign_folder(tmp_path)
     (out / "docs").write_text("my own docs")
-    one_line_error(prep("run", str(config), "--out", str(out)), "not made by prep run")
-    one_line_error(prep("run", str(config), "--out", str(out), "--force"), "its docs would be written over")
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out)), "not made by prep run")
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out), "--force"), "its docs would be written over")
     assert sorted(p.name for p in out.iterdir()) == ["docs", "notes.txt", "sub"]  # no .prep/lock either
     assert (out / "docs").read_text() == "my own docs"
 
@@ -287,6 +276,6 @@ def test_a_damaged_run_record_is_one_line_naming_it_and_force_starts_over(tmp_pa
     out = tmp_path / "out"
     assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
     (out / ".prep" / "run.json").write_bytes(damage)
-    one_line_error(prep("run", str(config), "--out", str(out)), ".prep/run.json is damaged", why, "--force")
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out)), ".prep/run.json is damaged", why, "--force")
     assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0
     assert prep("run", str(config), "--out", str(out), "-q").returncode == 0  # whole again: a resume

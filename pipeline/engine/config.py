@@ -202,23 +202,14 @@ def _identity(file: Path | str) -> str:
 def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None) -> list[Path | str]:
     """The inputs one of source ``name``'s patterns names: local paths, or URIs of files on
     an object store; refused when there are none."""
-    if is_remote(pattern):
-        try:
-            matches = glob_remote(pattern)
-        except OSError as error:
-            raise ConfigError(f"sources.{name}: {error}") from None
-        if not matches:
-            raise ConfigError(f"sources.{name}: {pattern!r} matches no file")
-        if out is None or not is_remote(out):
-            return matches
-        return _matched_inputs(name, pattern, [m for m in matches if not m.startswith(f"{str(out).rstrip('/')}/")])
-    full = pattern if Path(pattern).is_absolute() else str(base / pattern)
+    remote = is_remote(pattern)
+    full = pattern if remote or Path(pattern).is_absolute() else str(base / pattern)
     try:
-        found = _local_inputs(full)
-    except GlobError as error:
+        found = glob_remote(full) if remote else _local_inputs(full)
+    except (OSError, GlobError) as error:
         raise ConfigError(f"sources.{name}: {pattern!r}: {error}") from None
     if not found:
-        raise ConfigError(f"sources.{name}: {pattern!r} matches no file (looked for {full})")
+        raise ConfigError(f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full})"))
     return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out))
 
 
@@ -250,7 +241,7 @@ def _matched_inputs(name: str, pattern: str, inputs: list) -> list:
     return inputs
 
 
-def _not_output(files: list[Path], root: str, out: str | Path | None) -> list[Path]:
+def _not_output(files: list, root: str, out: str | Path | None) -> list:
     """``files`` without a prep run's output: what is under this run's ``out``, however
     the pattern reaches it, and what is in a folder holding a run's record
     (``.prep/run.json``) that the pattern's wildcards reach (``data/**`` over ``data/out``).
@@ -259,6 +250,9 @@ def _not_output(files: list[Path], root: str, out: str | Path | None) -> list[Pa
     run could not resume) and, with --force, read what it was writing. A run folder the
     pattern names before its first wildcard (``prev/docs/**/*.parquet``) is read: feeding a
     run's output to the next is a choice, made by naming it."""
+    if files and isinstance(files[0], str):  # URIs: a run's record is not looked for, which costs requests
+        inside = f"{str(out).rstrip('/')}/"
+        return [uri for uri in files if out is None or not uri.startswith(inside)]
     below = Path(os.path.realpath(root))
     own = Path(os.path.realpath(out)) if out is not None and not is_remote(out) else None
     is_run = cache(lambda folder: Layout(folder).state.is_file())

@@ -26,6 +26,7 @@ from pipeline.engine.global_run import pull_unit_documents, pull_work, run_globa
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, input_sha256, input_stat, not_a_file
@@ -36,7 +37,7 @@ from pipeline.kernels.hashing import file_sha256
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
-from pipeline.util.printable import error_line, printable_path
+from pipeline.util.printable import printable_path
 
 
 def run_pipeline(
@@ -76,7 +77,7 @@ def run_pipeline(
         raise ConfigError(f"--out {out} exists and is not a folder")
     with contextlib.ExitStack() as held:
         try:
-            _refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
+            refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
             sized = _claim_output(
                 store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
@@ -237,7 +238,7 @@ def _claim_output(
     layout = Layout(store.root)
     out = store.uri
     state_file = layout.key(layout.state)
-    previous = _previous_run(store, force)
+    previous = previous_run(store, force)
     versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
     if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
         recorded = previous.get("sized", {})
@@ -251,79 +252,14 @@ def _claim_output(
             f"{out} holds a run of a different config, different inputs or different models "
             f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
         )
-    if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (_refuse_foreign)
-        for name in _entries(store):
+    if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
+        for name in entries(store):
             if name in Layout.OWNED:
                 store.remove(name)
         store.remove(state_file)
     state = {**fingerprint, "inputs": versions, "sized": sized}
     store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
     return sized
-
-
-def _entries(store: RunStore) -> list[str]:
-    """The top-level entries of --out but ``.prep``, which holds the run's lock."""
-    return [name for name in store.names() if name != Layout.CONTROL]
-
-
-def _refuse_foreign(store: RunStore, force: bool) -> None:
-    """Refuse an --out that holds files and no run's record (``.prep/run.json``): what is
-    there is the user's. --force adds a run beside them, but never removes or writes over
-    one: an entry with a name the run writes (``docs``) is refused by name. In a folder a
-    run made, the names of ``Layout.OWNED`` are that run's, which --force starts over."""
-    if store.exists(Layout().key(Layout().state)):
-        return
-    names = _entries(store)
-    if not names:
-        return
-    if not force:
-        raise ConfigError(
-            f"{store.uri} is not empty and was not made by prep run; use another --out, or --force to write "
-            "a run beside its files (which removes none of them)"
-        )
-    taken = [name for name in names if name in Layout.OWNED]
-    if taken:
-        raise ConfigError(
-            f"{store.uri} was not made by prep run, and its {', '.join(taken)} would be written over; --force "
-            "removes only what a prep run wrote: move them, or use another --out"
-        )
-
-
-# What a run's record holds, of which type, for a run to resume from it (older prep
-# wrote no "inputs" or "sized": a resume then takes none).
-STATE_KEYS = {"fingerprint": str, "config_file": str, "inputs": dict, "sized": dict}
-STATE_REQUIRED = ("fingerprint", "config_file")
-
-
-def _previous_run(store: RunStore, force: bool) -> dict | None:
-    """The record of the run in --out (None: no run yet). A damaged record is refused in
-    one line naming it, since it no longer says which run the folder holds; with --force
-    it is a run's folder to start over, as any other ({} stands for it)."""
-    key = Layout().key(Layout().state)
-    try:
-        text = store.read_text(key)
-        state = json.loads(text) if text is not None else None
-    except ValueError as error:  # not UTF-8, or not JSON
-        problem = f"not a JSON text ({error_line(error)})"
-    else:
-        if state is None or (isinstance(state, dict) and not _state_problem(state)):
-            return state
-        problem = _state_problem(state) if isinstance(state, dict) else f"a JSON {type(state).__name__}, not an object"
-    if force:
-        return {}
-    raise ConfigError(
-        f"{store.uri}/{key} is damaged: {problem}; it no longer says which run this folder holds: "
-        "run with --force to delete the run and start over"
-    )
-
-
-def _state_problem(state: dict) -> str | None:
-    """What is missing or wrong in a run's record, in words; None when it is whole."""
-    missing = [key for key in STATE_REQUIRED if key not in state]
-    if missing:
-        return f"it lacks {', '.join(missing)}"
-    wrong = [key for key, kind in STATE_KEYS.items() if key in state and not isinstance(state[key], kind)]
-    return f"{', '.join(wrong)} of the wrong type" if wrong else None
 
 
 def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:
