@@ -121,10 +121,15 @@ def main() -> None:
     "-w",
     type=click.IntRange(min=1),
     default=None,
-    help="Worker processes (default: [run] workers in the config, else all cores).",
+    help="Worker processes (default: [run] workers in the config, else all cores); at most one per task.",
 )
 @click.option("--strict", is_flag=True, help="Stop at the first bad input line instead of quarantining it.")
-@click.option("--force", is_flag=True, help="Delete a different run found in --out and start over.")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="Delete the run found in --out (only what a run wrote) and start over; in a folder prep did not make, "
+    "write a run beside its files.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar or summary.")
 @click.option(
     "--progress",

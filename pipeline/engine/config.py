@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 
 try:
@@ -36,15 +37,17 @@ except ModuleNotFoundError:  # Python 3.10
 import types
 import typing
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import glob_remote, is_remote
+from pipeline.engine.storage import glob_remote, is_remote, not_a_file
+from pipeline.formats.layout import Layout
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.stage import GlobalStage
-from pipeline.util.globbing import GlobError, glob_local
+from pipeline.util.globbing import GlobError, glob_reporting, walk_root
 from pipeline.util.numbers import first_non_finite
 from pipeline.util.suggest import nearest_hint
 
@@ -138,7 +141,9 @@ def _check_keys(table: dict, allowed: typing.Iterable[str], kind: str) -> None:
             raise _unknown(kind, key, allowed)
 
 
-def load_config(path: str | Path) -> Config:
+def load_config(path: str | Path, out: str | Path | None = None) -> Config:
+    """The config at ``path``, its sources' files listed. ``out``, the run's output
+    folder, is never an input (see ``_not_output``)."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
@@ -152,7 +157,9 @@ def load_config(path: str | Path) -> Config:
     run = _run_settings(raw.get("run", {}))
     if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):
         raise ConfigError(f"{path}: [sources.<name>] must be tables and [[stages]] an array of tables")
-    sources = {_checked_name(name): _source(name, table, path.parent) for name, table in raw.get("sources", {}).items()}
+    sources = {
+        _checked_name(name): _source(name, table, path.parent, out) for name, table in raw.get("sources", {}).items()
+    }
     if not sources:
         raise ConfigError(f"{path}: no [sources.<name>] table; a run needs at least one source of documents")
     stages = [_stage(i, table, sources) for i, table in enumerate(raw.get("stages", []))]
@@ -188,10 +195,90 @@ def _checked_name(name: str) -> str:
 
 
 def _identity(file: Path | str) -> str:
-    return file if isinstance(file, str) else str(file.resolve())
+    """One name per input, so a file reached by two paths is read once. What is no file
+    keeps its own path: two links to ``/dev/zero`` are two inputs a user must hear about."""
+    if isinstance(file, str):
+        return file
+    return str(file.resolve()) if not_a_file(file) is None else os.path.abspath(file)
 
 
-def _source(name: str, table: dict, base: Path) -> SourceConfig:
+def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None) -> list[Path | str]:
+    """The inputs one of source ``name``'s patterns names: local paths, or URIs of files on
+    an object store; refused when there are none."""
+    remote = is_remote(pattern)
+    full = pattern if remote or Path(pattern).is_absolute() else str(base / pattern)
+    try:
+        found = glob_remote(full) if remote else _local_inputs(full)
+    except (OSError, GlobError) as error:
+        raise ConfigError(f"sources.{name}: {pattern!r}: {error}") from None
+    if not found:
+        raise ConfigError(f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full})"))
+    return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out))
+
+
+def _local_inputs(pattern: str) -> list[Path]:
+    """The inputs a local pattern names: its files, the files of the datasets folders it
+    matches, and every match that is no file to read but must be reported, not passed
+    over (a FIFO, a device, a socket, a dangling link, a folder named like a data file, a
+    folder the walk could not list): each becomes one ``unreadable-file`` ledger row,
+    without being opened. A plain folder a pattern reaches (``data/*`` over ``data/sub``,
+    or each folder ``**`` walks) holds inputs; it is none itself."""
+    matches, unlisted = glob_reporting(pattern)
+    inputs: list[Path] = []
+    for match in matches:
+        if is_hf_folder(match):
+            inputs.extend(expand_hf_folder(match))
+        elif match.is_dir() and match not in unlisted and not _named_like_data(match):
+            continue
+        else:
+            inputs.append(match)
+    return inputs + [folder for folder in unlisted if folder not in inputs]
+
+
+def _matched_inputs(name: str, pattern: str, inputs: list) -> list:
+    if not inputs:
+        raise ConfigError(
+            f"sources.{name}: {pattern!r} matches only a prep run's output (in --out, or in a folder holding "
+            ".prep/run.json that its wildcards reach), which is never an input"
+        )
+    return inputs
+
+
+def _not_output(files: list, root: str, out: str | Path | None) -> list:
+    """``files`` without a prep run's output: what is under this run's ``out``, however
+    the pattern reaches it, and what is in a folder holding a run's record
+    (``.prep/run.json``) that the pattern's wildcards reach (``data/**`` over ``data/out``).
+
+    Why: a run reading its own output saw "different inputs" on every rerun (so a killed
+    run could not resume) and, with --force, read what it was writing. A run folder the
+    pattern names before its first wildcard (``prev/docs/**/*.parquet``) is read: feeding a
+    run's output to the next is a choice, made by naming it."""
+    if files and isinstance(files[0], str):  # URIs: a run's record is not looked for, which costs requests
+        inside = f"{str(out).rstrip('/')}/"
+        return [uri for uri in files if out is None or not uri.startswith(inside)]
+    below = Path(os.path.realpath(root))
+    own = Path(os.path.realpath(out)) if out is not None and not is_remote(out) else None
+    is_run = cache(lambda folder: Layout(folder).state.is_file())
+    kept = []
+    for file in files:
+        path = Path(_identity(file))
+        if own is not None and (path == own or own in path.parents):
+            continue
+        reached = [folder for folder in path.parents if below in folder.parents]  # below the wildcards' start
+        if not any(is_run(folder) for folder in reached):
+            kept.append(file)
+    return kept
+
+
+def _named_like_data(path: Path) -> bool:
+    try:
+        detect_format(path)
+    except ValueError:
+        return False
+    return True
+
+
+def _source(name: str, table: dict, base: Path, out: str | Path | None) -> SourceConfig:
     if not isinstance(table, dict):
         raise ConfigError(f"sources.{name} must be a table with paths = [...]")
     _check_keys(table, SOURCE_KEYS, f"key in [sources.{name}]")
@@ -206,33 +293,11 @@ def _source(name: str, table: dict, base: Path) -> SourceConfig:
     fmt = table.get("format", "auto")
     if fmt != "auto" and fmt not in FORMATS:
         raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
-    files: list[Path | str] = []  # str: a remote file's URI
-    for pattern in patterns:
-        if is_remote(pattern):
-            try:
-                matches = glob_remote(pattern)
-            except OSError as error:
-                raise ConfigError(f"sources.{name}: {error}") from None
-            if not matches:
-                raise ConfigError(f"sources.{name}: {pattern!r} matches no file")
-            files.extend(matches)
-            continue
-        full = pattern if Path(pattern).is_absolute() else str(base / pattern)
-        try:
-            matches = glob_local(full)
-        except GlobError as error:
-            raise ConfigError(f"sources.{name}: {pattern!r}: {error}") from None
-        if not matches:
-            raise ConfigError(f"sources.{name}: {pattern!r} matches no file (looked for {full})")
-        for match in matches:
-            if is_hf_folder(match):
-                files.extend(expand_hf_folder(match))
-            elif match.is_file():
-                files.append(match)
+    files = [file for pattern in patterns for file in _pattern_inputs(name, pattern, base, out)]
     seen: set = set()
     unique = [f for f in files if not (_identity(f) in seen or seen.add(_identity(f)))]
     for f in unique:  # a file a dataset folder lists but lacks is the reader's to quarantine
-        if fmt == "auto":
+        if fmt == "auto" and not_a_file(f) is None:  # what is no file is never read
             try:
                 detect_format(f)
             except ValueError as error:

@@ -187,7 +187,7 @@ class LocalExecutor:
             # A worker died between phases: it may have held a queue's lock, so start afresh.
             self.close(terminate=True)
         try:
-            self._start()  # a Ctrl-C held while the workers started arrives at its end
+            self._start(min(self.workers, len(tasks)))  # a Ctrl-C held while they started arrives at its end
             return self._collect(tasks, bar, after)
         except BaseException:
             self.close(terminate=True)
@@ -199,7 +199,7 @@ class LocalExecutor:
         for index, before in enumerate(waiting):
             for j in before:
                 waiters.setdefault(j, []).append(index)
-        limit = self.workers if after is not None else len(tasks)
+        limit = len(self._processes) if after is not None else len(tasks)
         unsent = list(range(len(tasks)))
         results: list[Any] = [None] * len(tasks)
         running: dict[int, int] = {}  # task index -> pid of the worker that runs it
@@ -258,21 +258,26 @@ class LocalExecutor:
                     "finished units are kept: run the same command again to resume"
                 )
 
-    def _start(self) -> None:
-        if self._processes:
+    def _start(self, wanted: int) -> None:
+        """Have ``wanted`` workers, starting the ones missing: a phase of 2 tasks starts 2,
+        however many were asked for (64 idle processes cost seconds and gigabytes), and a
+        later phase of more tasks adds to the pool it finds."""
+        if len(self._processes) >= wanted:
             return
         context = start_fork_server()
-        self._tasks, self._results = context.Queue(), context.Queue()
-        self._processes = [
+        if self._tasks is None:
+            self._tasks, self._results = context.Queue(), context.Queue()
+        new = [
             context.Process(
                 target=_worker,
                 args=(self._tasks, self._results, dict(os.environ)),
                 name=f"prep-worker-{i}",
                 daemon=True,
             )
-            for i in range(self.workers)
+            for i in range(len(self._processes), wanted)
         ]
-        _uninterrupted(lambda: [process.start() for process in self._processes])
+        self._processes += new  # before they start: a SIGTERM raised after the start finds them to stop
+        _uninterrupted(lambda: [process.start() for process in new])
 
     def close(self, terminate: bool = False) -> None:
         """End the pool: let workers finish and exit, or (``terminate``) kill them now."""

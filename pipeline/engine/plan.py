@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, RunSettings, StageConfig
+from pipeline.engine.storage import not_a_file
 from pipeline.readers import detect_format
 from pipeline.readers.common import Span
 from pipeline.readers.splits import plan_spans
@@ -77,19 +78,31 @@ def plan_units(config: Config) -> list[Unit]:
 
 def _spans(path: Path | str, fmt: str, run: RunSettings) -> list[Span] | None:
     """The pieces of a local file (remote files are read whole: they are fetched whole)."""
-    if isinstance(path, str):
+    if isinstance(path, str) or not_a_file(path) is not None:  # what is no file is never opened
         return None
     return plan_spans(path, detect_format(path) if fmt == "auto" else fmt, run.split_bytes, run.block_bytes)
 
 
 def _file_keys(files: list[Path | str]) -> list[str]:
     """Names for files, relative to the folder they share (stable across machines)."""
-    paths = [PurePosixPath(f.split("://", 1)[1]) if isinstance(f, str) else PurePosixPath(f.resolve()) for f in files]
+    paths = [_key_path(f) for f in files]
+    if not paths:
+        return []
     common = paths[0].parent
     for path in paths[1:]:
         while common not in (path.parent, *path.parent.parents):
             common = common.parent
     return [printable_path(p.relative_to(common)) for p in paths]
+
+
+def _key_path(file: Path | str) -> PurePosixPath:
+    """A file's full path for its key: its real path, or for what is no file (a link to
+    ``/dev/zero``) the link's own, which is what the user put there and the ledger names."""
+    if isinstance(file, str):
+        return PurePosixPath(file.split("://", 1)[1])
+    if not_a_file(file) is not None:
+        return PurePosixPath(file.parent.resolve() / file.name)
+    return PurePosixPath(file.resolve())
 
 
 def plan_segments(config: Config) -> list[Segment]:

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
 from collections import Counter
 from dataclasses import replace
@@ -26,9 +27,10 @@ from pipeline.engine.global_run import pull_unit_documents, pull_work, run_globa
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, input_sha256, input_stat
+from pipeline.engine.storage import RunStore, input_sha256, input_stat, not_a_file
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
@@ -60,8 +62,9 @@ def run_pipeline(
     if not 0 < sample <= 1:
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
-    config = load_config(config_path)
-    workers = workers or config.run.workers or os.cpu_count() or 1
+    config = load_config(config_path, out)
+    asked = workers or config.run.workers  # None: as many as there are cores
+    workers = asked or os.cpu_count() or 1
     if executor == "local" and workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
     units = _planned_units(config)
@@ -72,6 +75,7 @@ def run_pipeline(
         raise ConfigError(f"--out {out} exists and is not a folder")
     with contextlib.ExitStack() as held:
         try:
+            refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
             sized = _claim_output(
                 store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
@@ -80,6 +84,9 @@ def run_pipeline(
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
             config.stages[int(index)].options.update(values)
+        if asked and not quiet and executor == "local":
+            for line in worker_notes(asked, len(units), os.cpu_count() or 1):
+                print(line, file=sys.stderr)
         return _run_claimed(
             config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
@@ -168,6 +175,22 @@ def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: 
     )
 
 
+def worker_notes(asked: int, units: int, cores: int) -> list[str]:
+    """What a user who asked for ``asked`` workers should know: a phase starts at most a
+    worker per task (``LocalExecutor``), so past the unit count the rest never start; and
+    past the cores, workers only take turns on them, each holding its own memory."""
+    notes = []
+    if asked > units:
+        plural = "s" * (units != 1)
+        notes.append(f"workers: {asked} asked, {units} unit{plural}: {units} started (one per task at most)")
+    if min(asked, units) > cores:
+        notes.append(
+            f"warning: {min(asked, units)} workers on {cores} cores: they take turns and each holds its own memory "
+            f"(--workers {cores} is as fast)"
+        )
+    return notes
+
+
 def _executor(name: str, address: str | None, workers: int | None):
     if name == "local":
         return LocalExecutor(workers)
@@ -225,30 +248,24 @@ def _claim_output(
     layout = Layout(store.root)
     out = store.uri
     state_file = layout.key(layout.state)
-    state = store.read_text(state_file)
-    previous = json.loads(state) if state is not None else None
+    previous = previous_run(store, force)
     versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
-    if previous is not None and previous["fingerprint"] == fingerprint["fingerprint"] and not force:
+    if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
         recorded = previous.get("sized", {})
         if previous.get("inputs") != versions:  # the same run again, but some input looks touched
             _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
             state = {**fingerprint, "inputs": versions, "sized": recorded}
             store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
         return recorded  # resume
-    control = layout.key(layout.control)
-    names = [n for n in store.names() if n != control]  # .prep holds the lock this run took
-    if not force:
-        if previous is not None:
-            raise ConfigError(
-                f"{out} holds a run of a different config, different inputs or different models "
-                f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
-            )
-        if names:
-            raise ConfigError(f"{out} is not empty and was not made by prep run; use another --out, or --force")
-    for name in Layout.OWNED:
-        if name in names:
-            store.remove(name)
-    if previous is not None:
+    if previous is not None and not force:
+        raise ConfigError(
+            f"{out} holds a run of a different config, different inputs or different models "
+            f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
+        )
+    if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
+        for name in entries(store):
+            if name in Layout.OWNED:
+                store.remove(name)
         store.remove(state_file)
     state = {**fingerprint, "inputs": versions, "sized": sized}
     store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
@@ -292,12 +309,11 @@ def _remove_temporaries(out: Path) -> None:
 
 def _input_sizes(units: list[Unit], input_stats: list[list[int | str]]) -> dict[tuple[str, str], float]:
     """Bytes each unit parses, about: its file's (uncompressed, where the file says),
-    shared evenly by the file's pieces (``splits`` cuts them even)."""
+    shared evenly by the file's pieces (``splits`` cuts them even). What is no file (a
+    FIFO) is not opened to look: it is read as nothing."""
     pieces = Counter((unit.source, unit.index) for unit in units)
-    return {
-        (u.source, u.name): parsed_bytes(u.path, int(stat[0])) / pieces[u.source, u.index]
-        for u, stat in zip(units, input_stats)
-    }
+    parsed = [0 if not_a_file(u.path) else parsed_bytes(u.path, int(stat[0])) for u, stat in zip(units, input_stats)]
+    return {(u.source, u.name): size / pieces[u.source, u.index] for u, size in zip(units, parsed)}
 
 
 def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> list[Unit]:

@@ -28,6 +28,7 @@ import hashlib
 import os
 import re
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -99,6 +100,42 @@ def glob_remote(pattern: str) -> list[str]:
     return sorted(f"{scheme}://{i.path}" for i in _files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
 
 
+# What a path that is not a regular file is, in a ledger row's words (``stat``'s file types).
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def not_a_file(path: str | Path) -> str | None:
+    """Why a local input is no file to read (None: a regular file, or a remote one).
+
+    Opening a FIFO blocks until someone writes to it, and a device such as ``/dev/zero``
+    never ends: neither may ever be opened for reading. A folder or a dangling link fails
+    on open with the OS's terse words. So the planner and each unit ask this first (from
+    ``stat``, which opens nothing), and such an input is one ``unreadable-file`` row that
+    says what it is. A link is named with its target, since the link is what the user sees."""
+    if is_remote(path):
+        return None
+    path = Path(path)
+    target = f"a link to {os.readlink(path)}, which is " if path.is_symlink() else ""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return f"a link to {os.readlink(path)}, which does not exist" if target else None  # gone: the reader says so
+    except OSError:
+        return None  # not ours to stat (a folder above it is locked): the reader's open says why
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    if stat.S_ISDIR(mode) and not os.access(path, os.R_OK | os.X_OK):
+        return f"{target}a folder prep may not list (permission denied), so none of its files are read"
+    return f"{target}{kind}, not a regular file"
+
+
 def input_stat(path: str | Path) -> list[int | str]:
     """What tells one version of an input file from another without reading it; size first.
 
@@ -109,11 +146,14 @@ def input_stat(path: str | Path) -> list[int | str]:
     One request per remote file. On the Hub: size and content hash, from the listing.
     """
     if not is_remote(path):
+        special = not_a_file(path)
+        if special is not None:
+            return [0, special]  # never read, so never hashed: what it is, is its version
         try:
-            stat = Path(path).stat()
+            info = Path(path).stat()
         except OSError:
             return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
-        return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+        return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
     if hub.is_hub(path):
         return hub.stat(str(path))
     fs, key = filesystem(str(path))
@@ -280,6 +320,13 @@ class RunStore:
         fs, base = filesystem(self.uri)
         infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
         return sorted(PurePosixPath(i.path).name for i in infos)
+
+    def exists(self, rel: str) -> bool:
+        """Whether the folder holds a file (or folder) at ``rel``."""
+        if not self.remote:
+            return (self.root / rel).exists()
+        fs, _ = filesystem(self.uri)
+        return fs.get_file_info(self._key(rel)).type != pafs.FileType.NotFound
 
     def read_text(self, rel: str) -> str | None:
         if not self.remote:

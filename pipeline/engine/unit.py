@@ -24,12 +24,13 @@ from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.plan import Segment, Unit
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore
+from pipeline.engine.storage import RunStore, not_a_file
 from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
 from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.kernels.hashing import id_hashes, in_sample
 from pipeline.readers import InputSpec, read_input
+from pipeline.readers.common import unreadable
 from pipeline.stage import Stage, UnitContext
 from pipeline.util.atomic import save_npy, write_json, write_json_atomic
 from pipeline.util.printable import printable_path
@@ -270,6 +271,9 @@ def _batches(
             span=unit.span,
             stage_columns=stage_columns,
         )
+        if (special := not_a_file(unit.path)) is not None:  # a FIFO or a device is never opened
+            yield None, unreadable(spec, 0, ValueError(special)), 0, {}
+            return
         with planned_input(unit.path, unit.version, f"{printable_path(unit.path)} ({unit.source})") as path:
             for chunk in read_input(path, spec, unit.format):
                 yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra

@@ -5,7 +5,8 @@ that point at each other (or one that points at an ancestor) make it walk foreve
 local walk here visits each real directory once (by device and inode), so a loop or a
 link into an ancestor is entered at most once, and it stops with an error past
 ``MAX_WALK_ENTRIES`` entries. Matches are sorted, so the same inputs come in the same
-order on every run; callers deduplicate them by real path.
+order on every run; callers deduplicate them by real path. Unlike glob, the walk also
+says which folders it could not list (``glob_reporting``), so no input vanishes unseen.
 
 One pattern language serves both: ``*`` and ``?`` within a name, ``[...]`` a character
 class, ``**`` any number of folders. As in the shell, ``*`` does not match a name that
@@ -41,23 +42,47 @@ def has_magic(part: str) -> bool:
 
 def glob_local(pattern: str) -> list[Path]:
     """The paths matching ``pattern`` (absolute), sorted; files and folders alike."""
+    return glob_reporting(pattern)[0]
+
+
+def glob_reporting(pattern: str) -> tuple[list[Path], list[Path]]:
+    """``glob_local``'s matches, and the folders the pattern reaches that could not be
+    listed (permission denied): any of their files could have matched, so a caller that
+    must account for every input reports them rather than pass over them as glob does."""
+    parts = pattern.split("/")
+    fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
+    root = walk_root(pattern)
     if "**" not in pattern:
         # Without ``**`` the walk is as deep as the pattern: no loop is possible.
-        return sorted(Path(m) for m in glob.glob(pattern))
-    parts = pattern.split("/")
-    fixed = next(i for i, part in enumerate(parts) if has_magic(part))
-    root = "/".join(parts[:fixed]) or "/"
+        unlisted = [Path(root)] if fixed < len(parts) and not _listable(root) else []
+        return sorted(Path(m) for m in glob.glob(pattern)), unlisted
     regex = re.compile(glob_regex(pattern))
     hidden_ok = any(part.startswith(".") for part in parts[fixed:])
-    return sorted(Path(p) for p in _walk(root, hidden_ok) if regex.fullmatch(p))
+    found, unlisted = _walk(root, hidden_ok)
+    return sorted(Path(p) for p in found if regex.fullmatch(p)), sorted(Path(p) for p in unlisted)
 
 
-def _walk(root: str, hidden_ok: bool) -> list[str]:
-    """Every path below ``root`` (root itself included), each real folder entered once."""
+def walk_root(pattern: str) -> str:
+    """The folder a pattern's wildcards start from: its parts before the first one."""
+    parts = pattern.split("/")
+    fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
+    return "/".join(parts[:fixed]) or "/"
+
+
+def _listable(folder: str) -> bool:
+    """False for a folder whose entries may not be read; True for anything else (a
+    missing folder holds no matches, and that is the caller's "matches no file")."""
+    return not os.path.isdir(folder) or os.access(folder, os.R_OK | os.X_OK)
+
+
+def _walk(root: str, hidden_ok: bool) -> tuple[list[str], list[str]]:
+    """Every path below ``root`` (root itself included), each real folder entered once;
+    and the folders that could not be listed."""
     if not os.path.isdir(root):
-        return []
+        return [], []
     seen: set[tuple[int, int]] = set()
     found = [root.rstrip("/") or "/"]
+    unlisted = []
     stack = [root]
     entries = 0
     while stack:
@@ -71,8 +96,11 @@ def _walk(root: str, hidden_ok: bool) -> list[str]:
         seen.add((info.st_dev, info.st_ino))
         try:
             children = sorted(os.scandir(folder), key=lambda e: e.name)
+        except PermissionError:
+            unlisted.append(folder)
+            continue
         except OSError:
-            continue  # unreadable: as glob does, it holds no matches
+            continue  # removed meanwhile
         for child in children:
             entries += 1
             if entries > MAX_WALK_ENTRIES:
@@ -86,4 +114,4 @@ def _walk(root: str, hidden_ok: bool) -> list[str]:
                     stack.append(path)
             except OSError:
                 pass
-    return found
+    return found, unlisted
