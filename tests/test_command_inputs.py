@@ -23,6 +23,7 @@ from pipeline.engine.config import ConfigError, load_config
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
 from pipeline.mix.plan import parse_phase_weights, parse_tokens
+from pipeline.util.printable import error_line
 
 NOT_FINITE = ["nan", "inf", "-inf", "1e999", "NaN"]
 
@@ -255,3 +256,18 @@ def test_index_from_a_truncated_band_index_names_it(tmp_path):
     assert line.startswith(f"{index}: not a dedup band index ("), line
     index.unlink()
     assert _dedup_error(tmp_path / "work2", tmp_path / "old") == f"{index} is missing: dedup's reduce has not run there"
+
+
+@pytest.mark.parametrize(
+    ("error", "line"),
+    [
+        (
+            FileNotFoundError("units.json is missing: dedup's finalize has not run"),
+            "units.json is missing: dedup's finalize has not run",
+        ),
+        (FileNotFoundError("bucket/x.parquet"), "No such file or directory"),  # fsspec: the path alone
+        (FileNotFoundError(2, "No such file or directory"), "No such file or directory"),
+    ],
+)
+def test_a_missing_file_keeps_the_sentence_that_says_why(error, line):
+    assert error_line(error) == line

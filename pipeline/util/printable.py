@@ -46,7 +46,10 @@ def error_line(error: BaseException) -> str:
     line of the message (pyarrow appends source locations below it)."""
     if isinstance(error, OSError) and error.strerror:
         return error.strerror
-    if isinstance(error, FileNotFoundError):  # pyarrow raises it with only the path as message
-        return os.strerror(errno.ENOENT)
     lines = str(error).strip().splitlines()
-    return lines[0] if lines else type(error).__name__
+    first = lines[0] if lines else ""
+    if isinstance(error, FileNotFoundError) and not any(c.isspace() for c in first):
+        # pyarrow and fsspec raise it with only the path as message; a sentence (prep's
+        # own "units.json is missing: ...") is the cause, and is kept
+        return os.strerror(errno.ENOENT)
+    return first or type(error).__name__
