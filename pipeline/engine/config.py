@@ -129,6 +129,14 @@ class Config:
         """The config as canonical JSON: equal for equal meaning, whatever the formatting."""
         return json.dumps(self.raw, sort_keys=True, separators=(",", ":"), default=str)
 
+    def without_files(self) -> Config:
+        """This config without its sources' lists of files, for the tasks a run sends once
+        the units name the files: each task carried every input path, so each worker
+        unpickled the whole list once per unit (at 4,000 files, 96 KB and 14 ms a task),
+        and a run's time grew as the number of files squared."""
+        sources = {name: dataclasses.replace(source, files=[]) for name, source in self.sources.items()}
+        return dataclasses.replace(self, sources=sources)
+
 
 def _unknown(kind: str, word: str, valid: typing.Iterable[str]) -> ConfigError:
     valid = sorted(valid)

@@ -68,6 +68,7 @@ def run_pipeline(
     if executor == "local" and workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
     units = _planned_units(config)
+    config = config.without_files()  # the units name them; tasks carry the config
     input_stats = [list(unit.version) for unit in units]
     fingerprint = _fingerprint(config, units, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
