@@ -1,0 +1,166 @@
+"""Many small input files: how prep's time, memory and resume grow with the number of
+files, against datatrove over the same files.
+
+    python -m benchmarks.many_files [--files 1000,4000,16000] [--workers 2] [--data ../shared/data]
+
+Corpus: the first N documents of the shared web files (``web/*.jsonl.gz`` in
+../shared/data, in name order, repeated if N needs more), one document per file, each
+file plain JSON lines with its own id: the shape of RedPajama-V2's or a crawl's many small shards, at a size
+where the per-file cost is all there is to measure.
+
+Sides, each in a fresh process tree, wall, CPU and peak PSS of the whole tree
+(``proctree``):
+  prep       ``prep run`` of one stage (normalize) over the N files into a fresh --out;
+  resume     the same command again over the finished folder (finds every unit done);
+  datatrove  JsonlReader -> JsonlWriter, ``tasks = workers``, on LocalPipelineExecutor.
+Planning alone (listing and the input versions, in this process) is timed too, and the
+size of the run's state (.prep/), markers and manifest is read from the folder.
+
+The growth exponent is the slope of log(time) against log(files) between the smallest
+and the largest N; 1 is linear. A million files is projected from the per-file slope.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import itertools
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks.e2e import prep_command
+from benchmarks.proctree import cpu_and_peak_memory
+
+CONFIG = '[sources.web]\npaths = ["{folder}/*.jsonl"]\n\n[[stages]]\nname = "normalize"\n'
+
+
+def build_files(data: Path, folder: Path, files: int) -> None:
+    """``files`` one-document JSON-lines files from the shared web files, repeated as needed."""
+    sources = sorted((data / "web").glob("*.jsonl.gz"))
+    if not sources:
+        raise SystemExit(f"no gzipped web JSON lines under {data / 'web'}")
+
+    def lines():
+        for path in itertools.cycle(sources):
+            with gzip.open(path, "rt", encoding="utf-8") as f:
+                yield from f
+
+    folder.mkdir(parents=True)
+    for i, line in zip(range(files), lines()):
+        text = json.loads(line)["text"]
+        (folder / f"part-{i:07d}.jsonl").write_text(json.dumps({"id": f"doc-{i}", "text": text}) + "\n")
+
+
+def timed(command: list[str]) -> dict:
+    import subprocess
+
+    start = time.perf_counter()
+    code, cpu, peak = cpu_and_peak_memory(subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1]))
+    if code != 0:
+        raise SystemExit(f"{command[:4]} failed with exit code {code}")
+    return {"wall": time.perf_counter() - start, "cpu": cpu, "peak_mb": peak / 2**20}
+
+
+def planning_seconds(config: Path) -> float:
+    from pipeline.engine.config import load_config
+    from pipeline.engine.run import _planned_units
+
+    start = time.perf_counter()
+    _planned_units(load_config(config))
+    return time.perf_counter() - start
+
+
+def state_sizes(out: Path) -> dict:
+    def size(path: Path) -> float:
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20 if path.exists() else 0.0
+
+    return {"state_mb": size(out / ".prep"), "manifest_mb": (out / "manifest.json").stat().st_size / 2**20}
+
+
+def run_datatrove(folder: Path, out: Path, workers: int) -> None:
+    from datatrove.executor import LocalPipelineExecutor
+    from datatrove.pipeline.readers import JsonlReader
+    from datatrove.pipeline.writers import JsonlWriter
+
+    steps = [JsonlReader(str(folder), glob_pattern="*.jsonl"), JsonlWriter(str(out / "kept"), compression=None)]
+    LocalPipelineExecutor(steps, tasks=workers, workers=workers, logging_dir=str(out / "logs")).run()
+
+
+def measure(data: Path, files: int, workers: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        folder = work / "in"
+        build_files(data, folder, files)
+        config = work / "many.toml"
+        config.write_text(CONFIG.format(folder=folder))
+        row = {"files": files, "plan_s": planning_seconds(config)}
+        out = work / "out"
+        row["prep"] = timed(prep_command(config, out, workers))
+        row["resume"] = timed(prep_command(config, out, workers))
+        row.update(state_sizes(out))
+        read = json.loads((out / "manifest.json").read_text())["balance"]["input"]
+        if read != files:
+            raise SystemExit(f"prep read {read} documents from {files} one-document files")
+        shutil.rmtree(out)
+        command = [sys.executable, "-m", __spec__.name, "--side", "datatrove", "--work", str(work)]
+        row["datatrove"] = timed([*command, "--workers", str(workers)])
+    return row
+
+
+def exponent(rows: list[dict], key) -> float:
+    first, last = rows[0], rows[-1]
+    return math.log(key(last) / key(first)) / math.log(last["files"] / first["files"])
+
+
+def report(rows: list[dict]) -> None:
+    print(
+        f"{'files':>8} {'plan s':>7} {'prep s':>7} {'MB':>6} {'resume s':>8} {'datatrove s':>11} {'MB':>6} "
+        f"{'state MB':>8} {'manifest MB':>11} {'dt/prep':>7}"
+    )
+    for r in rows:
+        print(
+            f"{r['files']:>8} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} {r['prep']['peak_mb']:>6.0f} "
+            f"{r['resume']['wall']:>8.2f} {r['datatrove']['wall']:>11.1f} {r['datatrove']['peak_mb']:>6.0f} "
+            f"{r['state_mb']:>8.2f} {r['manifest_mb']:>11.2f} {r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x"
+        )
+    if len(rows) > 1:
+        for name, key in [
+            ("plan", lambda r: r["plan_s"]),
+            ("prep", lambda r: r["prep"]["wall"]),
+            ("resume", lambda r: r["resume"]["wall"]),
+            ("datatrove", lambda r: r["datatrove"]["wall"]),
+            ("prep peak MB", lambda r: r["prep"]["peak_mb"]),
+        ]:
+            print(f"growth exponent, {name}: {exponent(rows, key):.2f}")
+        a, b = rows[-2], rows[-1]
+        for name, key in [
+            ("prep s", lambda r: r["prep"]["wall"]),
+            ("resume s", lambda r: r["resume"]["wall"]),
+            ("prep peak MB", lambda r: r["prep"]["peak_mb"]),
+        ]:
+            slope = (key(b) - key(a)) / (b["files"] - a["files"])
+            print(f"projected at 1,000,000 files, {name}: {key(b) + slope * (1_000_000 - b['files']):,.0f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--files", default="1000,4000,16000")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
+    parser.add_argument("--side", help=argparse.SUPPRESS)
+    parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side == "datatrove":
+        run_datatrove(args.work / "in", args.work / "datatrove", args.workers)
+        return
+    rows = [measure(args.data, int(n), args.workers) for n in args.files.split(",")]
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()
