@@ -264,9 +264,9 @@ def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):  # no
     [
         (b'{"fingerprint": "ab', "not a JSON text"),
         (b"not json at all", "not a JSON text"),
-        (b"[1, 2]", "a JSON list, not an object"),
-        (b'{"config_file": "run.toml"}', "lacks fingerprint"),
-        (b'{"fingerprint": 3, "config_file": "run.toml"}', "fingerprint of the wrong type"),
+        (b"[1, 2]", "the file is an array, expected an object"),
+        (b'{"config_file": "run.toml"}', "fingerprint is missing"),
+        (b'{"fingerprint": 3, "config_file": "run.toml"}', "fingerprint is an integer, expected a string"),
         (b"\xff\xfe{}", "not a JSON text"),
     ],
 )

@@ -17,6 +17,7 @@ from pipeline.engine.config import ConfigError
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout
 from pipeline.util.printable import error_line
+from pipeline.util.records import Optional, RecordError, check_shape
 
 
 def entries(store: RunStore) -> list[str]:
@@ -47,10 +48,9 @@ def refuse_foreign(store: RunStore, force: bool) -> None:
         )
 
 
-# What a run's record holds, of which type, for a run to resume from it (older prep
-# wrote no "inputs" or "sized": a resume then takes none).
-STATE_KEYS = {"fingerprint": str, "config_file": str, "inputs": dict, "sized": dict}
-STATE_REQUIRED = ("fingerprint", "config_file")
+# What a run's record holds for a run to resume from it (older prep wrote no "inputs" or
+# "sized": a resume then takes none).
+STATE_SHAPE = {"fingerprint": str, "config_file": str, "inputs": Optional(dict), "sized": Optional(dict)}
 
 
 def previous_run(store: RunStore, force: bool) -> dict | None:
@@ -58,27 +58,20 @@ def previous_run(store: RunStore, force: bool) -> dict | None:
     one line naming it, since it no longer says which run the folder holds; with --force
     it is a run's folder to start over, as any other ({} stands for it)."""
     key = Layout().key(Layout().state)
+    damaged = f"{store.uri}/{key} is damaged"
     try:
         text = store.read_text(key)
-        state = json.loads(text) if text is not None else None
+        if text is None:
+            return None
+        state = json.loads(text)
+        check_shape(state, STATE_SHAPE, damaged)
+        return state
+    except RecordError as error:
+        problem = str(error)
     except ValueError as error:  # not UTF-8, or not JSON
-        problem = f"not a JSON text ({error_line(error)})"
-    else:
-        if state is None or (isinstance(state, dict) and not _state_problem(state)):
-            return state
-        problem = _state_problem(state) if isinstance(state, dict) else f"a JSON {type(state).__name__}, not an object"
+        problem = f"{damaged}: not a JSON text ({error_line(error)})"
     if force:
         return {}
     raise ConfigError(
-        f"{store.uri}/{key} is damaged: {problem}; it no longer says which run this folder holds: "
-        "run with --force to delete the run and start over"
+        f"{problem}; it no longer says which run this folder holds: run with --force to delete the run and start over"
     )
-
-
-def _state_problem(state: dict) -> str | None:
-    """What is missing or wrong in a run's record, in words; None when it is whole."""
-    missing = [key for key in STATE_REQUIRED if key not in state]
-    if missing:
-        return f"it lacks {', '.join(missing)}"
-    wrong = [key for key, kind in STATE_KEYS.items() if key in state and not isinstance(state[key], kind)]
-    return f"{', '.join(wrong)} of the wrong type" if wrong else None
