@@ -37,9 +37,7 @@ def raw_values(block, field: str, rows: int) -> pa.Array:
     """The value of each object's top-level ``field`` as the line writes it, one per
     object of ``block`` (a block of one object per nonblank line): a number or
     ``true``/``false`` exactly as written, a string's value; null where the object has no
-    such field, or ``null``, or an object or array there.
-
-    """
+    such field, or ``null``, or an object or array there."""
     data = np.frombuffer(block, dtype=np.uint8)
     words = np.frombuffer(block, dtype=np.uint64, count=len(block) // 8)
     target = np.frombuffer(field.encode(), dtype=np.uint8)
