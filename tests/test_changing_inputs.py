@@ -127,7 +127,7 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
 
         def committing(ctx, marker, stats, store=None):
             commit(ctx, marker, stats, store)
-            if stats["file"].endswith(CHANGING) and "input_file" in stats and stats["segment"] == 0:
+            if stats["files"][0].endswith(CHANGING) and "input_files" in stats and stats["segment"] == 0:
                 once(path)
 
         unit_module.commit = committing
@@ -266,8 +266,8 @@ def test_a_file_changed_while_the_run_plans_its_pieces_is_never_read_in_them(tmp
     config = config_for(tmp_path, split_bytes=16384)
     plan = run_module.plan_units
 
-    def planning(config):
-        units = plan(config)
+    def planning(config, versions):
+        units = plan(config, versions)
         cut_and_appended(tmp_path / "in" / CHANGING)
         return units
 
@@ -369,8 +369,8 @@ def test_an_object_rewritten_after_the_run_planned_fails_its_unit(remote_config,
     fs, key, config = remote_config
     plan = run_module.plan_units
 
-    def planning(config):
-        units = plan(config)
+    def planning(config, versions):
+        units = plan(config, versions)
         rewrite_object(fs, key)
         return units
 

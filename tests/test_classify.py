@@ -272,6 +272,7 @@ def corpus(tmp_path_factory, tiny_model):
     )
     config = write_config(
         root / "c.toml",
+        "[run]\ngroup_bytes = 0\n"  # a unit per file: the kill test needs several units
         '[sources.web]\npaths = ["web/*.jsonl"]\n[sources.mixed]\npaths = ["mixed/*.jsonl"]\n'
         '[sources.same]\npaths = ["same/*.jsonl"]\n'
         f'[[stages]]\nname = "classify"\n{web_models}[stages.per_source.mixed]\n{mixed_models}'

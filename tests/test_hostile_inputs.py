@@ -55,7 +55,8 @@ def hostile_run(tmp_path_factory):
             build(case, inputs)
         cases[case.file_name] = case
     sources = "".join(f'[sources.{name}]\npaths = ["in/{pattern}"]\n' for name, pattern in FORMATS.items())
-    config = write_config(folder / "run.toml", sources + CHAIN)
+    single = "[run]\ngroup_bytes = 0\n"  # a unit per file, so each file's marker says what it kept
+    config = write_config(folder / "run.toml", single + sources + CHAIN)
     out = folder / "out"
     result = subprocess.run(
         [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-w", "2"],
@@ -83,7 +84,7 @@ def test_each_file_comes_out_as_its_row_says(hostile_run):
     for row in ledger:
         reasons.setdefault(row["file"], Counter())[row["reason"].removeprefix("bad-input:")] += 1
     markers = [json.loads(p.read_text()) for p in (out / "stats" / "segment-0").rglob("*.json")]
-    kept = {m["file"]: m["output"] for m in markers}
+    kept = {m["files"][0]: m["output"] for m in markers}
     assert set(kept) == set(cases)
     for name, case in cases.items():
         assert reasons.get(name, Counter()) == case.reasons, name

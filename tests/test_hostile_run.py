@@ -402,7 +402,8 @@ def test_duplicate_ids_are_counted_and_named(tmp_path):
     assert manifest["duplicate_ids"] == {
         "ids": 1,
         "extra_copies": 1,
-        "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl", "b.jsonl"]}],
+        # the two files are one unit (a pack of small files): the example names the pack
+        "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl .. b.jsonl (2 files)"]}],
     }
     assert any("1 ids occur more than once" in w and "'x1'" in w for w in manifest["warnings"])
 

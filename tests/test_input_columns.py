@@ -164,7 +164,9 @@ def test_an_input_n_tokens_is_kept_beside_the_tokenizers_end_to_end(tmp_path):
     write_jsonl(tmp_path / "in" / "b.jsonl", [{"id": "b", "text": "four five", "n_tokens": 5}])
     config = write_config(
         tmp_path / "run.toml",
-        '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n',
+        # a unit per file: packed together, b's number would be cast to a's type (ParquetSink)
+        '[run]\ngroup_bytes = 0\n[sources.web]\npaths = ["in/*.jsonl"]\n'
+        '[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n',
     )
     command = [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(tmp_path / "out"), "-w", "1", "-q"]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)

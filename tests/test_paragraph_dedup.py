@@ -305,6 +305,7 @@ def cli_corpus(tmp_path_factory):
         write_jsonl(root / "web" / f"part{k:02d}.jsonl", rows[lo : lo + 20])
     config = write_config(
         root / "pd.toml",
+        "[run]\ngroup_bytes = 0\n"  # a unit per file: the kill test needs several units
         f'[sources.web]\npaths = ["{root}/web/*.jsonl"]\n[[stages]]\nname = "paragraph_dedup"\npartitions = 3\n',
     )
     return root, config, copies

@@ -154,7 +154,9 @@ def test_a_phase_starts_a_worker_per_task_at_most_and_a_larger_one_adds_to_the_p
 def test_workers_past_the_units_are_said_and_past_the_cores_warned(tmp_path):
     for name in ("a", "b"):
         write_jsonl(tmp_path / "in" / f"{name}.jsonl", [{"id": name, "text": "a small document"}])
-    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}')
+    config = write_config(
+        tmp_path / "run.toml", f'[run]\ngroup_bytes = 0\n[sources.web]\npaths = ["in/*.jsonl"]\n{LENGTH}'
+    )
     result = prep("run", str(config), "--out", str(tmp_path / "out"), "-w", "64")
     assert result.returncode == 0, result.stderr
     assert "workers: 64 asked, 2 units: 2 started" in result.stderr

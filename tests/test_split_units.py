@@ -221,15 +221,14 @@ def test_a_bad_split_size_is_a_one_line_error(tmp_path, value):
 def test_workers_take_the_largest_units_first(runs):
     """A phase ends when its last unit does: handing out the large ones first leaves small
     ones for the end. A file's pieces share its size; equal sizes keep the planned order."""
-    from pipeline.engine.plan import plan_units
-    from pipeline.engine.run import _input_sizes, _largest_first
-    from pipeline.engine.storage import input_stat
+    from pipeline.engine.run import _input_sizes, _largest_first, _planned_units
 
     out, _, config = runs["split"]  # run on one worker: units ran one at a time, in order
-    units = plan_units(load_config(config))
-    sizes = _input_sizes(units, [input_stat(unit.path) for unit in units])
+    units = _planned_units(load_config(config))
+    sizes = _input_sizes(units)
     plain = [unit for unit in units if unit.source == "web"]
-    assert len(plain) > 2 and {sizes["web", unit.name] for unit in plain} == {plain[0].path.stat().st_size / len(plain)}
+    assert len(plain) > 2
+    assert {sizes["web", unit.name] for unit in plain} == {plain[0].files[0].path.stat().st_size / len(plain)}
     order = _largest_first(units, sizes)
     assert [sizes[u.source, u.name] for u in order] == sorted(sizes.values(), reverse=True)
     assert [u for u in order if u.source == "web"] == plain

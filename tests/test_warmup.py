@@ -16,8 +16,8 @@ from conftest import REPO, write_config, write_jsonl
 from pipeline.engine import warmup
 from pipeline.engine.config import load_config
 from pipeline.engine.executor import LocalExecutor
-from pipeline.engine.plan import plan_units
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.run import _planned_units
 from pipeline.engine.warmup import warmup_plan
 from stages.quality import warmup as quality_warmup
 
@@ -43,7 +43,7 @@ def _config(tmp_path: Path):
     for source in ("web", "code"):
         write_jsonl(tmp_path / source / "a.jsonl", [{"text": "a page of text"}])
     config = load_config(write_config(tmp_path / "run.toml", CHAIN))
-    return config, plan_units(config)
+    return config, _planned_units(config)
 
 
 def _names(steps) -> list[str]:

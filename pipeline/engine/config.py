@@ -11,6 +11,8 @@ Shape::
     split_bytes = 67108864            # cut plain JSON lines, Parquet and Arrow files larger
                                       # than this into units of about this size, so every
                                       # worker has work (default 64 MB; 0: a unit per file)
+    group_bytes = 4194304             # pack files smaller than this, in order, into units
+                                      # of about this size (default 4 MB; 0: a unit per file)
     [sources.web]
     paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder,
                                       # or URIs: "s3://bucket/c4/*.json.gz" (see storage)
@@ -62,7 +64,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
 SOURCE_KEYS = {"paths", "format", "text_field", "id_field"}
 STAGE_KEYS = {"name", "sources", "per_source"}
-RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes", "split_bytes"}
+RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes", "split_bytes", "group_bytes"}
 TOP_KEYS = {"run", "sources", "stages"}
 
 
@@ -115,6 +117,7 @@ class RunSettings:
     block_bytes: int = 4 << 20
     max_doc_bytes: int = 32 << 20
     split_bytes: int = 64 << 20  # 0: one unit per file
+    group_bytes: int = 4 << 20  # 0: one unit per file
 
 
 @dataclass
@@ -182,11 +185,11 @@ def _run_settings(table: dict) -> RunSettings:
         raise ConfigError("[run] must be a table")
     _check_keys(table, RUN_KEYS, "key in [run]")
     settings = RunSettings(**table)
-    for name in ("workers", "block_bytes", "max_doc_bytes", "split_bytes"):
+    for name in sorted(RUN_KEYS):
         value = getattr(settings, name)
         if name == "workers" and value is None:
             continue
-        least, kind = (0, "non-negative") if name == "split_bytes" else (1, "positive")
+        least, kind = (0, "non-negative") if name in ("split_bytes", "group_bytes") else (1, "positive")
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"[run] {name} must be a {kind} integer, not {value!r}")
     return settings

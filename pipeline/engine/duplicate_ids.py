@@ -76,6 +76,6 @@ def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> li
                 h, doc_id = file_hashes[row], ids[int(row)].as_py()
                 entry = found.setdefault(int(h), {"id": doc_id, "copies": 0, "files": []})
                 entry["copies"] += 1
-                if unit.file_key not in entry["files"]:
-                    entry["files"].append(unit.file_key)
+                if unit.files_label not in entry["files"]:
+                    entry["files"].append(unit.files_label)
     return [found[int(h)] for h in hashes if int(h) in found]

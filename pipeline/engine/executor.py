@@ -319,6 +319,6 @@ def describe_task(task: Task) -> str:
     """A task in words, for messages: the unit (source and file) or partition it works on."""
     fn, args = task
     for arg in args:
-        if hasattr(arg, "file_key") and hasattr(arg, "source"):
-            return f"{fn.__name__} of {arg.source}/{arg.file_key}"
+        if hasattr(arg, "files_label") and hasattr(arg, "source"):
+            return f"{fn.__name__} of {arg.source}/{arg.files_label}"
     return f"{fn.__name__}{tuple(a for a in args if isinstance(a, int))}"

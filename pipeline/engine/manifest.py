@@ -45,8 +45,8 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         source = sources[stats["source"]]
         if stats["segment"] == 0:
             source["input"] += stats["input"]
-        if "input_file" in stats:  # one unit per file records it (a file may be cut in pieces)
-            inputs.append({"source": stats["source"], **stats["input_file"]})
+        # one unit per file records it (a file may be cut in pieces, or packed with others)
+        inputs += [{"source": stats["source"], **file} for file in stats.get("input_files", [])]
         if stats["segment"] == last_segment:
             source["output"] += stats["output"]
         source["rejected"] += stats["rejected"]

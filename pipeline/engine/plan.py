@@ -1,11 +1,12 @@
 """The plan of a run: its units of work and its segments (the folders everything goes in
 are ``pipeline.formats.layout``).
 
-A unit is one input file of one source, or one piece of a large one (``[run]
-split_bytes``; where files are cut is ``pipeline.readers.splits``): a file's pieces are
-named after it, numbered in order (``00003-big.jsonl.part-00001``), so sorting unit names
-keeps input order, and their outputs read in name order are the whole file's, whatever
-the split size. The stage chain is cut at each global stage
+A unit is one input file of one source, one piece of a large one (``[run]
+split_bytes``; where files are cut is ``pipeline.readers.splits``), or small files packed
+together (``[run] group_bytes``). A file's pieces are named after it, numbered in order
+(``00003-big.jsonl.part-00001``), a pack after its first and last file
+(``00004-a.jsonl.to-00950``), so sorting unit names keeps input order, and their outputs
+read in name order are the inputs', whatever the split and pack sizes. The stage chain is cut at each global stage
 (dedup) into segments; segment ``k`` runs per unit and, unless it is the last, leaves the
 documents it kept under ``work/segments/k/`` for global stage ``k`` to map over and filter.
 """
@@ -18,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from pipeline.engine.config import Config, RunSettings, StageConfig
+from pipeline.engine.config import Config, RunSettings, SourceConfig, StageConfig
 from pipeline.engine.storage import not_a_file
 from pipeline.readers import detect_format
 from pipeline.readers.common import Span
@@ -28,23 +29,51 @@ from pipeline.util.printable import printable_path
 PLAN_THREADS = min(8, os.cpu_count() or 1)
 
 
+# A packed unit holds at most this many files: its marker lists each file read (path,
+# size, sha256), so the cap bounds a marker at about 150 KB however small the files are,
+# and a unit killed part-way redoes at most this many.
+PACK_FILES = 1000
+
+
 @dataclass(frozen=True)
-class Unit:
-    source: str
+class InputFile:
+    """One input file as units read it."""
+
     index: int  # position of the file in the source's sorted file list
     path: Path | str  # str: the URI of a file on an object store
+    key: str  # how the ledger and generated ids name the file (printable, valid UTF-8)
+    version: tuple = ()  # the file's ``input_stat`` when the run planned it: the only one it reads
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One input file of a source, a piece of a large one (``span``), or several small
+    ones packed in input order (``[run] group_bytes``): below a few MB a file costs a
+    unit more in its own outputs, marker and task than in reading it."""
+
+    source: str
     name: str  # unique within the source, safe as a file name
     format: str
     text_field: str
     id_field: str
-    file_key: str  # how the ledger and generated ids name the file (printable, valid UTF-8)
+    files: tuple[InputFile, ...]  # in input order; exactly one when ``span`` is set
     span: Span | None = None  # the piece of the file this unit reads (None: all of it)
-    version: tuple = ()  # the file's ``input_stat`` when the run planned it: the only one it reads
 
     @property
     def reports_file(self) -> bool:
-        """Whether this unit records the file's size and sha256 (one unit per file does)."""
+        """Whether this unit records its files' sizes and sha256 (one unit per file does)."""
         return self.span is None or self.span.start == 0
+
+    @property
+    def first_index(self) -> int:
+        return self.files[0].index
+
+    @property
+    def files_label(self) -> str:
+        """The unit's files in words, for messages: the file, or a pack's first and last."""
+        if len(self.files) == 1:
+            return self.files[0].key
+        return f"{self.files[0].key} .. {self.files[-1].key} ({len(self.files)} files)"
 
 
 @dataclass
@@ -55,25 +84,62 @@ class Segment:
     last: bool
 
 
-def plan_units(config: Config) -> list[Unit]:
-    files = [(source, index, path) for source in config.sources.values() for index, path in enumerate(source.files)]
+def plan_units(config: Config, versions: dict) -> list[Unit]:
+    """The units of every source, in input order; ``versions`` maps each file to its
+    ``input_stat`` (whose first value is its size)."""
+    files = [(source, path) for source in config.sources.values() for path in source.files]
     # Finding a file's cuts reads it (JSON lines) or its footer: files in parallel, since
     # the reads and the native newline counts release the GIL.
     with ThreadPoolExecutor(PLAN_THREADS) as pool:
-        pieces = list(pool.map(lambda file: _spans(file[2], file[0].format, config.run), files))
-    units = []
-    keys = {source.name: _file_keys(source.files) for source in config.sources.values()}
-    for (source, index, path), spans in zip(files, pieces):
-        stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(path)).name)
-        name = f"{index:05d}-{stem}"
-        key = keys[source.name][index]
-        whole = Unit(source.name, index, path, name, source.format, source.text_field, source.id_field, key)
+        pieces = iter(pool.map(lambda file: _spans(file[1], file[0].format, config.run), files))
+    units: list[Unit] = []
+    for source in config.sources.values():
+        keys = _file_keys(source.files)
+        inputs = [InputFile(i, path, keys[i], versions[path]) for i, path in enumerate(source.files)]
+        units += _source_units(source, inputs, [next(pieces) for _ in inputs], config.run.group_bytes)
+    return units
+
+
+def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, group_bytes: int) -> list[Unit]:
+    """One source's units: a unit per file or piece, files below ``group_bytes`` packed
+    in order into units of about that size (at most ``PACK_FILES``). Names start with the
+    first file's index, so sorting them keeps input order."""
+    width = max(5, len(str(len(files) - 1)))
+    units: list[Unit] = []
+    pack: list[InputFile] = []
+    packed = 0  # bytes in ``pack``
+
+    def close_pack() -> None:
+        nonlocal packed
+        packed = 0
+        if pack:
+            name = _file_name(pack[0], width) + (f".to-{pack[-1].index:0{width}d}" if len(pack) > 1 else "")
+            units.append(Unit(source.name, name, source.format, source.text_field, source.id_field, tuple(pack)))
+            pack.clear()
+
+    for file, spans in zip(files, pieces):
+        size = int(file.version[0]) if file.version else 0
+        if spans is None and size < group_bytes:
+            pack.append(file)
+            packed += size
+            if packed >= group_bytes or len(pack) >= PACK_FILES:
+                close_pack()
+            continue
+        close_pack()
+        whole = Unit(source.name, _file_name(file, width), source.format, source.text_field, source.id_field, (file,))
         if spans is None:
             units.append(whole)
             continue
-        width = max(5, len(str(len(spans) - 1)))
-        units += [replace(whole, name=f"{name}.part-{k:0{width}d}", span=span) for k, span in enumerate(spans)]
+        digits = max(5, len(str(len(spans) - 1)))
+        units += [replace(whole, name=f"{whole.name}.part-{k:0{digits}d}", span=span) for k, span in enumerate(spans)]
+    close_pack()
     return units
+
+
+def _file_name(file: InputFile, width: int) -> str:
+    """A file's unit name: its index, then its name made safe as a file name."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(file.path)).name)
+    return f"{file.index:0{width}d}-{stem}"
 
 
 def _spans(path: Path | str, fmt: str, run: RunSettings) -> list[Span] | None:

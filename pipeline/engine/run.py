@@ -16,7 +16,6 @@ import os
 import sys
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
@@ -69,7 +68,6 @@ def run_pipeline(
         start_fork_server()  # the workers' imports overlap the planning below
     units = _planned_units(config)
     config = config.without_files()  # the units name them; tasks carry the config
-    input_stats = [list(unit.version) for unit in units]
     fingerprint = _fingerprint(config, units, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
     if not store.remote and Path(out).exists() and not Path(out).is_dir():
@@ -78,9 +76,7 @@ def run_pipeline(
         try:
             refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
-            sized = _claim_output(
-                store, units, fingerprint, input_stats, force, _sized(config, units, input_stats, sample)
-            )
+            sized = _claim_output(store, units, fingerprint, force, _sized(config, units, sample))
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
@@ -89,7 +85,7 @@ def run_pipeline(
             for line in worker_notes(asked, len(units), os.cpu_count() or 1):
                 print(line, file=sys.stderr)
         return _run_claimed(
-            config, store, units, input_stats, workers, strict, quiet, executor, address, sample, progress, wall_start
+            config, store, units, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
 
 
@@ -102,14 +98,13 @@ def _planned_units(config: Config) -> list[Unit]:
         versions = {path: tuple(input_stat(path)) for source in config.sources.values() for path in source.files}
     except OSError as error:
         raise ConfigError(f"cannot read an input: {error}") from None
-    return [replace(unit, version=versions[unit.path]) for unit in plan_units(config)]
+    return plan_units(config, versions)
 
 
 def _run_claimed(
     config: Config,
     store: RunStore,
     units: list[Unit],
-    input_stats: list[list[int | str]],
     workers,
     strict,
     quiet,
@@ -128,14 +123,14 @@ def _run_claimed(
     mode = "none" if quiet else progress
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
-    sizes = _input_sizes(units, input_stats)
+    sizes = _input_sizes(units)
     try:
         warm_up(config, units, runner, mode, sizes)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
                 global_stats[label] = run_global(config, store, segment, units, runner, mode)
-            input_bytes = sum(s[0] for u, s in zip(units, input_stats) if u.reports_file) if segment.index == 0 else 0
+            input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
             unit_stats += _run_segment(
                 config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes
             )
@@ -208,7 +203,7 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
 
     Each input's version (``input_stat``) is kept beside it in the state file and checked
     by ``_check_inputs``, so touching a file does not make it another run."""
-    inputs = [[unit.source, unit.file_key] for unit in units]
+    inputs = [[unit.source, file.key] for unit in units for file in unit.files]
     stage_files = {path: file_sha256(path) for stage in config.stages for path in stage.files()}
     digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample, stage_files]).encode()).hexdigest()
     return {
@@ -220,10 +215,10 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     }
 
 
-def _sized(config: Config, units: list[Unit], input_stats: list[list[int | str]], sample: float) -> dict:
+def _sized(config: Config, units: list[Unit], sample: float) -> dict:
     """What the run's size decides of each global stage's options (``GlobalStage.sized``),
     by the stage's index in the config; the text a stage sees is its sources' share."""
-    sizes = _input_sizes(units, input_stats)
+    sizes = _input_sizes(units)
     sized = {}
     for index, stage in enumerate(config.stages):
         cls = registry()[stage.name]
@@ -239,7 +234,6 @@ def _claim_output(
     store: RunStore,
     units: list[Unit],
     fingerprint: dict,
-    input_stats: list[list[int | str]],
     force: bool,
     sized: dict,
 ) -> dict:
@@ -250,7 +244,7 @@ def _claim_output(
     out = store.uri
     state_file = layout.key(layout.state)
     previous = previous_run(store, force)
-    versions = {f"{u.source}/{u.file_key}": stat for u, stat in zip(units, input_stats)}
+    versions = {f"{u.source}/{file.key}": list(file.version) for u in units for file in u.files}
     if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
         recorded = previous.get("sized", {})
         if previous.get("inputs") != versions:  # the same run again, but some input looks touched
@@ -280,24 +274,23 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
     and a changed time alone is no change: the file is hashed again and compared with
     the sha256 recorded when it was read (by the file's first unit, for a file cut in pieces).
     """
-    first = {(u.source, u.file_key): u for u in units if u.reports_file}
+    first = {(u.source, file.key): u for u in units if u.reports_file for file in u.files}
     for unit in units:
-        key = f"{unit.source}/{unit.file_key}"
-        if recorded.get(key) == versions[key]:
-            continue
-        marker = layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))
-        if store.read_text(marker) is None:
-            continue
-        text = store.read_text(
-            layout.key(layout.marker(Layout.segment_phase(0), unit.source, first[unit.source, unit.file_key].name))
-        )
-        read_sha = json.loads(text or "{}").get("input_file", {}).get("sha256")
-        if read_sha is None or input_sha256(unit.path) != read_sha:
-            raise ConfigError(
-                f"input {printable_path(unit.path)} ({unit.source}) changed after this run read it, "
-                f"so {store.uri} is stale; "
-                "restore the file, or run with --force to start over"
-            )
+        for file in unit.files:
+            key = f"{unit.source}/{file.key}"
+            if recorded.get(key) == versions[key]:
+                continue
+            if store.read_text(layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))) is None:
+                continue
+            reader = first[unit.source, file.key]
+            text = store.read_text(layout.key(layout.marker(Layout.segment_phase(0), unit.source, reader.name)))
+            read = {f["path"]: f.get("sha256") for f in json.loads(text or "{}").get("input_files", [])}
+            if read.get(file.key) is None or input_sha256(file.path) != read[file.key]:
+                raise ConfigError(
+                    f"input {printable_path(file.path)} ({unit.source}) changed after this run read it, "
+                    f"so {store.uri} is stale; "
+                    "restore the file, or run with --force to start over"
+                )
 
 
 def _remove_temporaries(out: Path) -> None:
@@ -308,13 +301,21 @@ def _remove_temporaries(out: Path) -> None:
             path.unlink()
 
 
-def _input_sizes(units: list[Unit], input_stats: list[list[int | str]]) -> dict[tuple[str, str], float]:
-    """Bytes each unit parses, about: its file's (uncompressed, where the file says),
-    shared evenly by the file's pieces (``splits`` cuts them even). What is no file (a
+def _file_bytes(unit: Unit) -> int:
+    """The size on disk of the files a unit reads (all of each, for a piece of one)."""
+    return sum(int(file.version[0]) for file in unit.files)
+
+
+def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
+    """Bytes each unit parses, about: its files' (uncompressed, where a file says),
+    a file's shared evenly by its pieces (``splits`` cuts them even). What is no file (a
     FIFO) is not opened to look: it is read as nothing."""
-    pieces = Counter((unit.source, unit.index) for unit in units)
-    parsed = [0 if not_a_file(u.path) else parsed_bytes(u.path, int(stat[0])) for u, stat in zip(units, input_stats)]
-    return {(u.source, u.name): size / pieces[u.source, u.index] for u, size in zip(units, parsed)}
+    pieces = Counter((unit.source, unit.first_index) for unit in units)
+    return {
+        (u.source, u.name): sum(0 if not_a_file(f.path) else parsed_bytes(f.path, int(f.version[0])) for f in u.files)
+        / pieces[u.source, u.first_index]
+        for u in units
+    }
 
 
 def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> list[Unit]:
@@ -342,7 +343,7 @@ def _run_segment(
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
     bar = ProgressBar(name, input_bytes, len(units), mode=mode)
     for stats in done:
-        bar.unit_done(stats.get("input_file", {}).get("bytes") or 0)
+        bar.unit_done(sum(file.get("bytes") or 0 for file in stats.get("input_files", [])))
     todo = _largest_first(todo, sizes)
     tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
     results = executor.run(tasks, bar)

@@ -21,12 +21,21 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, StageConfig
-from pipeline.engine.plan import Segment, Unit
+from pipeline.engine.plan import InputFile, Segment, Unit
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, not_a_file
 from pipeline.engine.versions import InputChanged, planned_input
-from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, TEXT, count_values, ledger_rows, split_by_reason
+from pipeline.formats.documents import (
+    FILE,
+    ID,
+    LEDGER_SCHEMA,
+    TEXT,
+    count_values,
+    internal_columns,
+    ledger_rows,
+    split_by_reason,
+)
 from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.kernels.hashing import id_hashes, in_sample
 from pipeline.readers import InputSpec, read_input
@@ -101,7 +110,7 @@ def run_unit(
     kept_sink = ParquetSink(ctx, kept_folder, unit.name)
     ledger_sink = ParquetSink(ctx, layout.rejects(unit.source), ledger_stem(unit.name, segment.index), LEDGER_SCHEMA)
     counts = {"input": 0, "output": 0, "rejected": 0}
-    file_info: dict = {}
+    files_read: dict[str, dict] = {}  # file key -> its size and sha256, as each file's read ends
     bad_input: Counter[str] = Counter()
     cpu: Counter[str] = Counter()
 
@@ -113,7 +122,8 @@ def run_unit(
         chunks = _sampled_chunks(chunks, sample)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
     for batch, bad, nbytes, extra in chunks:
-        file_info.update(extra)
+        if extra:
+            files_read[extra["path"]] = extra
         documents_in = tokens_out = 0
         if segment.index == 0:
             input_ids += [id_hashes(b.column(ID)) for b in (batch, bad) if b is not None and b.num_rows]
@@ -128,7 +138,7 @@ def run_unit(
             if batch.num_rows:
                 if TOKENS in ours and TOKENS in batch.schema.names:  # a stage's, never an input's
                     tokens_out = int(pc.sum(batch.column(TOKENS)).as_py() or 0)
-                kept_sink.write(batch.drop_columns([LINE]) if segment.last else batch)
+                kept_sink.write(batch.drop_columns(internal_columns(batch)) if segment.last else batch)
                 counts["output"] += batch.num_rows
         counts["input"] += documents_in
         if progress and (documents_in or nbytes):
@@ -140,7 +150,7 @@ def run_unit(
     stats = {
         "source": unit.source,
         "unit": unit.name,
-        "file": unit.file_key,
+        "files": [file.key for file in unit.files],
         "segment": segment.index,
         **counts,
         "bad_input": dict(sorted(bad_input.items())),
@@ -150,11 +160,11 @@ def run_unit(
         hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
         save_npy(ctx.atomic(layout.unit_ids(unit.source, unit.name)), hashes)
     if segment.index == 0 and unit.reports_file:
-        stats["input_file"] = {
-            "path": unit.file_key,
-            "bytes": file_info.get("bytes"),
-            "sha256": file_info.get("sha256"),
-        }
+        facts = [files_read.get(f.key, {}) for f in unit.files]
+        stats["input_files"] = [
+            {"path": f.key, "bytes": fact.get("bytes"), "sha256": fact.get("sha256")}
+            for f, fact in zip(unit.files, facts)
+        ]
     phase = Layout.segment_phase(segment.index)
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
     write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
@@ -207,7 +217,9 @@ def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
 
 
 def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu: Counter) -> pa.RecordBatch:
-    """Pass one batch through the stages, moving each rejected row to the ledger."""
+    """Pass one batch through the stages, moving each rejected row to the ledger (which
+    names the unit's file, or for a pack of files the one in each row's ``_file``)."""
+    file = unit.files[0].key
     for label, stage in steps:
         tally = tallies[label]
         tally.input += batch.num_rows
@@ -224,9 +236,7 @@ def _run_chain(batch, steps, tallies, ledger_sink, unit: Unit, counts: dict, cpu
                 if detail is not None:
                     detail = detail.filter(pc.is_valid(result.drop_reason))
                 ledger_sink.write(
-                    ledger_rows(
-                        rejected, source=unit.source, stage=label, reasons=reasons, file=unit.file_key, detail=detail
-                    )
+                    ledger_rows(rejected, source=unit.source, stage=label, reasons=reasons, file=file, detail=detail)
                 )
                 tally.rejected.update(count_values(reasons))
                 counts["rejected"] += rejected.num_rows
@@ -258,30 +268,40 @@ def stage_columns(config: Config) -> frozenset[str]:
 def _batches(
     config: Config, layout: Layout, segment: Segment, unit: Unit, strict: bool, stage_columns: frozenset[str]
 ) -> Iterator[tuple]:
-    """(documents, quarantined rows, input bytes, extra) for this unit's segment."""
+    """(documents, quarantined rows, input bytes, extra) for this unit's segment; ``extra``
+    names the file whose read it ends (``path``) with the file's size and sha256."""
     if segment.index == 0:
-        spec = InputSpec(
-            source=unit.source,
-            file_key=unit.file_key,
-            text_field=unit.text_field,
-            id_field=unit.id_field,
-            block_bytes=config.run.block_bytes,
-            max_doc_bytes=config.run.max_doc_bytes,
-            strict=strict,
-            span=unit.span,
-            stage_columns=stage_columns,
-        )
-        if (special := not_a_file(unit.path)) is not None:  # a FIFO or a device is never opened
-            yield None, unreadable(spec, 0, ValueError(special)), 0, {}
-            return
-        with planned_input(unit.path, unit.version, f"{printable_path(unit.path)} ({unit.source})") as path:
-            for chunk in read_input(path, spec, unit.format):
-                yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
+        for file in unit.files:
+            spec = InputSpec(
+                source=unit.source,
+                file_key=file.key,
+                text_field=unit.text_field,
+                id_field=unit.id_field,
+                block_bytes=config.run.block_bytes,
+                max_doc_bytes=config.run.max_doc_bytes,
+                strict=strict,
+                span=unit.span,
+                stage_columns=stage_columns,
+            )
+            for docs, bad, nbytes, extra in _file_batches(file, spec, unit):
+                if docs is not None and len(unit.files) > 1:  # a pack: each document names its file
+                    docs = docs.append_column(FILE, pa.repeat(pa.scalar(file.key), docs.num_rows))
+                yield docs, bad, nbytes, {"path": file.key, **extra} if extra else {}
         return
     for path in part_files(layout.segment_docs(segment.index - 1, unit.source), unit.name):
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=8192):
             yield batch, None, 0, {}
+
+
+def _file_batches(file: InputFile, spec: InputSpec, unit: Unit) -> Iterator[tuple]:
+    """One input file's (documents, quarantined rows, input bytes, file facts)."""
+    if (special := not_a_file(file.path)) is not None:  # a FIFO or a device is never opened
+        yield None, unreadable(spec, 0, ValueError(special)), 0, {}
+        return
+    with planned_input(file.path, file.version, f"{printable_path(file.path)} ({unit.source})") as path:
+        for chunk in read_input(path, spec, unit.format):
+            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
 
 
 def _discarded_if_changed(chunks: Iterator[tuple], ctx: UnitContext, sinks: list[ParquetSink]) -> Iterator[tuple]:

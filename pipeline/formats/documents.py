@@ -14,9 +14,10 @@ import pyarrow.compute as pc
 ID, TEXT, SOURCE = "id", "text", "source"
 REQUIRED_COLUMNS = (ID, TEXT, SOURCE)
 
-# Internal column the reader adds so a rejected row can name its input line or row.
-# It never reaches the kept documents.
+# Internal columns, which never reach the kept documents: the reader adds the input line
+# or row, so a rejected row can name it; a unit of several packed files adds the file.
 LINE = "_line"
+FILE = "_file"
 
 LEDGER_SCHEMA = pa.schema(
     [
@@ -58,18 +59,24 @@ def ledger_rows(
     """Turn rejected rows of a document batch into ledger rows (one per row of ``batch``)."""
     n = batch.num_rows
     line = batch.column(LINE) if LINE in batch.schema.names else pa.nulls(n, pa.int64())
+    files = batch.column(FILE) if FILE in batch.schema.names else pa.repeat(pa.scalar(file, pa.string()), n)
     columns = [
         batch.column(ID).cast(pa.string()),
         pa.repeat(pa.scalar(source, pa.string()), n),
         pa.repeat(pa.scalar(stage, pa.string()), n),
         reasons.cast(pa.string()),
-        pa.repeat(pa.scalar(file, pa.string()), n),
+        files.cast(pa.string()),
         line.cast(pa.int64()),
         detail.cast(pa.string()) if detail is not None else pa.nulls(n, pa.string()),
         batch.column(TEXT).cast(pa.large_string()),
         pa.nulls(n, pa.large_binary()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=LEDGER_SCHEMA)
+
+
+def internal_columns(batch: pa.RecordBatch) -> list[str]:
+    """The internal columns ``batch`` carries, which kept documents leave behind."""
+    return [name for name in (LINE, FILE) if name in batch.schema.names]
 
 
 def count_values(values: pa.Array) -> dict[str, int]:

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.formats.documents import ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
+from pipeline.formats.documents import FILE, ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
 from pipeline.kernels.buffers import is_string
 from pipeline.kernels.hashing import file_sha256
 from pipeline.util.printable import error_line
@@ -206,11 +206,11 @@ def to_documents(
 
 def _input_name(name: str, taken: set[str], stage_columns: frozenset[str]) -> str:
     """The output name of an input field: a field named like one of ours (the readers'
-    ``id``, ``text``, ``source``, ``_line``, or a column a stage of the run adds) keeps its
+    ``id``, ``text``, ``source``, ``_line``, ``_file``, or a column a stage of the run adds) keeps its
     value under an ``input_`` prefix, so no stage overwrites it and no reader of ours
     mistakes it for our column. The prefix repeats while the name is still taken, by an
     input field or by one of ours (two columns of one name would make the output unreadable)."""
-    ours = {ID, TEXT, SOURCE, LINE} | stage_columns
+    ours = {ID, TEXT, SOURCE, LINE, FILE} | stage_columns
     if name not in ours:
         return name
     out = f"input_{name}"
