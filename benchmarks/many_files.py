@@ -10,11 +10,14 @@ where the per-file cost is all there is to measure.
 
 Sides, each in a fresh process tree, wall, CPU and peak PSS of the whole tree
 (``proctree``):
-  prep       ``prep run`` of one stage (normalize) over the N files into a fresh --out;
+  prep       ``prep run`` of one stage (normalize) over the N files into a fresh --out
+             (its own process runs the command line, so the driver's own peak RSS is
+             read too: the workers' memory does not grow with the files, the driver's may);
   resume     the same command again over the finished folder (finds every unit done);
   datatrove  JsonlReader -> JsonlWriter, ``tasks = workers``, on LocalPipelineExecutor.
 Planning alone (listing and the input versions, in this process) is timed too, and the
-size of the run's state (.prep/), markers and manifest is read from the folder.
+size of the run's state (.prep/), markers (stats/) and manifest, and the number of units
+and output files, are read from the folder.
 
 The growth exponent is the slope of log(time) against log(files) between the smallest
 and the largest N; 1 is linear. A million files is projected from the per-file slope.
@@ -79,7 +82,26 @@ def state_sizes(out: Path) -> dict:
     def size(path: Path) -> float:
         return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 2**20 if path.exists() else 0.0
 
-    return {"state_mb": size(out / ".prep"), "manifest_mb": (out / "manifest.json").stat().st_size / 2**20}
+    return {
+        "state_mb": size(out / ".prep"),
+        "markers_mb": size(out / "stats"),
+        "manifest_mb": (out / "manifest.json").stat().st_size / 2**20,
+        "units": sum(1 for _ in (out / "stats" / "segment-0").rglob("*.json")),
+        "output_files": sum(1 for p in out.rglob("*") if p.is_file()),
+    }
+
+
+def run_prep(config: Path, out: Path, workers: int, driver_rss: Path) -> None:
+    """``prep run`` in this process, which writes its own peak RSS (the driver's, not
+    its workers') to ``driver_rss`` as it exits."""
+    import atexit
+    import resource
+
+    from pipeline.commands.main import program
+
+    atexit.register(lambda: driver_rss.write_text(str(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)))
+    sys.argv = ["prep", "run", str(config), "--out", str(out), "-w", str(workers), "-q"]
+    program()  # ends the process, after the atexit handlers
 
 
 def run_datatrove(folder: Path, out: Path, workers: int) -> None:
@@ -100,7 +122,9 @@ def measure(data: Path, files: int, workers: int) -> dict:
         config.write_text(CONFIG.format(folder=folder))
         row = {"files": files, "plan_s": planning_seconds(config)}
         out = work / "out"
-        row["prep"] = timed(prep_command(config, out, workers))
+        driver = [sys.executable, "-m", __spec__.name, "--side", "prep", "--work", str(work), "--workers", str(workers)]
+        row["prep"] = timed(driver)
+        row["driver_mb"] = int((work / "driver_rss").read_text()) / 1024
         row["resume"] = timed(prep_command(config, out, workers))
         row.update(state_sizes(out))
         read = json.loads((out / "manifest.json").read_text())["balance"]["input"]
@@ -119,14 +143,17 @@ def exponent(rows: list[dict], key) -> float:
 
 def report(rows: list[dict]) -> None:
     print(
-        f"{'files':>8} {'plan s':>7} {'prep s':>7} {'MB':>6} {'resume s':>8} {'datatrove s':>11} {'MB':>6} "
-        f"{'state MB':>8} {'manifest MB':>11} {'dt/prep':>7}"
+        f"{'files':>8} {'units':>6} {'plan s':>7} {'prep s':>7} {'MB':>6} {'driver MB':>9} {'resume s':>8} "
+        f"{'datatrove s':>11} {'MB':>6} {'state MB':>8} {'markers MB':>10} {'manifest MB':>11} {'out files':>9} "
+        f"{'dt/prep':>7}"
     )
     for r in rows:
         print(
-            f"{r['files']:>8} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} {r['prep']['peak_mb']:>6.0f} "
-            f"{r['resume']['wall']:>8.2f} {r['datatrove']['wall']:>11.1f} {r['datatrove']['peak_mb']:>6.0f} "
-            f"{r['state_mb']:>8.2f} {r['manifest_mb']:>11.2f} {r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x"
+            f"{r['files']:>8} {r['units']:>6} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} "
+            f"{r['prep']['peak_mb']:>6.0f} {r['driver_mb']:>9.0f} {r['resume']['wall']:>8.2f} "
+            f"{r['datatrove']['wall']:>11.1f} {r['datatrove']['peak_mb']:>6.0f} {r['state_mb']:>8.2f} "
+            f"{r['markers_mb']:>10.2f} {r['manifest_mb']:>11.2f} {r['output_files']:>9} "
+            f"{r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x"
         )
     if len(rows) > 1:
         for name, key in [
@@ -135,6 +162,7 @@ def report(rows: list[dict]) -> None:
             ("resume", lambda r: r["resume"]["wall"]),
             ("datatrove", lambda r: r["datatrove"]["wall"]),
             ("prep peak MB", lambda r: r["prep"]["peak_mb"]),
+            ("driver MB", lambda r: r["driver_mb"]),
         ]:
             print(f"growth exponent, {name}: {exponent(rows, key):.2f}")
         a, b = rows[-2], rows[-1]
@@ -142,6 +170,8 @@ def report(rows: list[dict]) -> None:
             ("prep s", lambda r: r["prep"]["wall"]),
             ("resume s", lambda r: r["resume"]["wall"]),
             ("prep peak MB", lambda r: r["prep"]["peak_mb"]),
+            ("driver MB", lambda r: r["driver_mb"]),
+            ("plan s", lambda r: r["plan_s"]),
         ]:
             slope = (key(b) - key(a)) / (b["files"] - a["files"])
             print(f"projected at 1,000,000 files, {name}: {key(b) + slope * (1_000_000 - b['files']):,.0f}")
@@ -157,6 +187,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.side == "datatrove":
         run_datatrove(args.work / "in", args.work / "datatrove", args.workers)
+        return
+    if args.side == "prep":
+        run_prep(args.work / "many.toml", args.work / "out", args.workers, args.work / "driver_rss")
         return
     rows = [measure(args.data, int(n), args.workers) for n in args.files.split(",")]
     report(rows)

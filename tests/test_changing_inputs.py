@@ -127,7 +127,7 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
 
         def committing(ctx, marker, stats, store=None):
             commit(ctx, marker, stats, store)
-            if stats["files"][0].endswith(CHANGING) and "input_files" in stats and stats["segment"] == 0:
+            if stats["file"].endswith(CHANGING) and "input_files" in stats and stats["segment"] == 0:
                 once(path)
 
         unit_module.commit = committing

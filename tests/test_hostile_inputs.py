@@ -84,7 +84,7 @@ def test_each_file_comes_out_as_its_row_says(hostile_run):
     for row in ledger:
         reasons.setdefault(row["file"], Counter())[row["reason"].removeprefix("bad-input:")] += 1
     markers = [json.loads(p.read_text()) for p in (out / "stats" / "segment-0").rglob("*.json")]
-    kept = {m["files"][0]: m["output"] for m in markers}
+    kept = {m["file"]: m["output"] for m in markers}
     assert set(kept) == set(cases)
     for name, case in cases.items():
         assert reasons.get(name, Counter()) == case.reasons, name

@@ -125,3 +125,13 @@ def test_packs_close_at_group_bytes_and_keep_input_order(tmp_path):
     lasts = [int(n.rsplit("-", 1)[1]) if ".to-" in n else first for n, first in zip(names, firsts)]
     assert firsts[0] == 0 and lasts[-1] == 29
     assert all(last + 1 == first for last, first in zip(lasts, firsts[1:]))  # consecutive, no gap
+
+
+def test_a_pack_writes_its_documents_in_few_row_groups_not_one_per_file(tmp_path):
+    """The documents of a pack are gathered before the stages run: one batch (and one
+    Parquet row group) per file made a pack of 1,000 files 1,000 stage calls and row groups."""
+    folder = tmp_path / "in"
+    _small_files(folder, 60)
+    out, _ = _run(tmp_path, folder, "packed", 4 << 20)
+    (docs,) = (out / "docs" / "web").glob("*.parquet")
+    assert pq.ParquetFile(docs).metadata.num_row_groups == 1

@@ -120,6 +120,8 @@ def run_unit(
     chunks = _discarded_if_changed(_batches(config, layout, segment, unit, strict, ours), ctx, [kept_sink, ledger_sink])
     if sample < 1.0 and segment.index == 0:
         chunks = _sampled_chunks(chunks, sample)
+    if segment.index == 0 and (sample < 1.0 or len(unit.files) > 1):
+        chunks = _gathered(chunks)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
     for batch, bad, nbytes, extra in chunks:
         if extra:
@@ -150,7 +152,7 @@ def run_unit(
     stats = {
         "source": unit.source,
         "unit": unit.name,
-        "files": [file.key for file in unit.files],
+        "file": unit.files_label,
         "segment": segment.index,
         **counts,
         "bad_input": dict(sorted(bad_input.items())),
@@ -184,32 +186,38 @@ def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False
     return batch.filter(keep)
 
 
-# Sampled documents are gathered into batches of about this much text before the stages
-# run, so per-batch costs weigh as they would in the full run and the projection holds.
-SAMPLE_BATCH_TEXT_BYTES = 2 << 20
+# Sampled documents, and the documents of a pack of small files, are gathered into
+# batches of about this much text before the stages run: per-batch costs (a stage's call,
+# a Parquet row group) weigh as they do on large files, and a sample's projection holds.
+GATHER_TEXT_BYTES = 2 << 20
 
 
 def _sampled_chunks(chunks: Iterator[tuple], fraction: float) -> Iterator[tuple]:
-    """Sample each chunk, and regroup the sampled documents into full-size batches
-    (in order; a batch whose fields differ from the pending ones starts a new group)."""
-    pending: list[pa.RecordBatch] = []
-    pending_bytes = pending_input = 0
+    """Each chunk's ``fraction`` sample."""
     for batch, bad, nbytes, extra in chunks:
-        batch, bad = _sampled(batch, fraction), _sampled(bad, fraction, ledger=True)
-        pending_input += nbytes
+        yield _sampled(batch, fraction), _sampled(bad, fraction, ledger=True), nbytes, extra
+
+
+def _gathered(chunks: Iterator[tuple]) -> Iterator[tuple]:
+    """The chunks' documents regrouped, in order, into batches of about
+    ``GATHER_TEXT_BYTES`` of text (a batch whose fields differ from the pending ones starts
+    a new group); quarantined rows, input bytes and file facts pass on as they come."""
+    pending: list[pa.RecordBatch] = []
+    pending_bytes = 0
+    for batch, bad, nbytes, extra in chunks:
         if batch is not None and batch.num_rows:
             if pending and not batch.schema.equals(pending[0].schema):
                 yield _concat(pending), None, 0, {}
                 pending, pending_bytes = [], 0
             pending.append(batch)
             pending_bytes += batch.column(TEXT).nbytes
-        if pending_bytes >= SAMPLE_BATCH_TEXT_BYTES or extra:
-            yield (_concat(pending) if pending else None), bad, pending_input, extra
-            pending, pending_bytes, pending_input = [], 0, 0
-        elif bad is not None and bad.num_rows:
-            yield None, bad, 0, {}
-    if pending or pending_input:
-        yield (_concat(pending) if pending else None), None, pending_input, {}
+        if pending_bytes >= GATHER_TEXT_BYTES:
+            yield _concat(pending), bad, nbytes, extra
+            pending, pending_bytes = [], 0
+        elif (bad is not None and bad.num_rows) or nbytes or extra:
+            yield None, bad, nbytes, extra
+    if pending:
+        yield _concat(pending), None, 0, {}
 
 
 def _concat(batches: list[pa.RecordBatch]) -> pa.RecordBatch:
