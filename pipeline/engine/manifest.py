@@ -46,7 +46,7 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         if stats["segment"] == 0:
             source["input"] += stats["input"]
         # one unit per file records it (a file may be cut in pieces, or packed with others)
-        inputs += [{"source": stats["source"], **file} for file in stats.get("input_files", [])]
+        inputs += stats.get("input_files", [])
         if stats["segment"] == last_segment:
             source["output"] += stats["output"]
         source["rejected"] += stats["rejected"]
