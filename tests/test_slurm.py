@@ -36,9 +36,11 @@ DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel", "si
 
 
 def needs_slurm(test):
-    """Marked slurm; skipped where Slurm is not installed or the test is not root."""
+    """Marked slurm, and slow (minutes: outside the default suite and CI); skipped where
+    Slurm is not installed or the test is not root."""
     for mark in (
         pytest.mark.slurm,
+        pytest.mark.slow,
         pytest.mark.skipif(
             not all(shutil.which(name) for name in DAEMONS),
             reason="needs Slurm and munge (apt-get install slurm-wlm munge)",
