@@ -240,11 +240,10 @@ def local_run(config: Path, out: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def longer(tmp_path_factory) -> tuple[Path, dict[str, str]]:
-    """The light chain over four copies of each sample file (28 units, long enough to stop
-    between the first and the last), and its local run's digest."""
+def longer_config(tmp_path_factory) -> Path:
+    """The light chain over four copies of each sample file: 28 units, long enough to
+    stop between the first and the last."""
     folder = tmp_path_factory.mktemp("longer")
-    config = folder / "longer.toml"
     text = LIGHT_SAMPLE_CONFIG.read_text()
     for source in ("web", "code", "math"):
         for path in sorted((SAMPLE / source).iterdir()):
@@ -254,8 +253,14 @@ def longer(tmp_path_factory) -> tuple[Path, dict[str, str]]:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(path, target)
         text = text.replace(f"../../data/sample/{source}/", f"inputs/{source}/")
-    config.write_text(text)
-    return config, local_run(config, folder / "local")
+    (folder / "longer.toml").write_text(text)
+    return folder / "longer.toml"
+
+
+@pytest.fixture(scope="module")
+def longer(longer_config) -> tuple[Path, dict[str, str]]:
+    """``longer_config`` and its local run's digest."""
+    return longer_config, local_run(longer_config, longer_config.parent / "local")
 
 
 def markers(out: Path) -> dict[str, int]:
@@ -323,13 +328,12 @@ def test_the_warning_before_the_limit_requeues_the_job_and_it_resumes(slurm, lon
 
 
 @pytest.mark.ray
-def test_a_sigterm_ends_a_ray_run_with_the_resume_line(longer, tmp_path):
+def test_a_sigterm_ends_a_ray_run_with_the_resume_line(longer_config, tmp_path):
     """What Slurm sends every process of a job at its time limit, to a run's driver:
     ``ray.init`` had put its own SIGTERM handler in place of prep's."""
-    config, _ = longer
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(out), "-q", "--executor", "ray"]
-    run = subprocess.Popen([*command, "-w", "2"], stderr=subprocess.PIPE, text=True)
+    command = [sys.executable, "-m", "pipeline", "run", str(longer_config), "--out", str(out), "-q"]
+    run = subprocess.Popen([*command, "--executor", "ray", "-w", "2"], stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + WAIT
     while not markers(out):
         assert run.poll() is None and time.monotonic() < deadline, run.stderr.read()
