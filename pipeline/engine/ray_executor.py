@@ -11,6 +11,8 @@ visible to every node: a shared file system, or an object store (``s3://``, see
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from collections.abc import Sequence
 from typing import Any
 
@@ -30,6 +32,47 @@ def _run_task(fn, args, reporter, *waited_for):
     return fn(*args, progress=progress)
 
 
+def _init_keeping_sigterm(ray, options: dict[str, Any]) -> None:
+    """``ray.init``, then prep's SIGTERM handler back: the driver's ``ray.init`` sets its
+    own (``sys.exit(15)``), so a SIGTERM (``kill``, Slurm at a job's time limit) ended the
+    run by exit code 15 with a C stack dump instead of prep's one line and 143. A SIGTERM
+    during ``ray.init`` itself still meets Ray's; what was finished is kept either way."""
+    previous = signal.getsignal(signal.SIGTERM)
+    ray.init(**options)
+    if callable(previous) and signal.getsignal(signal.SIGTERM) is not previous:
+        signal.signal(signal.SIGTERM, _Raised.recording(previous))
+
+
+class _Raised:
+    """What prep's SIGTERM handler raised. One that comes while the driver waits in Ray's
+    C++ code (``ray.wait``, ``ray.get``: nearly all of a run) leaves Ray as a plain
+    ``KeyboardInterrupt``, and the SIGTERM read as a Ctrl-C (130, "interrupted")."""
+
+    stop: BaseException | None = None
+
+    @classmethod
+    def recording(cls, handler):
+        def record(signum, frame):
+            try:
+                handler(signum, frame)
+            except BaseException as stop:
+                cls.stop = stop
+                raise
+
+        return record
+
+    @classmethod
+    @contextlib.contextmanager
+    def kept(cls):
+        """Raises the handler's own exception in place of the ``KeyboardInterrupt`` Ray made of it."""
+        try:
+            yield
+        except KeyboardInterrupt as stop:
+            if type(stop) is KeyboardInterrupt and cls.stop is not None:
+                raise cls.stop from None
+            raise
+
+
 class RayExecutor:
     # Workers on other nodes may have other numba caches than the driver's.
     same_machine = False
@@ -46,13 +89,17 @@ class RayExecutor:
                 options["address"] = address
             elif workers:
                 options["num_cpus"] = workers
-            ray.init(**options)
+            _init_keeping_sigterm(ray, options)
         self._remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(_run_task)
         self._reporter_cls = ray.remote(num_cpus=0)(_Reporter)
         self._reporter = None  # one actor for the whole run: each one costs a worker process
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """As ``LocalExecutor.run``; a task waits for the tasks in ``after`` by taking their results."""
+        with _Raised.kept():
+            return self._run(tasks, bar, after)
+
+    def _run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None) -> list[Any]:
         ray = self.ray
         if not tasks:
             return []
@@ -74,7 +121,10 @@ class RayExecutor:
                     results[index[ref]] = ray.get(ref)  # re-raises the task's error
                     bar.unit_done()
         except BaseException as error:
-            for ref in pending:
+            # A stop ends this process, and with its driver Ray ends the run's tasks; a
+            # forced cancel racing a task's reply aborted the driver (Ray's "Tried to
+            # complete task that was not pending") before prep's line.
+            for ref in pending if not isinstance(error, KeyboardInterrupt) else ():
                 ray.cancel(ref, force=True)
             cause = getattr(error, "cause", None)  # a task's own error, without Ray's wrapping
             if isinstance(error, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
