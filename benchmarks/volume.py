@@ -1,20 +1,22 @@
 """``configs/c4.toml`` on one box at 1 GB and 10 GB of JSON lines: does time stay linear,
 memory flat and work-file disk bounded?
 
-    python -m benchmarks.volume --scales 1,10 [--workers 2] [--work /work/scratch/volume]
+    python -m benchmarks.volume --scales 1,10 [--workers 2] [--work $TMPDIR/prep-volume]
     python -m benchmarks.volume --scales 0.1          # a minute: checks the harness
 
 Corpus: the shared English web prose (the web files, the web pages with PII, the
-presidential speeches: about 37,000 distinct passages, 34 MB), cut at line ends (a web
-page's paragraphs) into passages of about ``PASSAGE_WORDS`` words
-(``benchmarks.neardup_corpus.passages``: exact repeats passed over), then repeated, as
-``benchmarks.e2e`` builds its scales, until the scale's gigabytes are written, each copy
-under a unique id ``<passage id>#<copy>``. Copy 0 is the passage; every
-``EXACT_EVERY``-th copy after it is an exact copy; every other copy has ``EDITS`` words
-replaced by other words of the same passage (seeded), so it is a near duplicate (5-gram
-Jaccard about 0.85 to the passage) that exact dedup does not see and MinHash must. Every
-document past the first copies is a duplicate, so what is kept does not grow with the
-volume; the volume measures the pipeline's scaling, not its filtering quality.
+presidential speeches), cut at line ends (a web page's paragraphs) into passages of about
+``PASSAGE_WORDS`` words (``benchmarks.neardup_corpus.passages``, exact repeats passed
+over: 33,677), of which the 15,925 that c4.toml's filters keep (``kept_by_filters``;
+about 1 KB of JSON each, 15.7 MB) are repeated, as ``benchmarks.e2e`` builds its scales,
+until the scale's gigabytes are written, each copy under a unique id
+``<passage id>#<copy>``. Copy 0 is the passage; every ``EXACT_EVERY``-th copy after it is
+an exact copy; every other copy has ``EDITS`` words replaced by other words of the same
+passage (seeded), so it is a near duplicate (5-gram Jaccard about 0.85 to the passage)
+that exact dedup does not see and MinHash must. Every document past the first copy is a
+duplicate, so what is kept does not grow with the volume (clusters of about 64 documents
+at 1 GB, 640 at 10 GB): the volume measures the pipeline's scaling, not its filtering
+quality.
 
 Why passages, not whole pages: C4's documents average about 2.2 KB of JSON (365M in
 800 GB), so 10 GB of C4-sized documents would be only 4.5M; about 1 KB a document puts
@@ -25,7 +27,9 @@ before dedup, so they would add volume dedup never sees.
 The files are plain JSON lines in shards of about ``SHARD_BYTES`` (prep cuts each into
 64 MB units), each written atomically; a corpus folder that records the same parameters
 is reused, and is deleted after its run unless ``--keep-corpus``. The builder is
-deterministic: the same arguments give the same bytes.
+deterministic: the same arguments give the same bytes. The 10 GB scale needs about 35 GB
+free under ``--work``: the corpus, and the run's folder at about 2.1 bytes per byte of
+input.
 
 Each scale is one ``prep run`` of ``configs/c4.toml`` (its ``paths`` pointed at the
 corpus) with ``--workers`` processes, timed in its own process tree by
@@ -50,6 +54,7 @@ import os
 import re
 import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -310,7 +315,9 @@ def main() -> None:
     parser.add_argument("--scales", default="1,10", help="comma-separated gigabytes of JSON lines, e.g. 1,10")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--work", type=Path, default=Path("/work/scratch/volume"), help="corpora and run folders")
+    parser.add_argument(
+        "--work", type=Path, default=Path(tempfile.gettempdir()) / "prep-volume", help="corpora and run folders"
+    )
     parser.add_argument("--keep-corpus", action="store_true", help="keep each built corpus for a later run")
     args = parser.parse_args()
     scales = sorted(float(s) for s in args.scales.split(",") if s)
