@@ -62,8 +62,8 @@ FOOTERS = [
 WORD = re.compile(r"[^\W_]+")
 
 
-def passages(data: Path, sources: list[str], limit: int) -> tuple[list[dict], int]:
-    """Up to ``limit`` passages ``{"id", "text"}`` (ids ``<file stem>:<doc>:<passage>``),
+def passages(data: Path, sources: list[str], limit: int, words: int = PASSAGE_WORDS) -> tuple[list[dict], int]:
+    """Up to ``limit`` passages of about ``words`` words ``{"id", "text"}`` (ids ``<file stem>:<doc>:<passage>``),
     and how many were passed over as exact duplicates of an earlier one's normalised words
     (licence texts, the same page in two files): a planted copy's twin must be unique, and
     repetition is not what this corpus measures."""
@@ -81,7 +81,7 @@ def passages(data: Path, sources: list[str], limit: int) -> tuple[list[dict], in
             text = record.get("text") if isinstance(record, dict) else None
             if not isinstance(text, str) or not text.strip():
                 continue
-            for k, part in enumerate(_cut(text)):
+            for k, part in enumerate(_cut(text, words)):
                 key = " ".join(WORD.findall(part.lower()))
                 if key in seen:
                     skipped += 1
@@ -93,15 +93,15 @@ def passages(data: Path, sources: list[str], limit: int) -> tuple[list[dict], in
     return out, skipped
 
 
-def _cut(text: str) -> list[str]:
+def _cut(text: str, size: int = PASSAGE_WORDS) -> list[str]:
     parts, lines, words = [], [], 0
     for line in text.splitlines(keepends=True):
         lines.append(line)
         words += len(line.split())
-        if words >= PASSAGE_WORDS:
+        if words >= size:
             parts.append("".join(lines))
             lines, words = [], 0
-    if lines and (words >= PASSAGE_WORDS // 4 or not parts):
+    if lines and (words >= size // 4 or not parts):
         parts.append("".join(lines))
     elif lines:
         parts[-1] += "".join(lines)

@@ -292,8 +292,9 @@ class Dedup(GlobalStage):
         dropped = codes >= 0
         drop = pc.take(pa.array(REASONS, pa.string()), pa.array(np.where(dropped, codes, 0), mask=~dropped))
         detail = pa.array(state["detail"][lo:hi], pa.string())
-        counters = {"dedup.exact_removed": int((codes == 0).sum()), "dedup.near_removed": int((codes == 1).sum())}
-        return StageOutput(batch=batch, drop_reason=drop, detail=detail, counters=counters)
+        # No counters: finalize's summary already counts the removed documents, and the
+        # manifest adds a stage's counters from both, which counted each one twice.
+        return StageOutput(batch=batch, drop_reason=drop, detail=detail)
 
     def close_unit(self, unit: UnitContext) -> dict[str, int]:
         state, self._unit = self._unit, None
