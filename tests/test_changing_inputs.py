@@ -338,13 +338,13 @@ def rewrite_object(fs, key: str) -> None:
 
 def test_an_object_rewritten_while_the_run_copies_it_fails_its_unit(remote_config, tmp_path, monkeypatch):
     fs, key, config = remote_config
-    download = storage._download
+    download = storage.download
 
     def copying(fs, remote_key, local):
         download(fs, remote_key, local)
         rewrite_object(fs, key)
 
-    monkeypatch.setattr(storage, "_download", copying)
+    monkeypatch.setattr(storage, "download", copying)
     with pytest.raises(InputChanged, match=f"{CHANGING} \\(web\\) changed while the run copied it \\(size "):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert files_of(tmp_path / "out", CHANGING) == []
@@ -353,13 +353,13 @@ def test_an_object_rewritten_while_the_run_copies_it_fails_its_unit(remote_confi
 
 def test_a_short_copy_of_an_object_fails_its_unit(remote_config, tmp_path, monkeypatch):
     _, _, config = remote_config
-    download = storage._download
+    download = storage.download
 
     def short(fs, remote_key, local):
         download(fs, remote_key, local)
         os.truncate(local, 100)
 
-    monkeypatch.setattr(storage, "_download", short)
+    monkeypatch.setattr(storage, "download", short)
     with pytest.raises(InputChanged, match=r"changed while the run copied it \(copied 100 of [\d,]+ bytes\)"):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
 

@@ -59,7 +59,7 @@ def test_a_damaged_header_is_a_one_line_error(tmp_path, cut):
 def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):
     upload_sample(s3, "slices")
     whole, ranged = [], []
-    download, open_ranged = storage._download, storage.RunStore.open_ranged
+    download, open_ranged = storage.download, storage.RunStore.open_ranged
 
     def counting_download(fs, key, local):
         whole.append(key)
@@ -69,7 +69,7 @@ def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monk
         ranged.append(info.path)
         return open_ranged(self, info)
 
-    monkeypatch.setattr(storage, "_download", counting_download)
+    monkeypatch.setattr(storage, "download", counting_download)
     monkeypatch.setattr(storage.RunStore, "open_ranged", counting_open_ranged)
     config = dedup_config(tmp_path / "remote.toml", "s3://slices/in")
     manifest = run_pipeline(config, "s3://slices/run", workers=1, quiet=True)  # tasks in this process
