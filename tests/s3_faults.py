@@ -4,11 +4,13 @@ test server that answers some requests with 503 SlowDown (S3's XML error body), 
 and is slow on others; the rest it passes through unchanged.
 
 Which request meets which fate is a seeded schedule, not chance at run time: the n-th
-request for one (method, path, range) gets ``fate(seed, request, n)``. Requests from many
+attempt of one (method, path, range) gets ``fate(seed, request, n)``. Requests from many
 processes and threads arrive in any order, but each one's own sequence of attempts meets
-the same faults every run, so a test's outcome does not depend on timing. No request is
-failed more than ``MAX_IN_A_ROW`` times running (a bound of three attempts always gets
-through), unless the proxy is told to fail a key (or every key) always: ``fail_always``.
+the same faults every run, so a test's outcome does not depend on timing. Faults come in
+streaks, as throttling does: an attempt after a fault fails again more often, up to
+``MAX_IN_A_ROW`` times running (longer than the AWS SDK's 3 tries; a bound of five
+attempts always gets through), unless the proxy is told to fail a key (or every key)
+always: ``fail_always``.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 FAULTS = ("slowdown", "server-error", "reset-request", "reset-response")
-MAX_IN_A_ROW = 2
+MAX_IN_A_ROW = 4
 SLOWDOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message><RequestId>FAULTS</RequestId></Error>"
@@ -40,10 +42,12 @@ HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy
 @dataclass
 class Schedule:
     """Which requests fail, and how: ``rate`` of them fail (a quarter of those with each
-    fault of ``FAULTS``), ``slow_rate`` of the rest wait ``delay`` seconds first."""
+    fault of ``FAULTS``), and ``streak`` of the attempts after a fault (so about 10% of
+    all requests fail); ``slow_rate`` of the rest wait ``delay`` seconds first."""
 
     seed: int = 0
-    rate: float = 0.1
+    rate: float = 0.07
+    streak: float = 0.4
     slow_rate: float = 0.1
     delay: float = 0.05
     fail_always: str | None = None  # a path part ("" for every path): its requests always answer 503
@@ -58,14 +62,15 @@ class Schedule:
             return self._count("slowdown")
         request = f"{method} {path} {byte_range}"
         with self.lock:
-            n = self.seen[request]
+            n, in_a_row = self.seen[request], self.in_a_row[request]
             self.seen[request] += 1
-        draw = _uniform(self.seed, request, n)
-        if draw < self.rate and self.in_a_row[request] < MAX_IN_A_ROW:
-            self.in_a_row[request] += 1
-            return self._count(FAULTS[int(draw / self.rate * len(FAULTS))])
-        self.in_a_row[request] = 0
-        return self._count("slow" if draw < self.rate + self.slow_rate else "ok")
+            draw = _uniform(self.seed, request, n)
+            chance = self.streak if in_a_row else self.rate
+            fault = draw < chance and in_a_row < MAX_IN_A_ROW
+            self.in_a_row[request] = in_a_row + 1 if fault else 0
+        if fault:
+            return self._count(FAULTS[int(draw / chance * len(FAULTS))])
+        return self._count("slow" if draw > 1 - self.slow_rate else "ok")
 
     def _count(self, what: str) -> str:
         with self.lock:

@@ -1,5 +1,5 @@
 """Requests to an object store that fails now and then, as every real one does: throttled
-(503 SlowDown), a server error (500, 502, 503, 504), a connection reset or timed out.
+(503 SlowDown), a server error (500, 502, 504), a connection reset or timed out.
 
 Each operation of ``storage`` (a listing, a download, an upload, a ranged read) is tried
 again after such an error, waiting a random time up to a limit that doubles with each try
@@ -10,13 +10,16 @@ the key; the run stops there, and its finished units are kept for the rerun. An 
 that waiting cannot heal (403 access denied, a missing bucket, a bad request, a local
 disk full) is raised at once. A missing key is no error here: pyarrow answers NotFound.
 
-Why our own retries and not only pyarrow's (the AWS SDK's ``retry_strategy``): the SDK
-retries a request inside one call, unseen, so a run could not say what it retried, and
-only the request, so a connection reset while a download streams the body fails the
-whole download anyway. Its retries also multiply with these (3 of its tries per one of
-ours). So prep's S3 file systems are made with the SDK's retries off (``sdk_untried``)
-and every retry is one of these, counted by kind in this process (``take_retries``): the
-executors carry each task's counts to the driver, and the run's summary shows them.
+Why our own retries and not pyarrow's (the AWS SDK's ``retry_strategy``): the SDK tries
+a request 3 times inside one call, with waits of a fraction of a second, unseen. A run
+could not say what it retried, nor which key it gave up on; and 3 quick tries do not
+outlast a streak of throttling (through ``tests/s3_faults.py``'s streaks, longer than 3,
+a run with the SDK's retries alone died). Left on, its tries multiply with these
+(measured through that proxy: 3 requests per failing call, 1 with it off). So prep's S3
+file systems are made with the SDK's retries off (``sdk_untried``) and every retry is
+one of these, counted by kind in this process (``take_retries``): the executors carry
+each task's counts to the driver, and the run's summary shows them. (curl itself sends
+a request again, uncounted, when a kept-alive connection turns out dead before any answer.)
 """
 
 from __future__ import annotations
