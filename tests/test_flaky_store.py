@@ -77,6 +77,7 @@ def test_a_run_through_a_failing_store_gives_the_same_bytes_and_counts_its_retri
     # upload, the manifest's, the lease's release), so at most as many retries as faults.
     assert retried["slowdown"] <= served["slowdown"] and retried["server-error"] <= served["server-error"]
     assert retried["reset"] <= served["reset-request"] + served["reset-response"]
+    assert sum(retried.values()) > 0.5 * sum(served[f] for f in FAULTS)  # the workers' reached the driver
     summary = io.StringIO()
     print_summary(json.loads(s3.open_input_stream("flaky/run/manifest.json").read()), "s3://flaky/run", summary)
     assert f"store retries: {', '.join(f'{kind} {n:,}' for kind, n in retried.items())}" in summary.getvalue()
@@ -105,6 +106,23 @@ def test_a_store_that_keeps_failing_ends_the_run_in_one_line_and_the_rerun_resum
     resumed = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert resumed.returncode == 0, resumed.stderr
     same_run(local_run, download(s3, "stuck/run", tmp_path / "downloaded"))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_tasks_carry_their_store_retries_to_the_summary(s3, flaky, local_run, tmp_path):  # noqa: F811
+    pytest.importorskip("ray")
+    upload_sample(s3, "rayflaky")
+    config = dedup_config(tmp_path / "remote.toml", "s3://rayflaky/in")
+    command = [sys.executable, "-m", "pipeline", "run", str(config), "--out", "s3://rayflaky/run", "-w", "2"]
+    result = subprocess.run([*command, "--executor", "ray", "--progress", "none"], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    same_run(local_run, download(s3, "rayflaky/run", tmp_path / "downloaded"))
+    retried = stored_cost(s3, "rayflaky/run")["store_retries"]
+    assert retried["slowdown"] > 0 and retried["server-error"] > 0 and retried["reset"] > 0
+    # More than the driver's own requests met: the tasks' retries reached it.
+    assert sum(retried.values()) > 0.5 * sum(flaky.schedule.served[f] for f in FAULTS)
+    assert "  store retries: " in result.stderr
 
 
 def test_pyarrows_own_retries_are_off_so_every_retry_is_counted(s3, flaky):
