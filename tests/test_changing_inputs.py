@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, write_config, write_jsonl
 from test_run import tree_digest
-from test_s3 import s3  # noqa: F401  (the S3 server on loopback, for the remote cases)
 
 import pipeline.engine.run as run_module
 import pipeline.engine.storage as storage
@@ -315,7 +314,7 @@ def test_prep_run_over_a_file_changed_under_it_is_one_line_and_exits_non_zero(tm
 
 
 @pytest.fixture
-def remote_config(s3, tmp_path, monkeypatch):  # noqa: F811  (the fixture imported above)
+def remote_config(s3, tmp_path, monkeypatch):
     """A run over ``changing.jsonl`` on S3, with scratch space of its own; yields the
     file system and the config."""
     monkeypatch.setenv("PREP_SCRATCH", str(tmp_path / "scratch"))
@@ -339,13 +338,13 @@ def rewrite_object(fs, key: str) -> None:
 
 def test_an_object_rewritten_while_the_run_copies_it_fails_its_unit(remote_config, tmp_path, monkeypatch):
     fs, key, config = remote_config
-    download = storage._download
+    download = storage.download
 
     def copying(fs, remote_key, local):
         download(fs, remote_key, local)
         rewrite_object(fs, key)
 
-    monkeypatch.setattr(storage, "_download", copying)
+    monkeypatch.setattr(storage, "download", copying)
     with pytest.raises(InputChanged, match=f"{CHANGING} \\(web\\) changed while the run copied it \\(size "):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert files_of(tmp_path / "out", CHANGING) == []
@@ -354,13 +353,13 @@ def test_an_object_rewritten_while_the_run_copies_it_fails_its_unit(remote_confi
 
 def test_a_short_copy_of_an_object_fails_its_unit(remote_config, tmp_path, monkeypatch):
     _, _, config = remote_config
-    download = storage._download
+    download = storage.download
 
     def short(fs, remote_key, local):
         download(fs, remote_key, local)
         os.truncate(local, 100)
 
-    monkeypatch.setattr(storage, "_download", short)
+    monkeypatch.setattr(storage, "download", short)
     with pytest.raises(InputChanged, match=r"changed while the run copied it \(copied 100 of [\d,]+ bytes\)"):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
 

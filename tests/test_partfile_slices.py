@@ -11,7 +11,7 @@ from collections import Counter
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from test_s3 import dedup_config, s3, scratch, upload_sample  # noqa: F401 (fixtures)
+from test_s3 import dedup_config, scratch, upload_sample  # noqa: F401 (fixtures)
 
 from pipeline.engine import global_run, storage
 from pipeline.engine.run import run_pipeline
@@ -57,10 +57,10 @@ def test_a_damaged_header_is_a_one_line_error(tmp_path, cut):
         partfile.read(whole, 0, RECORD)
 
 
-def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):  # noqa: F811
+def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):
     upload_sample(s3, "slices")
     whole, ranged = [], []
-    download, open_ranged = storage._download, storage.RunStore.open_ranged
+    download, open_ranged = storage.download, storage.RunStore.open_ranged
 
     def counting_download(fs, key, local):
         whole.append(key)
@@ -70,7 +70,7 @@ def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monk
         ranged.append(info.path)
         return open_ranged(self, info)
 
-    monkeypatch.setattr(storage, "_download", counting_download)
+    monkeypatch.setattr(storage, "download", counting_download)
     monkeypatch.setattr(storage.RunStore, "open_ranged", counting_open_ranged)
     config = dedup_config(tmp_path / "remote.toml", "s3://slices/in")
     manifest = run_pipeline(config, "s3://slices/run", workers=1, quiet=True)  # tasks in this process
@@ -84,7 +84,7 @@ def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monk
     assert set(Counter(ranged).values()) == {4}  # each unit's band file, once per partition
 
 
-def test_remote_finalize_fetches_docs_files_only_for_their_ranges(s3, tmp_path, monkeypatch):  # noqa: F811
+def test_remote_finalize_fetches_docs_files_only_for_their_ranges(s3, tmp_path, monkeypatch):
     upload_sample(s3, "docs")
     running: list[tuple[str, int]] = []  # the finalize task in progress (none: another phase)
     asked: dict[tuple[str, int], list[str]] = {}  # per finalize task, the whole files it fetched

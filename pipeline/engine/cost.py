@@ -22,6 +22,10 @@ from pipeline.util.atomic import write_json_atomic
 # models) when the sample is small: the projection leans high.
 UNSCALED_SUFFIXES = ("read+write", ":reduce", ":finalize")
 
+# cost.json's key for the object-store requests tried again (``retry``), by kind: like
+# timings, they differ from run to run, so they are kept out of the manifest.
+STORE_RETRIES = "store_retries"
+
 
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""

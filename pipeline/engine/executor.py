@@ -28,11 +28,13 @@ import signal
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 from typing import Any
 
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.retry import take_retries
 from pipeline.util.pyarrow_no_pandas import answer_without_pandas
 
 Task = tuple[Callable[..., Any], tuple]
@@ -90,7 +92,7 @@ def _worker(tasks, results, environment: dict[str, str]) -> None:
             results.put(("failed", index, _portable(error), traceback.format_exc()))
         else:
             reporter.flush()
-            results.put(("done", index, value))
+            results.put(("done", index, value, take_retries()))  # the task's store retries, by kind
     results.close()
     results.join_thread()
     sys.stdout.flush()
@@ -163,6 +165,7 @@ class LocalExecutor:
         self.workers = max(1, workers)
         self._processes: list = []
         self._tasks = self._results = None
+        self.store_retries: Counter[str] = Counter()  # the workers' (``retry``), by kind
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest.
@@ -220,8 +223,9 @@ class LocalExecutor:
             elif kind == "started":
                 running[rest[0]] = rest[1]
             elif kind == "done":
-                index, value = rest
+                index, value, retried = rest
                 results[index] = value
+                self.store_retries.update(retried)
                 running.pop(index, None)
                 left -= 1
                 for waiter in waiters.pop(index, ()):

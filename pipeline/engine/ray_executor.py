@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import signal
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from pipeline.engine.executor import Task
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.retry import take_retries
 
 RETRIES = 3
 
@@ -29,7 +31,12 @@ def _run_task(fn, args, reporter, *waited_for):
     def progress(documents: int, nbytes: int, tokens: int = 0) -> None:
         reporter.add.remote(documents, nbytes, tokens)
 
-    return fn(*args, progress=progress)
+    value = fn(*args, progress=progress)
+    if retried := take_retries():  # in the actor before the result is: the driver's take sees them
+        import ray  # loaded already: this runs in a Ray worker
+
+        ray.get(reporter.add_store_retries.remote(retried))
+    return value
 
 
 def _init_keeping_sigterm(ray, options: dict[str, Any]) -> None:
@@ -93,6 +100,7 @@ class RayExecutor:
         self._remote = ray.remote(max_retries=RETRIES, retry_exceptions=False)(_run_task)
         self._reporter_cls = ray.remote(num_cpus=0)(_Reporter)
         self._reporter = None  # one actor for the whole run: each one costs a worker process
+        self.store_retries: Counter[str] = Counter()  # the tasks' (``retry``), by kind, as of the last ``run``
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """As ``LocalExecutor.run``; a task waits for the tasks in ``after`` by taking their results."""
@@ -130,6 +138,7 @@ class RayExecutor:
             if isinstance(error, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
                 raise cause from None
             raise
+        self.store_retries.update(ray.get(reporter.take_store_retries.remote()))
         return results
 
     def close(self) -> None:
@@ -143,6 +152,7 @@ class _Reporter:
 
     def __init__(self) -> None:
         self.documents = self.bytes = self.tokens = 0
+        self.store_retries: dict[str, int] = {}
 
     def add(self, documents: int, nbytes: int, tokens: int) -> None:
         self.documents += documents
@@ -152,4 +162,12 @@ class _Reporter:
     def take(self) -> tuple[int, int, int]:
         taken = (self.documents, self.bytes, self.tokens)
         self.documents = self.bytes = self.tokens = 0
+        return taken
+
+    def add_store_retries(self, retried: dict[str, int]) -> None:
+        for kind, n in retried.items():
+            self.store_retries[kind] = self.store_retries.get(kind, 0) + n
+
+    def take_store_retries(self) -> dict[str, int]:
+        taken, self.store_retries = self.store_retries, {}
         return taken

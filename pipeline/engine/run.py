@@ -19,13 +19,14 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import summarize_cost
+from pipeline.engine.cost import STORE_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
+from pipeline.engine.retry import start_counting, take_retries
 from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
@@ -61,6 +62,7 @@ def run_pipeline(
     if not 0 < sample <= 1:
         raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
+    start_counting()
     config = load_config(config_path, out)
     asked = workers or config.run.workers  # None: as many as there are cores
     workers = asked or os.cpu_count() or 1
@@ -142,6 +144,7 @@ def _run_claimed(
     _note_duplicate_ids(manifest, store, layout, units)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
+    cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     write_json_atomic(layout.manifest, manifest)
     write_json_atomic(layout.cost_summary, cost)
     store.push([layout.cost_summary], marker=layout.manifest)

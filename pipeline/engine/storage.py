@@ -20,6 +20,8 @@ Hugging Face Hub (``hf://datasets/...``), through huggingface_hub's file system 
 Credentials and endpoints come from the usual AWS settings (``AWS_ACCESS_KEY_ID``,
 ``AWS_ENDPOINT_URL`` for MinIO or other S3-compatible stores, ...). ``PREP_SCRATCH``
 names the local folder for mirrors and input copies (default: the system temp folder).
+Every request to the store is retried on throttling, server errors and dropped
+connections, within a bound, and counted (``retry``).
 """
 
 from __future__ import annotations
@@ -40,11 +42,11 @@ from pathlib import Path, PurePosixPath
 import pyarrow.fs as pafs
 
 from pipeline.engine import hub
+from pipeline.engine.retry import COPY_BLOCK, RangedFile, download, files_under, retrying, sdk_untried, upload
 from pipeline.kernels.hashing import file_sha256
 from pipeline.util.atomic import atomic_path
 from pipeline.util.globbing import glob_regex, has_magic
 
-COPY_BLOCK = 8 << 20
 TRANSFER_THREADS = 8
 
 
@@ -55,7 +57,7 @@ def is_remote(path: str | os.PathLike) -> bool:
 
 @cache
 def _filesystem(scheme_and_bucket: str) -> pafs.FileSystem:
-    return pafs.FileSystem.from_uri(scheme_and_bucket)[0]
+    return sdk_untried(pafs.FileSystem.from_uri(scheme_and_bucket)[0])
 
 
 def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
@@ -73,15 +75,6 @@ def scratch() -> Path:
     return Path(os.environ.get("PREP_SCRATCH") or Path(tempfile.gettempdir()) / "prep-scratch")
 
 
-def _files_under(fs: pafs.FileSystem, path: str) -> list[pafs.FileInfo]:
-    info = fs.get_file_info(path)
-    if info.type == pafs.FileType.File:
-        return [info]
-    if info.type == pafs.FileType.NotFound:
-        return []
-    return [i for i in fs.get_file_info(pafs.FileSelector(path, recursive=True)) if i.type == pafs.FileType.File]
-
-
 # -- inputs -------------------------------------------------------------------------------
 
 
@@ -95,9 +88,9 @@ def glob_remote(pattern: str) -> list[str]:
     parts = path.split("/")
     fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
     if fixed == len(parts):
-        return [f"{scheme}://{path}"] if fs.get_file_info(path).type == pafs.FileType.File else []
+        return [f"{scheme}://{path}"] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
     regex = re.compile(glob_regex(path))
-    return sorted(f"{scheme}://{i.path}" for i in _files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+    return sorted(f"{scheme}://{i.path}" for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
 
 
 # What a path that is not a regular file is, in a ledger row's words (``stat``'s file types).
@@ -157,7 +150,7 @@ def input_stat(path: str | Path) -> list[int | str]:
     if hub.is_hub(path):
         return hub.stat(str(path))
     fs, key = filesystem(str(path))
-    info = fs.get_file_info(key)
+    info = retrying(fs, key, fs.get_file_info, key)
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"{path} does not exist")
     return [info.size, info.mtime_ns or 0]
@@ -170,6 +163,10 @@ def input_sha256(path: str | Path) -> str:
     if hub.is_hub(path):
         return hub.sha256(str(path))
     fs, key = filesystem(str(path))
+    return retrying(fs, key, _sha256, fs, key)
+
+
+def _sha256(fs: pafs.FileSystem, key: str) -> str:
     digest = hashlib.sha256()
     with fs.open_input_stream(key, compression=None) as source:
         while block := source.read(COPY_BLOCK):
@@ -192,22 +189,10 @@ def local_input(path: str | Path) -> Iterator[Path]:
         if hub.is_hub(path):
             hub.download(str(path), Path(tmp))
         else:
-            _download(*filesystem(str(path)), Path(tmp))
+            download(*filesystem(str(path)), Path(tmp))
         yield Path(tmp)
     finally:
         os.unlink(tmp)
-
-
-# Byte for byte: pyarrow would otherwise (de)compress files named *.gz on the way.
-def _download(fs: pafs.FileSystem, key: str, local: Path) -> None:
-    with fs.open_input_stream(key, compression=None) as source, open(local, "wb") as sink:
-        shutil.copyfileobj(source, sink, COPY_BLOCK)
-
-
-def _upload(local: Path, fs: pafs.FileSystem, key: str) -> None:
-    # The object is created when the stream closes (a multipart upload completes then).
-    with open(local, "rb") as source, fs.open_output_stream(key, compression=None, metadata={}) as sink:
-        shutil.copyfileobj(source, sink, COPY_BLOCK)
 
 
 # -- a run's output folder ---------------------------------------------------------------
@@ -258,7 +243,7 @@ class RunStore:
         def fetch(item: tuple[str, Path]) -> None:
             key, local = item
             with atomic_path(local) as tmp:
-                _download(fs, key, tmp)
+                download(fs, key, tmp)
 
         in_threads(fetch, wanted)
 
@@ -266,12 +251,11 @@ class RunStore:
         """The stored files under ``rel`` that ``keep`` takes: (path relative to the root, info)."""
         fs, _ = filesystem(self.uri)
         start = len(self._key("")) + 1
-        return [(i.path[start:], i) for i in _files_under(fs, self._key(rel)) if keep(i.path[start:])]
+        return [(i.path[start:], i) for i in files_under(fs, self._key(rel)) if keep(i.path[start:])]
 
-    def open_ranged(self, info: pafs.FileInfo) -> pafs.NativeFile:
+    def open_ranged(self, info: pafs.FileInfo) -> RangedFile:
         """A stored file ``listing`` gave, open for ranged reads (``read_at``: a request each)."""
-        fs, _ = filesystem(self.uri)
-        return fs.open_input_file(info.path)
+        return RangedFile(filesystem(self.uri)[0], info)
 
     def push(self, files: Iterable[Path], marker: Path | None = None) -> None:
         """Upload ``files`` (then ``marker``, last), and drop the uploaded files from the
@@ -280,11 +264,11 @@ class RunStore:
             return
         fs, _ = filesystem(self.uri)
         files = list(files)
-        in_threads(lambda local: _upload(local, fs, self._key(self._rel(local))), files)
+        in_threads(lambda local: upload(local, fs, self._key(self._rel(local))), files)
         for local in files:
             local.unlink()
         if marker is not None:
-            _upload(marker, fs, self._key(self._rel(marker)))
+            upload(marker, fs, self._key(self._rel(marker)))
 
     def push_tree(self, rel: str) -> None:
         """Upload the files under ``rel`` that the store lacks or holds at another size
@@ -292,20 +276,20 @@ class RunStore:
         if not self.remote:
             return
         fs, _ = filesystem(self.uri)
-        stored = {i.path: i.size for i in _files_under(fs, self._key(rel))}
+        stored = {i.path: i.size for i in files_under(fs, self._key(rel))}
         folder = self.root / rel
         local_files = (
             [p for p in folder.rglob("*") if p.is_file() and not p.name.startswith(".")] if folder.exists() else []
         )
         todo = [p for p in local_files if stored.get(self._key(self._rel(p))) != p.stat().st_size]
-        in_threads(lambda local: _upload(local, fs, self._key(self._rel(local))), todo)
+        in_threads(lambda local: upload(local, fs, self._key(self._rel(local))), todo)
 
     def sync(self, rel: str) -> None:
         """Make the mirror's ``rel`` folder hold exactly the store's files there."""
         if not self.remote:
             return
         fs, _ = filesystem(self.uri)
-        stored = {i.path for i in _files_under(fs, self._key(rel))}
+        stored = {i.path for i in files_under(fs, self._key(rel))}
         folder = self.root / rel
         for local in folder.rglob("*") if folder.exists() else []:
             if local.is_file() and self._key(self._rel(local)) not in stored:
@@ -318,7 +302,7 @@ class RunStore:
             root = self.root
             return sorted(p.name for p in root.iterdir()) if root.is_dir() else []
         fs, base = filesystem(self.uri)
-        infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True))
+        infos = retrying(fs, base, fs.get_file_info, pafs.FileSelector(base, allow_not_found=True))
         return sorted(PurePosixPath(i.path).name for i in infos)
 
     def exists(self, rel: str) -> bool:
@@ -326,18 +310,14 @@ class RunStore:
         if not self.remote:
             return (self.root / rel).exists()
         fs, _ = filesystem(self.uri)
-        return fs.get_file_info(self._key(rel)).type != pafs.FileType.NotFound
+        return retrying(fs, self._key(rel), fs.get_file_info, self._key(rel)).type != pafs.FileType.NotFound
 
     def read_text(self, rel: str) -> str | None:
         if not self.remote:
             path = self.root / rel
             return path.read_text() if path.is_file() else None
         fs, _ = filesystem(self.uri)
-        key = self._key(rel)
-        if fs.get_file_info(key).type != pafs.FileType.File:
-            return None
-        with fs.open_input_stream(key, compression=None) as f:
-            return f.read().decode()
+        return retrying(fs, self._key(rel), _read_text, fs, self._key(rel))
 
     def write_text(self, rel: str, text: str) -> None:
         """Write a small file of the run whole: atomically here, as one object remotely."""
@@ -346,8 +326,7 @@ class RunStore:
                 tmp.write_text(text)
             return
         fs, _ = filesystem(self.uri)
-        with fs.open_output_stream(self._key(rel), compression=None, metadata={}) as sink:
-            sink.write(text.encode())
+        retrying(fs, self._key(rel), _write_text, fs, self._key(rel), text)
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""
@@ -358,24 +337,40 @@ class RunStore:
             local.unlink()
         if self.remote:
             fs, _ = filesystem(self.uri)
-            key = self._key(rel)
-            kind = fs.get_file_info(key).type
-            if kind == pafs.FileType.Directory:
-                fs.delete_dir(key)
-            elif kind == pafs.FileType.File:
-                fs.delete_file(key)
+            retrying(fs, self._key(rel), _delete, fs, self._key(rel))
 
     def size(self, folders: Iterable[str]) -> int:
         """Bytes stored under ``folders``."""
         if not self.remote:
             return sum(p.stat().st_size for f in folders for p in (self.root / f).rglob("*") if p.is_file())
         fs, _ = filesystem(self.uri)
-        return sum(i.size for f in folders for i in _files_under(fs, self._key(f)))
+        return sum(i.size for f in folders for i in files_under(fs, self._key(f)))
 
     def drop_mirror(self) -> None:
         """Remove this machine's mirror (a remote run's local cache) once the run is done."""
         if self.remote:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _read_text(fs: pafs.FileSystem, key: str) -> str | None:
+    if fs.get_file_info(key).type != pafs.FileType.File:
+        return None
+    with fs.open_input_stream(key, compression=None) as f:
+        return f.read().decode()
+
+
+def _write_text(fs: pafs.FileSystem, key: str, text: str) -> None:
+    with fs.open_output_stream(key, compression=None, metadata={}) as sink:
+        sink.write(text.encode())
+
+
+def _delete(fs: pafs.FileSystem, key: str) -> None:
+    """Delete a file or folder; a retry after a delete whose answer was lost finds nothing."""
+    kind = fs.get_file_info(key).type
+    if kind == pafs.FileType.Directory:
+        fs.delete_dir(key)
+    elif kind == pafs.FileType.File:
+        fs.delete_file(key)
 
 
 def in_threads(action: Callable, items: list, threads: int = TRANSFER_THREADS) -> None:

@@ -1,5 +1,6 @@
 """The lines ``prep run`` prints when a run ends: what each source and stage kept and
-dropped, bad input, warnings, and for a sampled run what it projects for the full input."""
+dropped, bad input, warnings, the object-store requests tried again, and for a sampled
+run what it projects for the full input."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.engine.cost import projection_lines
+from pipeline.engine.cost import STORE_RETRIES, projection_lines
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout
 from pipeline.util.printable import printable
@@ -15,7 +16,7 @@ from pipeline.util.printable import printable
 
 def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     """The end-of-run lines: the balance per source and stage, bad input, warnings, and
-    for a sampled run what it projects for the full input (from cost.json)."""
+    from cost.json the store's retries and, for a sampled run, what it projects."""
     balance = manifest["balance"]
     w = (stream or sys.stderr).write
     w(
@@ -37,9 +38,19 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
-    if manifest.get("sample", 1.0) < 1:
-        for line in projection_lines(manifest, _read_cost(out)):
-            w(f"{line}\n")
+    cost = _read_cost(out)
+    for line in store_retry_lines(cost) + projection_lines(manifest, cost):
+        w(f"{line}\n")
+
+
+def store_retry_lines(cost: dict | None) -> list[str]:
+    """The object-store requests this run tried again, by kind (cost.json's
+    ``store_retries``); nothing when none were, or cost.json has no count."""
+    retried = cost.get(STORE_RETRIES) if isinstance(cost, dict) else None
+    if not isinstance(retried, dict) or not any(retried.values()):
+        return []
+    kinds = ", ".join(f"{printable(str(kind))} {n:,}" for kind, n in retried.items() if isinstance(n, int) and n)
+    return [f"  store retries: {kinds} (object-store requests tried again after throttling or a failure)"]
 
 
 def _read_cost(out: str | Path) -> dict | None:
