@@ -80,10 +80,10 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
         location = 0 if spec.reports_file else spec.span.first_line
         yield Chunk(bad=unreadable(spec, location, error), extra=file_facts(path) if spec.reports_file else {})
         return
-    reported = 0
-    blocks = _line_blocks(stream, gzipped, spec, path)
+    reported, blocks = 0, _line_blocks(stream, gzipped, spec, path)
+    size = os.path.getsize(path) if spec.span is None else spec.span.end - spec.span.start
     try:
-        for item in blocks if _one_block(path, spec, gzipped) else prefetch(blocks):
+        for item in blocks if not gzipped and size <= spec.block_bytes else prefetch(blocks):  # 1 block: no overlap
             if isinstance(item, Bad):  # a quarantined region
                 yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
             else:
@@ -91,18 +91,10 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
                     yield Chunk(docs=docs, bad=bad, bytes_read=raw.bytes_read - reported)
                     reported = raw.bytes_read
             reported = raw.bytes_read
-        facts = raw.facts()
-        yield Chunk(bytes_read=raw.bytes_read - reported, extra=facts)
+        yield Chunk(bytes_read=raw.bytes_read - reported, extra=raw.facts())
     finally:
         stream.close()
         raw.close()
-
-
-def _one_block(path: Path, spec: InputSpec, gzipped: bool) -> bool:
-    """Whether the read is one block of plain text, with nothing for a prefetch thread to
-    overlap: starting one cost a small file (a pack holds up to 1,000) about 2 ms."""
-    size = os.path.getsize(path) if spec.span is None else spec.span.end - spec.span.start
-    return not gzipped and size <= spec.block_bytes
 
 
 def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase, bool]:
@@ -357,9 +349,7 @@ def _printed_exactly(ids: pa.ChunkedArray) -> bool:
 
 
 def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
-    """The table Arrow reads, or None and why not. One Arrow block holds all of ``data``,
-    and no more: Arrow allocates the whole block size up front, so a 64 KB floor cost a
-    3 KB file 0.5 ms instead of 0.1 (a pack of small files parses each on its own)."""
+    """The table Arrow reads, or None and why not (one block of ``data``'s size: a 64 KB one cost 0.5 ms)."""
     try:
         table = pajson.read_json(
             pa.BufferReader(data),  # reads the bytes in place
