@@ -211,10 +211,11 @@ def test_a_run_stopped_between_pieces_resumes_to_the_same_bytes(runs, tmp_path):
     assert tree_digest(clean) == tree_digest(stopped)
 
 
-@pytest.mark.parametrize("value", ["-1", '"64MB"', "true"])
-def test_a_bad_split_size_is_a_one_line_error(tmp_path, value):
-    config = write_config(tmp_path / "c.toml", f'[run]\nsplit_bytes = {value}\n[sources.web]\npaths = ["*.toml"]\n')
-    with pytest.raises(ConfigError, match=r"^\[run\] split_bytes must be a non-negative integer, not .+$"):
+@pytest.mark.parametrize("key", ["split_bytes", "group_bytes"])
+@pytest.mark.parametrize("value", ["-1", '"64MB"', "true", "1.5"])
+def test_a_bad_split_or_pack_size_is_a_one_line_error(tmp_path, key, value):
+    config = write_config(tmp_path / "c.toml", f'[run]\n{key} = {value}\n[sources.web]\npaths = ["*.toml"]\n')
+    with pytest.raises(ConfigError, match=rf"^\[run\] {key} must be a non-negative integer, not .+$"):
         load_config(config)
 
 

@@ -6,9 +6,10 @@ split_bytes``; where files are cut is ``pipeline.readers.splits``), or small fil
 together (``[run] group_bytes``). A file's pieces are named after it, numbered in order
 (``00003-big.jsonl.part-00001``), a pack after its first and last file
 (``00004-a.jsonl.to-00950``), so sorting unit names keeps input order, and their outputs
-read in name order are the inputs', whatever the split and pack sizes. The stage chain is cut at each global stage
-(dedup) into segments; segment ``k`` runs per unit and, unless it is the last, leaves the
-documents it kept under ``work/segments/k/`` for global stage ``k`` to map over and filter.
+read in name order are the inputs', whatever the split and pack sizes. The stage chain
+is cut at each global stage (dedup) into segments; segment ``k`` runs per unit and,
+unless it is the last, leaves the documents it kept under ``work/segments/k/`` for
+global stage ``k`` to map over and filter.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, gr
 
 def _file_name(file: InputFile, width: int) -> str:
     """A file's unit name: its index, then its name made safe as a file name."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(str(file.path)).name)
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(file.location).name)
     return f"{file.index:0{width}d}-{stem}"
 
 
