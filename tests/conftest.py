@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +34,40 @@ def shared_data() -> Path:
     if SHARED_DATA is None:
         pytest.skip("../shared/data is not present")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """An S3 server on loopback; the AWS settings point pyarrow (here and in worker
+    processes) at it. Yields a pyarrow S3 file system that may create buckets."""
+    moto_server = pytest.importorskip("moto.server")
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    settings = {
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
+    }
+    saved = {k: os.environ.get(k) for k in settings}
+    os.environ.update(settings)
+    try:
+        yield pafs.S3FileSystem(
+            endpoint_override=f"{host}:{port}",
+            scheme="http",
+            allow_bucket_creation=True,
+            access_key="test",
+            secret_key="test",
+            region="us-east-1",
+        )
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        server.stop()
 
 
 def write_jsonl(path: Path, records: list[dict], gz: bool | None = None) -> Path:

@@ -26,7 +26,6 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import REPO, write_config, write_jsonl
 from test_run import tree_digest
-from test_s3 import s3  # noqa: F401  (the S3 server on loopback, for the remote cases)
 
 import pipeline.engine.run as run_module
 import pipeline.engine.storage as storage
@@ -315,7 +314,7 @@ def test_prep_run_over_a_file_changed_under_it_is_one_line_and_exits_non_zero(tm
 
 
 @pytest.fixture
-def remote_config(s3, tmp_path, monkeypatch):  # noqa: F811  (the fixture imported above)
+def remote_config(s3, tmp_path, monkeypatch):
     """A run over ``changing.jsonl`` on S3, with scratch space of its own; yields the
     file system and the config."""
     monkeypatch.setenv("PREP_SCRATCH", str(tmp_path / "scratch"))

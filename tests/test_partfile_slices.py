@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pyarrow.fs as pafs
 import pytest
-from test_s3 import dedup_config, s3, scratch, upload_sample  # noqa: F401 (fixtures)
+from test_s3 import dedup_config, scratch, upload_sample  # noqa: F401 (fixtures)
 
 from pipeline.engine import global_run, storage
 from pipeline.engine.run import run_pipeline
@@ -56,7 +56,7 @@ def test_a_damaged_header_is_a_one_line_error(tmp_path, cut):
         partfile.read(whole, 0, RECORD)
 
 
-def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):  # noqa: F811
+def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monkeypatch):
     upload_sample(s3, "slices")
     whole, ranged = [], []
     download, open_ranged = storage._download, storage.RunStore.open_ranged
@@ -82,7 +82,7 @@ def test_remote_dedup_fetches_partitions_not_whole_band_files(s3, tmp_path, monk
     assert sorted(key.rsplit(".", 1)[-1] for key in ranged) == ["bands"] * len(manifest["inputs"]) * 4
 
 
-def test_remote_finalize_fetches_docs_files_only_for_their_ranges(s3, tmp_path, monkeypatch):  # noqa: F811
+def test_remote_finalize_fetches_docs_files_only_for_their_ranges(s3, tmp_path, monkeypatch):
     upload_sample(s3, "docs")
     running: list[tuple[str, int]] = []  # the finalize task in progress (none: another phase)
     asked: dict[tuple[str, int], list[str]] = {}  # per finalize task, the whole files it fetched

@@ -22,7 +22,6 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import write_config, write_jsonl
 from test_hostile_run import _square, assert_one_line_refusal
-from test_s3 import s3  # noqa: F401  (the moto server fixture)
 
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.executor import LocalExecutor
@@ -241,7 +240,7 @@ def test_force_adds_a_run_beside_a_users_files_and_starts_over_only_its_own(tmp_
     assert (out / "docs" / "web").is_dir()
 
 
-def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):  # noqa: F811
+def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):
     monkeypatch.setenv("PREP_SCRATCH", str(tmp_path / "scratch"))
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a", "text": "a small document"}])
     config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')

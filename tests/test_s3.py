@@ -21,45 +21,12 @@ from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.storage import RunStore, glob_remote
 
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 SAMPLE = REPO / "data" / "sample"
 # Fields of the manifest that name the config file and its input globs, which differ
 # between a local and a remote run of the same data; everything else must be equal.
 CONFIG_FIELDS = ("config", "config_file")
-
-
-@pytest.fixture(scope="module")
-def s3():
-    """An S3 server on loopback; the AWS settings point pyarrow (here and in worker
-    processes) at it. Yields a pyarrow S3 file system that may create buckets."""
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    settings = {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://{host}:{port}",
-    }
-    saved = {k: os.environ.get(k) for k in settings}
-    os.environ.update(settings)
-    try:
-        yield pafs.S3FileSystem(
-            endpoint_override=f"{host}:{port}",
-            scheme="http",
-            allow_bucket_creation=True,
-            access_key="test",
-            secret_key="test",
-            region="us-east-1",
-        )
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        server.stop()
 
 
 @pytest.fixture(autouse=True)
