@@ -22,6 +22,11 @@ from pipeline.util.atomic import write_json_atomic
 # models) when the sample is small: the projection leans high.
 UNSCALED_SUFFIXES = ("read+write", ":reduce", ":finalize")
 
+# cost.json's key for the tasks an executor ran again because their worker or node was
+# lost, by phase: like timings, they differ from run to run, so they are kept out of the
+# manifest (which is byte-identical however the run went).
+TASK_RETRIES = "task_retries"
+
 
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""

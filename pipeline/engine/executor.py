@@ -28,6 +28,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from multiprocessing import resource_tracker
 from typing import Any
@@ -163,6 +164,7 @@ class LocalExecutor:
         self.workers = max(1, workers)
         self._processes: list = []
         self._tasks = self._results = None
+        self.retried: Counter[str] = Counter()  # never added to: a worker that dies ends the run (WorkerDied)
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest.

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.engine.cost import projection_lines
+from pipeline.engine.cost import TASK_RETRIES, projection_lines
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout
 from pipeline.util.printable import printable
@@ -37,9 +37,19 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
-    if manifest.get("sample", 1.0) < 1:
-        for line in projection_lines(manifest, _read_cost(out)):
-            w(f"{line}\n")
+    cost = _read_cost(out)
+    for line in task_retry_lines(cost) + projection_lines(manifest, cost):
+        w(f"{line}\n")
+
+
+def task_retry_lines(cost: dict | None) -> list[str]:
+    """What this run ran again because a worker or a node was lost (cost.json's
+    ``task_retries``, by phase); nothing when nothing was, or cost.json has no count."""
+    retried = cost.get(TASK_RETRIES) if isinstance(cost, dict) else None
+    if not isinstance(retried, dict) or not retried:
+        return []
+    phases = ", ".join(f"{printable(str(phase))} {n}" for phase, n in retried.items())
+    return [f"  retried: {phases} (tasks lost with their worker or node, run again)"]
 
 
 def _read_cost(out: str | Path) -> dict | None:
