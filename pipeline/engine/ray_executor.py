@@ -27,10 +27,7 @@ from pipeline.engine.progress import ProgressBar
 RETRIES = 3  # runs of a task after its first, when its worker or node is lost
 
 
-def _run_task(fn, args, reporter, *waited_for):
-    """``waited_for``: results of the tasks this one waits for; Ray starts a task only
-    when the tasks whose results it is given have finished."""
-
+def _run_task(fn, args, reporter):
     def progress(documents: int, nbytes: int, tokens: int = 0) -> None:
         reporter.add.remote(documents, nbytes, tokens)
 
@@ -65,7 +62,7 @@ class RayExecutor:
         self.retried: Counter[str] = Counter()  # tasks run again, by phase (the progress bar's label)
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
-        """As ``LocalExecutor.run``; a task waits for the tasks in ``after`` by taking their results."""
+        """As ``LocalExecutor.run``: results in task order; task i starts after the tasks ``after[i]``."""
         ray = self.ray
         if not tasks:
             return []
@@ -106,10 +103,10 @@ def _lost_errors(ray) -> tuple[type[Exception], ...]:
 
 
 class _Phase:
-    """One ``run``'s tasks in flight: submits them, takes their results, and submits a
-    lost one again (at most ``RETRIES`` times). A task waits only for the tasks of
-    ``after`` still unfinished when it is submitted: a finished one's result may have
-    been lost with its node since, and it is no longer needed to order the two."""
+    """One ``run``'s tasks: submits each once the tasks it waits for (``after``) have
+    finished, takes their results, and submits a lost task again (at most ``RETRIES``
+    times). Holding a task back here, rather than handing Ray the refs of the tasks it
+    waits for, keeps a loss to one task: a lost task's ref fails every task given it."""
 
     def __init__(self, ray, remote, tasks: Sequence[Task], after: Sequence[Sequence[int]] | None, reporter):
         self.ray, self.remote, self.tasks, self.reporter = ray, remote, tasks, reporter
@@ -118,16 +115,16 @@ class _Phase:
         self.results: list[Any] = [None] * len(tasks)
         self.finished = [False] * len(tasks)
         self.runs = [0] * len(tasks)
-        self.refs: list = [None] * len(tasks)
         self.index: dict = {}  # a submitted ref -> its task
         self.pending: list = []
+        self.waiting = [i for i in range(len(tasks)) if self.after[i]]  # in task order
         for i in range(len(tasks)):
-            self.submit(i)
+            if not self.after[i]:
+                self.submit(i)
 
     def submit(self, i: int) -> None:
         fn, args = self.tasks[i]
-        waited_for = [self.refs[j] for j in self.after[i] if not self.finished[j]]
-        self.refs[i] = ref = self.remote.remote(fn, args, self.reporter, *waited_for)
+        ref = self.remote.remote(fn, args, self.reporter)
         self.index[ref] = i
         self.runs[i] += 1
         self.pending.append(ref)
@@ -144,7 +141,18 @@ class _Phase:
             self.submit(i)
             return False
         self.finished[i] = True
+        if self.waiting:
+            self._submit_ready()
         return True
+
+    def _submit_ready(self) -> None:
+        still = []
+        for i in self.waiting:
+            if all(self.finished[j] for j in self.after[i]):
+                self.submit(i)
+            else:
+                still.append(i)
+        self.waiting = still
 
 
 class _Reporter:
