@@ -24,6 +24,7 @@ names the local folder for mirrors and input copies (default: the system temp fo
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -351,11 +352,7 @@ class RunStore:
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""
-        local = self.root / rel
-        if local.is_dir():
-            shutil.rmtree(local)
-        elif local.exists():
-            local.unlink()
+        self.forget(rel)
         if self.remote:
             fs, _ = filesystem(self.uri)
             key = self._key(rel)
@@ -364,6 +361,16 @@ class RunStore:
                 fs.delete_dir(key)
             elif kind == pafs.FileType.File:
                 fs.delete_file(key)
+
+    def forget(self, rel: str) -> None:
+        """Delete a file or folder from this machine's mirror only (for a local run: the
+        folder itself): what the store no longer holds, another machine's mirror may.
+        Tasks on one machine share its mirror, so another may be deleting the same."""
+        local = self.root / rel
+        while local.is_dir():
+            with contextlib.suppress(FileNotFoundError):  # a file the other deleter took first
+                shutil.rmtree(local)
+        local.unlink(missing_ok=True)
 
     def size(self, folders: Iterable[str]) -> int:
         """Bytes stored under ``folders``."""
