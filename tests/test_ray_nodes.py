@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from conftest import REPO, SAMPLE, SHARED_DATA
+from conftest import REPO, SAMPLE, SHARED_DATA, write_config
 from test_run import tree_digest
 from test_s3 import dedup_config
 
@@ -121,6 +121,28 @@ def test_tasks_in_other_machines_mirrors_give_the_bytes_of_one_machine(s3, tmp_p
     run_pipeline(config, "s3://machines/many", workers=1, quiet=True)  # tasks in this process
     one, many = (stored_digest(s3, f"machines/{run}", tmp_path / run) for run in ("one", "many"))
     assert one == many
+
+
+def test_the_summary_says_what_was_retried_and_a_run_without_retries_says_nothing(tmp_path):
+    import io
+
+    from pipeline.engine.summary import print_summary
+
+    config = write_config(tmp_path / "c.toml", f'[sources.math]\npaths = ["{SAMPLE}/math/gsm8k.jsonl.gz"]\n')
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    cost = json.loads((tmp_path / "out" / "cost.json").read_text())
+    assert cost["task_retries"] == {}  # the local executor never retries: a dead worker ends the run
+
+    def summary() -> str:
+        stream = io.StringIO()
+        print_summary(manifest, tmp_path / "out", stream)
+        return stream.getvalue()
+
+    assert "retried" not in summary()
+    cost["task_retries"] = {"read + stages": 2, "dedup: reduce": 1}
+    (tmp_path / "out" / "cost.json").write_text(json.dumps(cost))
+    retried = "  retried: read + stages 2, dedup: reduce 1 (tasks lost with their worker or node, run again)\n"
+    assert retried in summary()
 
 
 def _lost_the_first_times(folder: str, name: str, losses: int, progress=None) -> str:
