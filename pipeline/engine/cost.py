@@ -26,6 +26,11 @@ UNSCALED_SUFFIXES = ("read+write", ":reduce", ":finalize")
 # timings, they differ from run to run, so they are kept out of the manifest.
 STORE_RETRIES = "store_retries"
 
+# cost.json's key for the tasks an executor ran again because their worker or node was
+# lost, by phase: like timings, they differ from run to run, so they are kept out of the
+# manifest (which is byte-identical however the run went).
+TASK_RETRIES = "task_retries"
+
 
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""

@@ -166,6 +166,7 @@ class LocalExecutor:
         self._processes: list = []
         self._tasks = self._results = None
         self.store_retries: Counter[str] = Counter()  # the workers' (``retry``), by kind
+        self.retried: Counter[str] = Counter()  # never added to: a worker that dies ends the run (WorkerDied)
 
     def run(self, tasks: Sequence[Task], bar: ProgressBar, after: Sequence[Sequence[int]] | None = None) -> list[Any]:
         """Run every task; return results in task order. The first failure stops the rest.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import time
+from dataclasses import replace
 from pathlib import PurePosixPath
 
 import pyarrow.parquet as pq
@@ -80,10 +81,16 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
     markers and runs just the tasks without one."""
     layout = Layout(store.root)
     done: list[list[dict]] = []
+    dropped: tuple[str, ...] = ()
     while not isinstance(step := stage.finalize_plan(done), dict):
         k = len(done)
         for rel in step.drops:
             store.remove(f"{layout.key(layout.global_work(segment.index))}/{rel}")
+        # Each task is told every path dropped so far, which its machine's mirror forgets
+        # (``_work_task``): a machine that ran no task of the round that dropped a path
+        # still holds it, and would upload it again with its next task's files.
+        dropped += tuple(rel for rel in step.drops if rel not in dropped)
+        step = replace(step, drops=dropped)
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
         bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
@@ -146,6 +153,7 @@ def finalize_task(
         lambda work: stage.finalize_task(step, task, work),
         f"finalize-{k}-{task}",
         (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
+        forget=step.drops,
     )
 
 
@@ -154,11 +162,16 @@ def _stage(config: Config, segment_index: int):
     return built_stage(config.stages.index(entry), entry, "")
 
 
-def _work_task(store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str]) -> dict:
-    """One task over the work folder (a reduce partition, a finalize task): fetch what it
-    reads (``reads``: whole files, and files of which it reads a range of partitions), run it,
-    upload what it wrote, then its marker with its result."""
+def _work_task(
+    store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str], forget=()
+) -> dict:
+    """One task over the work folder (a reduce partition, a finalize task): forget what the
+    store dropped (``forget``, relative to the work folder), fetch what it reads (``reads``:
+    whole files, and files of which it reads a range of partitions), run it, upload what it
+    wrote, then its marker with its result."""
     layout = Layout(store.root)
+    for rel in forget:
+        store.forget(f"{layout.key(layout.global_work(segment_index))}/{rel}")
     whole, sliced, partitions = reads
     pull_work(store, layout, segment_index, whole)
     if sliced:

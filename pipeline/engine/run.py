@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import STORE_RETRIES, summarize_cost
+from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
@@ -145,6 +145,7 @@ def _run_claimed(
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
+    cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
     write_json_atomic(layout.manifest, manifest)
     write_json_atomic(layout.cost_summary, cost)
     store.push([layout.cost_summary], marker=layout.manifest)

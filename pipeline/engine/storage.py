@@ -26,6 +26,7 @@ connections, within a bound, and counted (``retry``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -330,14 +331,20 @@ class RunStore:
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""
-        local = self.root / rel
-        if local.is_dir():
-            shutil.rmtree(local)
-        elif local.exists():
-            local.unlink()
+        self.forget(rel)
         if self.remote:
             fs, _ = filesystem(self.uri)
             retrying(fs, self._key(rel), _delete, fs, self._key(rel))
+
+    def forget(self, rel: str) -> None:
+        """Delete a file or folder from this machine's mirror only (for a local run: the
+        folder itself): what the store no longer holds, another machine's mirror may.
+        Tasks on one machine share its mirror, so another may be deleting the same."""
+        local = self.root / rel
+        while local.is_dir():
+            with contextlib.suppress(FileNotFoundError):  # a file the other deleter took first
+                shutil.rmtree(local)
+        local.unlink(missing_ok=True)
 
     def size(self, folders: Iterable[str]) -> int:
         """Bytes stored under ``folders``."""

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.engine.cost import STORE_RETRIES, projection_lines
+from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, projection_lines
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout
 from pipeline.util.printable import printable
@@ -39,18 +39,30 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
     cost = _read_cost(out)
-    for line in store_retry_lines(cost) + projection_lines(manifest, cost):
+    for line in task_retry_lines(cost) + store_retry_lines(cost) + projection_lines(manifest, cost):
         w(f"{line}\n")
+
+
+def task_retry_lines(cost: dict | None) -> list[str]:
+    """What this run ran again because a worker or a node was lost (cost.json's
+    ``task_retries``, by phase); nothing when nothing was, or cost.json has no count."""
+    return _count_line(cost, TASK_RETRIES, "retried", "tasks lost with their worker or node, run again")
 
 
 def store_retry_lines(cost: dict | None) -> list[str]:
     """The object-store requests this run tried again, by kind (cost.json's
     ``store_retries``); nothing when none were, or cost.json has no count."""
-    retried = cost.get(STORE_RETRIES) if isinstance(cost, dict) else None
-    if not isinstance(retried, dict) or not any(retried.values()):
+    why = "object-store requests tried again after throttling or a failure"
+    return _count_line(cost, STORE_RETRIES, "store retries", why)
+
+
+def _count_line(cost: dict | None, key: str, label: str, why: str) -> list[str]:
+    """One summary line of cost.json's counts under ``key`` (a name to a count), or none."""
+    counts = cost.get(key) if isinstance(cost, dict) else None
+    if not isinstance(counts, dict):
         return []
-    kinds = ", ".join(f"{printable(str(kind))} {n:,}" for kind, n in retried.items() if isinstance(n, int) and n)
-    return [f"  store retries: {kinds} (object-store requests tried again after throttling or a failure)"]
+    named = ", ".join(f"{printable(str(name))} {n:,}" for name, n in counts.items() if isinstance(n, int) and n > 0)
+    return [f"  {label}: {named} ({why})"] if named else []
 
 
 def _read_cost(out: str | Path) -> dict | None:

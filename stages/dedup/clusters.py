@@ -95,10 +95,12 @@ def symmetric(edges: np.ndarray) -> np.ndarray:
 
 
 def write_adjacency(path: Path, edges: np.ndarray, total: int, partitions: int) -> None:
-    """Write undirected ``edges`` as adjacency entries, each under its first node's range."""
+    """Write undirected ``edges`` as adjacency entries, each under its first node's range.
+    The header's count is the file's number of entries: a slice of the file keeps it,
+    while its offsets are its own partition's (``partfile.write_slice``)."""
     adj = symmetric(edges)
     tmp = partfile.temp_for(path)
-    partfile.write(tmp, adj, node_partition(adj["u"], total, partitions), partitions)
+    partfile.write(tmp, adj, node_partition(adj["u"], total, partitions), partitions, count=len(adj))
     partfile.publish(tmp, path)
 
 

@@ -125,7 +125,9 @@ def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
     if kind == "units":
         table = stage.scan(work_dir)
         table.save(work_dir)
-        entries = sum(int(partfile.header(forest_path(work_dir, p))[2][-1]) for p in range(P))
+        # From each forest's count, which a slice keeps: where another machine wrote the
+        # forests, this one holds only a slice of each, whose offsets count one partition.
+        entries = sum(partfile.header(forest_path(work_dir, p))[1] for p in range(P))
         docs = _docs_by_range(table, P)
         return {"documents": table.total - table.imported, "total": table.total, "docs": docs, "entries": entries}
     if kind == "step":
