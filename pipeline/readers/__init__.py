@@ -3,7 +3,7 @@ ledger rows for input that could not be read (quarantined, never silently droppe
 
 ``read_input(path, spec)`` picks the reader from the file name (or ``format`` in the
 source's config): JSON lines (``.jsonl``, ``.json``, ``.ndjson``, C4's ``.json.gz``, any
-of them gzipped), Parquet, and Hugging Face ``datasets`` Arrow files (``save_to_disk``).
+of them compressed with gzip, zstd, bz2 or xz), Parquet, and Hugging Face ``datasets`` Arrow files (``save_to_disk``).
 
 Nothing a reader yields is unsafe downstream: every string it yields is valid UTF-8, and
 no JSON line nested deeper than ``nesting.MAX_DEPTH`` reaches a parser. What cannot be
@@ -18,7 +18,7 @@ or Arrow file) yields no documents and counts as one rejected document: its
 ``unreadable-file`` row, at location 0. (An empty JSON lines file is readable and holds
 no records.) A file that fails part-way counts the records read before the failure
 (kept, or rejected one by one) plus one row for the unreadable rest, at the line or row
-where reading stopped: ``unreadable-file``, or ``truncated-gzip``/``corrupt-gzip``. A
+where reading stopped: ``unreadable-file``, or ``truncated-<codec>``/``corrupt-<codec>`` (``codecs``). A
 damaged Parquet row group or Arrow record batch is one ``unreadable-row`` per row it holds,
 and reading goes on (``batches``); a file whose schema no document can be made of (column
 names that repeat, ...) is one ``unreadable-file`` row at location 0. The
@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 
+from pipeline.readers import codecs
 from pipeline.readers.arrow_files import read_arrow_file
 from pipeline.readers.common import Chunk, InputSpec
 from pipeline.readers.jsonl import read_jsonl
@@ -47,9 +48,8 @@ __all__ = ["Chunk", "InputSpec", "FORMATS", "detect_format", "read_input"]
 
 def detect_format(path: Path | str) -> str:
     name = PurePosixPath(str(path)).name.lower()
-    for suffix in (".gz", ".gzip"):
-        if name.endswith(suffix):
-            name = name[: -len(suffix)]
+    for suffix in codecs.SUFFIXES:
+        name = name.removesuffix(suffix)
     if name.endswith((".jsonl", ".json", ".ndjson")):
         return "jsonl"
     if name.endswith((".parquet", ".pq")):

@@ -1,4 +1,4 @@
-"""JSON lines, plain or gzipped (C4's ``.json.gz``, RedPajama's ``.jsonl(.gz)``).
+"""JSON lines, plain or compressed (C4's ``.json.gz``, DCLM's ``.jsonl.zst``: ``codecs``).
 
 **A line** ends at ``\n`` (LF) and nowhere else, as in the JSON Lines format: ``\r\n``
 ends one too (the ``\r`` is JSON whitespace), and a line of only whitespace (space,
@@ -38,18 +38,19 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from pipeline.kernels.buffers import is_string
+from pipeline.readers.codecs import Codec, open_stream
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
 from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
 from pipeline.readers.prefetch import prefetch
 from pipeline.readers.raw_ids import raw_values
-from pipeline.readers.rawfile import GZIP_ERRORS, HashingReader, open_stream, salvage_gzip
+from pipeline.readers.rawfile import HashingReader
 
 # Keep at most this much of a bad line in the ledger (the location finds the rest).
 RAW_KEEP_BYTES = 1 << 20
 
-# Decompressed bytes asked of the stream at a time (see _read_block).
-PLAIN_STEP, GZIP_STEP = 1 << 16, 4 << 20
+# Bytes asked of a plain file at a time (see _read_block).
+PLAIN_STEP = 1 << 16
 
 # What JSON (and Arrow, and _row_lines) counts as whitespace: a line of only these is blank.
 JSON_WHITESPACE = b" \t\r\n"
@@ -75,15 +76,15 @@ class _Block(NamedTuple):
 def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
     """The file's documents, or (``spec.span``) those of the lines in a byte range."""
     try:
-        raw, stream, gzipped = _open(path, spec)
+        raw, stream, codec = _open(path, spec)
     except OSError as error:  # gone since the run was planned, or not ours to read
         location = 0 if spec.reports_file else spec.span.first_line
         yield Chunk(bad=unreadable(spec, location, error), extra=file_facts(path) if spec.reports_file else {})
         return
-    reported, blocks = 0, _line_blocks(stream, gzipped, spec, path)
+    reported, blocks = 0, _line_blocks(stream, codec, spec, path)
     size = os.path.getsize(path) if spec.span is None else spec.span.end - spec.span.start
     try:
-        for item in blocks if not gzipped and size <= spec.block_bytes else prefetch(blocks):  # 1 block: no overlap
+        for item in blocks if not codec and size <= spec.block_bytes else prefetch(blocks):  # 1 block: no overlap
             if isinstance(item, Bad):  # a quarantined region
                 yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
             else:
@@ -97,7 +98,7 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
         raw.close()
 
 
-def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase, bool]:
+def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase, Codec | None]:
     span = None if spec.span is None else spec.span[:2]
     raw = HashingReader(path, span)
     try:
@@ -107,7 +108,7 @@ def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase
         raise
 
 
-def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path: Path) -> Iterator[_Block | Bad]:
+def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec, path: Path) -> Iterator[_Block | Bad]:
     """Yield blocks of whole lines, scanned, or quarantine entries. This runs on the
     prefetch thread, while the caller parses the previous block: the decompression and
     the scans (native code that releases the GIL) overlap the parse.
@@ -127,11 +128,11 @@ def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path
     while True:
         to_target = (offset // size + 1) * size - offset - len(pending)  # the block ends at a line start past it
         try:
-            parts = _read_block(stream, max(to_target, len(pending), PLAIN_STEP), gzipped)
+            parts = _read_block(stream, max(to_target, len(pending), PLAIN_STEP), codec)
         except _DecodeError as failure:
             error, salvaged = failure.args
             if not skipping:
-                salvaged = salvage_gzip(path, decoded) if gzipped else salvaged
+                salvaged = codec.salvage(path, decoded) if codec else salvaged
             if salvaged and not skipping:  # whole lines decoded before the damage are still documents
                 data = pending + salvaged
                 cut = data.rfind(b"\n")
@@ -140,8 +141,9 @@ def _line_blocks(stream: io.BufferedIOBase, gzipped: bool, spec: InputSpec, path
                     pending = data[cut + 1 :]
                 else:
                     pending = data
+            kind = codec.damage_kind(error) if codec else "unreadable-file"  # else an I/O error
             detail = f"{error}; the rest of the file from this line on is unreadable"
-            yield Bad(line, _damage_kind(error, gzipped), detail, pending[:RAW_KEEP_BYTES] or None)
+            yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
             return
         if not parts:
             break
@@ -183,26 +185,20 @@ class _DecodeError(Exception):
     """A read or decompression error, with the bytes decoded before it in the same block."""
 
 
-def _damage_kind(error: BaseException, gzipped: bool) -> str:
-    if not gzipped:
-        return "unreadable-file"  # an I/O error reading a plain file
-    return "truncated-gzip" if isinstance(error, EOFError) else "corrupt-gzip"
-
-
-def _read_block(stream: io.BufferedIOBase, size: int, gzipped: bool) -> list[bytes]:
+def _read_block(stream: io.BufferedIOBase, size: int, codec: Codec | None) -> list[bytes]:
     """About ``size`` decompressed bytes, in pieces (joined once by the caller).
 
     A plain file is read in small steps, so that an I/O error loses only what follows it.
-    Gzip is inflated in large ones: ISA-L takes the GIL back after every call, and small
-    steps made it queue behind the parse and the writer for it (a 64 KB step inflated
-    at a third of its speed beside a busy thread). A damaged member loses nothing to the
-    large step either: ``salvage_gzip`` recovers the data before the damage."""
-    step = GZIP_STEP if gzipped else PLAIN_STEP
+    A compressed one in large ones (``codec.step``): ISA-L takes the GIL back after every
+    call, and small steps made it queue behind the parse and the writer for it (a 64 KB
+    step inflated at a third of its speed beside a busy thread). A damaged stream loses
+    nothing to the large step either: ``codec.salvage`` recovers the data before the damage."""
+    step, errors = (codec.step, codec.errors) if codec else (PLAIN_STEP, (OSError,))
     parts, total = [], 0
     while total < size:
         try:
             part = stream.read1(min(size - total, step))
-        except GZIP_ERRORS as error:
+        except errors as error:
             raise _DecodeError(error, b"".join(parts)) from None
         if not part:
             break

@@ -1,22 +1,11 @@
-"""Opening an input file for streaming: checksum of the raw bytes as they are read, and
-transparent gzip (several members allowed, as in concatenated shards).
-
-Gzip goes through ISA-L (the ``isal`` package), which inflates 2-3x faster than zlib;
-decompression is the largest single cost of reading compressed shards.
-"""
+"""Reading an input file's raw bytes for streaming, with the checksum of the bytes as
+they are read (decompression is ``codecs``)."""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import io
-import zlib
 from pathlib import Path
-
-from isal import igzip, isal_zlib
-
-# What a damaged gzip stream raises while being read.
-GZIP_ERRORS = (EOFError, OSError, zlib.error, isal_zlib.error, igzip.BadGzipFile)
 
 
 class HashingReader(io.RawIOBase):
@@ -73,36 +62,3 @@ class HashingReader(io.RawIOBase):
     def close(self) -> None:
         self._file.close()
         super().close()
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def open_stream(raw: HashingReader, plain: bool = False) -> tuple[io.BufferedIOBase, bool]:
-    """The file's decompressed stream, and whether it is gzip. Gzip is told by its magic
-    bytes, not the name: a plain file named ``.gz`` is read as it is (and garbage named
-    ``.gz`` is quarantined line by line like any other garbage). A piece of a file
-    (``plain``) is never gzip: gzip files are not cut."""
-    buffered = io.BufferedReader(raw, buffer_size=1 << 20)
-    gzipped = not plain and buffered.peek(2)[:2] == GZIP_MAGIC
-    return (igzip.IGzipFile(fileobj=buffered, mode="rb") if gzipped else buffered), gzipped
-
-
-def salvage_gzip(path: Path, skip: int) -> bytes:
-    """The decompressed bytes after the first ``skip`` that can be read before the damage.
-
-    ISA-L inflates in large steps and may raise before handing over good data decoded in
-    the same step (a whole good member before a corrupt one). On that rare path the
-    standard library's reader, asked for small pieces, recovers everything up to the
-    damage itself.
-    """
-    kept, position = [], 0
-    try:
-        with gzip.open(path, "rb") as f:
-            while part := f.read1(1 << 12):
-                if position + len(part) > skip:
-                    kept.append(part[max(skip - position, 0) :])
-                position += len(part)
-    except GZIP_ERRORS:  # the damage itself, or the file gone since
-        pass
-    return b"".join(kept)

@@ -14,9 +14,10 @@ any machine and for any worker count:
 * Parquet: consecutive row groups, about ``split_bytes`` of them (compressed) a piece,
   read from the footer.
 * Arrow IPC (``datasets``' files): consecutive record batches, the same way.
-* gzip: never cut. A single-member gzip stream cannot be entered except at its start;
-  a file of several members could be, but finding the members takes inflating the whole
-  file, which is the reading itself. A gzipped file is one unit.
+* compressed JSON lines (gzip, zstd, bz2, xz): never cut. A single-member gzip stream
+  cannot be entered except at its start; a file of several members or frames could be,
+  but numbering its lines takes decompressing the whole file at plan time, which is the
+  reading itself. A compressed file is one unit.
 
 A file with one piece (small, or a format or seams that do not allow more), a remote
 file, or one that cannot be looked into here (the reader will quarantine it) is one
@@ -31,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from pipeline.readers import codecs
 from pipeline.readers.common import READ_ERRORS, Span
-from pipeline.readers.rawfile import GZIP_MAGIC
 
 # Plan-time reads of a JSON lines file, in bytes.
 SCAN_BYTES = 16 << 20
@@ -65,7 +66,7 @@ def parsed_bytes(path: Path | str, stored: int) -> int:
         return stored  # remote: a request more per file is not worth it
     try:
         with open(path, "rb") as f:
-            if f.read(2) != GZIP_MAGIC or stored < 18:
+            if f.read(2) != codecs.CODECS[0].magics[0] or stored < 18:
                 return stored
             f.seek(-4, 2)
             return max(int.from_bytes(f.read(4), "little"), stored)
@@ -88,7 +89,7 @@ def _jsonl_spans(path: Path, step: int) -> list[Span]:
     starts, lines = [0], [1]
     buffer = bytearray(SCAN_BYTES)
     with open(path, "rb") as f:
-        if f.read(2) == GZIP_MAGIC:
+        if codecs.sniff(f.read(codecs.SNIFF_BYTES)):
             return []
         f.seek(0)
         position = newlines = 0  # file offset of the bytes in ``buffer``; newlines before them
