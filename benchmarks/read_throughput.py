@@ -1,7 +1,10 @@
 """Read throughput: `prep run` with no filtering stage against a plain gzip + json loop
 and pyarrow's own JSON reader, over the same real files, in the same run.
 
-    python -m benchmarks.read_throughput [--data ../shared/data] [--workers 1]
+    python -m benchmarks.read_throughput [--data ../shared/data] [--codec gzip|zstd]
+
+``--codec zstd`` first recompresses the same files as ``.jsonl.zst`` (DCLM's and
+SlimPajama's format, level 3) into a temporary folder; pyarrow then inflates zstd too.
 
 (Run benchmarks as modules from the repository root, as README says.)
 
@@ -20,12 +23,14 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import io
 import json
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.json as pajson
 
 from pipeline.engine.run import run_pipeline
@@ -45,16 +50,35 @@ FILES = [
 def uncompressed_bytes(paths: list[Path]) -> int:
     total = 0
     for path in paths:
-        with gzip.open(path, "rb") as f:
+        with pa.input_stream(str(path), compression="detect") as f:
             while chunk := f.read(1 << 24):
                 total += len(chunk)
     return total
 
 
+def recompressed_as_zstd(paths: list[Path], folder: Path) -> list[Path]:
+    """The same JSON lines as ``.jsonl.zst``, under ``folder/<source>/`` as in ``paths``."""
+    copies = []
+    for path in paths:
+        copy = folder / path.parent.name / path.name.replace(".jsonl.gz", ".jsonl.zst")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        with gzip.open(path, "rb") as f, pa.CompressedOutputStream(str(copy), "zstd") as out:
+            while chunk := f.read(1 << 24):
+                out.write(chunk)
+        copies.append(copy)
+    return copies
+
+
+def open_text(path: Path):
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rt", encoding="utf-8")
+    return io.TextIOWrapper(pa.input_stream(str(path), compression="detect"), encoding="utf-8")
+
+
 def plain_loop(paths: list[Path]) -> int:
     documents = 0
     for path in paths:
-        with gzip.open(path, "rt", encoding="utf-8") as f:
+        with open_text(path) as f:
             for line in f:
                 if line.strip():
                     json.loads(line)["text"]
@@ -77,6 +101,9 @@ def prep_run(paths: list[Path], workers: int) -> int:
         return manifest["balance"]["input"]
 
 
+LOOP = "decompress + json loop (1 core)"
+
+
 def timed(fn, *args) -> tuple[float, int]:
     start = time.perf_counter()
     documents = fn(*args)
@@ -87,25 +114,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds (the median is reported)")
+    parser.add_argument("--codec", choices=("gzip", "zstd"), default="gzip", help="how the files are compressed")
     args = parser.parse_args()
     paths = [args.data / f for f in FILES if (args.data / f).exists()]
     if not paths:
         raise SystemExit(f"no input files under {args.data}")
+    with tempfile.TemporaryDirectory() as folder:
+        compare(recompressed_as_zstd(paths, Path(folder)) if args.codec == "zstd" else paths, args.codec, args.repeat)
+
+
+def compare(paths: list[Path], codec: str, repeat: int) -> None:
     raw = uncompressed_bytes(paths)
     print(
-        f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB gzipped, "
+        f"{len(paths)} files, {sum(p.stat().st_size for p in paths) / 1e6:.1f} MB {codec}, "
         f"{raw / 1e6:.1f} MB of JSON lines"
     )
     readers = {
-        "gzip + json loop (1 core)": (plain_loop, (paths,)),
+        LOOP: (plain_loop, (paths,)),
         "pyarrow.json.read_json (1 thread)": (pyarrow_reader, (paths, False)),
         "prep run, no stages (1 worker)": (prep_run, (paths, 1)),
         "pyarrow.json.read_json (threads)": (pyarrow_reader, (paths, True)),
         "prep run, no stages (2 workers)": (prep_run, (paths, 2)),
     }
     documents = {name: fn(*fn_args) for name, (fn, fn_args) in readers.items()}  # warm-up
-    rounds = [{name: timed(fn, *fn_args)[0] for name, (fn, fn_args) in readers.items()} for _ in range(args.repeat)]
-    print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}   (median of {args.repeat} rounds)")
+    rounds = [{name: timed(fn, *fn_args)[0] for name, (fn, fn_args) in readers.items()} for _ in range(repeat)]
+    print(f"\n{'reader':<40} {'seconds':>8} {'docs/s':>10} {'MB/s':>8}   (median of {repeat} rounds)")
     for name in readers:
         seconds = statistics.median(r[name] for r in rounds)
         print(f"{name:<40} {seconds:8.2f} {documents[name] / seconds:10,.0f} {raw / seconds / 1e6:8.1f}")
@@ -114,10 +147,10 @@ def main() -> None:
         ("all cores", "pyarrow.json.read_json (threads)", "prep run, no stages (2 workers)"),
     ):
         ratios = sorted(r[prep_name] / r[pyarrow_name] for r in rounds)
-        loop = statistics.median(r["gzip + json loop (1 core)"] / r[prep_name] for r in rounds)
+        loop = statistics.median(r[LOOP] / r[prep_name] for r in rounds)
         print(
             f"{cores}: prep / pyarrow reader time {statistics.median(ratios):.2f}x "
-            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); prep vs the gzip + json loop {loop:.2f}x faster"
+            f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)}); prep vs the decompress + json loop {loop:.2f}x faster"
         )
 
 
