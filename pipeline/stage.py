@@ -247,6 +247,14 @@ class GlobalStage(Stage):
         folder lives on an object store, a task fetches just these; None: all of it."""
         return None
 
+    def kept(self) -> tuple[str, ...]:
+        """Globs (relative to the work folder) of the files worth keeping once the run is
+        finished: what a later run may read (an index it imports) or a user looks up (the
+        cut the stage chose). The engine removes the rest of the work folder once the
+        segment this stage opens is done (``engine.work_disk``). Default: none, the whole
+        folder goes."""
+        return ()
+
     def slices(self, step: str) -> tuple[str, ...]:
         """Globs of partitioned record files (``pipeline.formats.partfile``) of which a task
         of ``step`` ("reduce") reads only its own partition: on an object store it fetches

@@ -22,6 +22,7 @@ from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
+from pipeline.engine.work_disk import WorkDisk
 from pipeline.formats.layout import Layout, is_part_file, part_files
 from pipeline.stage import FinalizeRound, UnitContext
 from pipeline.util.atomic import write_json_atomic
@@ -45,7 +46,7 @@ def _matching(folder: str, patterns: tuple[str, ...]):
     return lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns)
 
 
-def run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode) -> dict:
+def run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode, disk: WorkDisk) -> dict:
     """Map over the previous segment's output, reduce each partition, finalize in rounds."""
     layout = Layout(store.root)
     stage_config = segment.entry
@@ -68,13 +69,13 @@ def run_global(config: Config, store: RunStore, segment: Segment, units, executo
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
     if not marker.exists():
-        counters = _finalize(config, store, segment, stage, executor, mode)
+        counters = _finalize(config, store, segment, stage, executor, mode, disk)
         write_json_atomic(marker, {"counters": counters})
         store.push([], marker=marker)
     return json.loads(marker.read_text())["counters"]
 
 
-def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor, mode) -> dict:
+def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor, mode, disk: WorkDisk) -> dict:
     """Run the stage's finalize rounds on the executor; the driver only plans between them.
 
     A task's result also lives in its marker, so a resumed run replays the plan from the
@@ -84,6 +85,7 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
     dropped: tuple[str, ...] = ()
     while not isinstance(step := stage.finalize_plan(done), dict):
         k = len(done)
+        disk.note()  # before the round removes the inputs no later round needs
         for rel in step.drops:
             store.remove(f"{layout.key(layout.global_work(segment.index))}/{rel}")
         # Each task is told every path dropped so far, which its machine's mirror forgets

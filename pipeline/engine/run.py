@@ -33,6 +33,7 @@ from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, input_sha256, input_stat, not_a_file
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
+from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
 from pipeline.readers.splits import parsed_bytes
@@ -126,17 +127,20 @@ def _run_claimed(
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     sizes = _input_sizes(units)
+    disk = WorkDisk(store)
     try:
         warm_up(config, units, runner, mode, sizes)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
-                global_stats[label] = run_global(config, store, segment, units, runner, mode)
+                global_stats[label] = run_global(config, store, segment, units, runner, mode, disk)
             input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
             unit_stats += _run_segment(
                 config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes
             )
             sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
+            disk.note()
+            drop_finished(config, store, segment)
     finally:
         runner.close()
     manifest = build_manifest(config, labels, unit_stats, global_stats)
@@ -144,6 +148,7 @@ def _run_claimed(
     _note_duplicate_ids(manifest, store, layout, units)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
+    cost[WORK_DISK] = disk.figures()
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
     write_json_atomic(layout.manifest, manifest)

@@ -1,6 +1,6 @@
 """The lines ``prep run`` prints when a run ends: what each source and stage kept and
-dropped, bad input, warnings, the object-store requests tried again, and for a sampled
-run what it projects for the full input."""
+dropped, bad input, warnings, the disk the work files took, the object-store requests
+tried again, and for a sampled run what it projects for the full input."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, projection_lines
+from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, _bytes, _is_number, projection_lines
 from pipeline.engine.storage import RunStore
+from pipeline.engine.work_disk import WORK_DISK
 from pipeline.formats.layout import Layout
 from pipeline.util.printable import printable
 
@@ -39,7 +40,8 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
     cost = _read_cost(out)
-    for line in task_retry_lines(cost) + store_retry_lines(cost) + projection_lines(manifest, cost):
+    counts = work_disk_lines(cost) + task_retry_lines(cost) + store_retry_lines(cost)
+    for line in counts + projection_lines(manifest, cost):
         w(f"{line}\n")
 
 
@@ -63,6 +65,16 @@ def _count_line(cost: dict | None, key: str, label: str, why: str) -> list[str]:
         return []
     named = ", ".join(f"{printable(str(name))} {n:,}" for name, n in counts.items() if isinstance(n, int) and n > 0)
     return [f"  {label}: {named} ({why})"] if named else []
+
+
+def work_disk_lines(cost: dict | None) -> list[str]:
+    """The most disk the run's work files took and what is left of them (cost.json's
+    ``work_disk``); nothing when cost.json has no such figures."""
+    figures = cost.get(WORK_DISK) if isinstance(cost, dict) else None
+    if not isinstance(figures, dict) or not all(_is_number(figures.get(k)) for k in ("peak_bytes", "left_bytes")):
+        return []
+    peak, left = _bytes(figures["peak_bytes"]), _bytes(figures["left_bytes"])
+    return [f"  work files: {peak} at most, {left} left in work/ (what a rerun or a later run's index_from reads)"]
 
 
 def _read_cost(out: str | Path) -> dict | None:

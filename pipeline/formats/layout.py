@@ -152,8 +152,12 @@ class Layout:
 
     # -- work in progress -----------------------------------------------------------------
 
+    def segment_folder(self, segment: int) -> Path:
+        """The documents segment ``segment`` passed on to the next, every source's."""
+        return self.out / self.WORK / "segments" / str(segment)
+
     def segment_docs(self, segment: int, source: str) -> Path:
-        return self.out / self.WORK / "segments" / str(segment) / source
+        return self.segment_folder(segment) / source
 
     def global_work(self, segment: int) -> Path:
         return self.out / self.WORK / "global" / str(segment)

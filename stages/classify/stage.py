@@ -73,6 +73,9 @@ class Classify(GlobalStage):
             "filter": (THRESHOLDS, f"scores/{source}/{unit}.arrow"),
         }.get(step)
 
+    def kept(self) -> tuple[str, ...]:
+        return (THRESHOLDS,)  # each source's cut, a few hundred bytes: the score files go
+
     # -- map: score every document once ---------------------------------------------------
 
     def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:

@@ -16,8 +16,10 @@ Rounds, each planned from what the rounds before returned (the driver reads no f
 3. ``members``, a task per document range ``r``: range ``r``'s clustered documents with
    their attributes (from node range ``r // (P / R)`` of the fixed point), from the docs
    files of range ``r``'s units only, to
-   ``members/r<r>.part`` partitioned by their cluster centre's range (``shipping``).
-4. ``decide``, a task per node range ``q``: the clusters centred in ``q``, from
+   ``members/r<r>.part`` partitioned by a hash of their cluster's centre (``shipping``:
+   a centre is its cluster's smallest gid, so in a corpus that repeats itself the
+   centres crowd into the first range, which would leave one decide task every member).
+4. ``decide``, ``P`` tasks: task ``q`` the clusters whose centre hashes to ``q``, from
    partition ``q`` of the members files; survivors and removals (``survivors.decide``),
    with the survivor's id, go to ``decided/q<q>.part`` partitioned by the removed
    document's range.
@@ -175,7 +177,7 @@ def _member_schema(stage) -> pa.Schema:
 
 
 def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
-    """Survivors and removals of the clusters centred in node range ``q``."""
+    """Survivors and removals of the clusters whose centre hashes to ``q`` (``shipping.decide_task``)."""
     P, o = stage.partitions(), stage.options
     members = shipping.read_tables(_range_files(work_dir, "members", P), q, _member_schema(stage))
     decisions = decide(members, imported=imported, verify=o.verify, min_similarity=o.min_similarity, exact=o.exact)

@@ -1,16 +1,22 @@
 """The round between connected components and ``decide``: each cluster's members, with
-what ``decide`` needs of them, shipped to the range of the cluster's centre.
+what ``decide`` needs of them, shipped to the decide task its centre hashes to.
 
 Why: ``decide`` ranks a cluster's members by their attributes (quality, id, exact hash,
 stored signature, with ``verify`` the shingles), which live in the units' docs files. A
-decide task per centre range would touch documents of any unit, so on an object store
+decide task per cluster would touch documents of any unit, so on an object store
 every task would download every docs file whole. Instead ``ship`` task ``r`` reads the
 fixed point's adjacency of document range ``r`` (each clustered document of the range
 and its centre), opens only the docs files of the units overlapping range ``r``, and
-writes its clustered documents' rows to one file partitioned by the centre's range;
-decide task ``q`` reads partition ``q`` of every such file. Singletons, most of a
-corpus, are never shipped, and each docs file is read only by the tasks whose range its
-unit overlaps (one or two where a range holds several units).
+writes its clustered documents' rows to one file partitioned by decide task
+(``decide_task``); decide task ``q`` reads partition ``q`` of every such file. Singletons,
+most of a corpus, are never shipped, and each docs file is read only by the tasks whose
+range its unit overlaps (one or two where a range holds several units).
+
+Why a hash of the centre, not its range: a centre is its cluster's smallest gid, so where
+a corpus repeats itself (copies of a crawl, the same pages in several dumps) every centre
+lies in the first copy, the first range or two, and one decide task by range would hold
+every member of the run. A well-mixed hash spreads clusters over the tasks evenly
+whatever their gids; which task decides a cluster changes nothing it decides.
 
 Rows with variable-length columns (ids, shingles) travel as one Arrow IPC stream per
 partition, stored as the blobs of a partitioned file (``partfile.write_blobs``), so an
@@ -27,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.formats import partfile
+from pipeline.kernels.mixing import splitmix64
 from stages.dedup import clusters
 from stages.dedup.store import DocStore, docs_schema
 
@@ -42,8 +49,8 @@ def ship(
 ) -> int:
     """Document range ``r``'s clustered documents, from partitions ``parts`` of the fixed
     point's adjacency files ``stars`` (the node range holding ``r``: the component steps
-    may use fewer, larger ranges), written to ``out`` partitioned by their centre's range;
-    returns how many."""
+    may use fewer, larger ranges), written to ``out`` partitioned by their centre's decide
+    task; returns how many."""
     adj = clusters.read_adjacency(stars, parts)  # sorted by (u, v): a node's first v is its smallest
     adj = adj[clusters.node_partition(adj["u"], store.table.total, partitions) == r]
     first = np.ones(len(adj), bool)
@@ -56,8 +63,14 @@ def ship(
         rows = rows.add_column(0, "gid", pa.array(gids)).cast(schema)
     else:
         rows = schema.empty_table()
-    write_tables(out, rows, clusters.node_partition(comp, store.table.total, partitions), partitions)
+    write_tables(out, rows, decide_task(comp, partitions), partitions)
     return len(gids)
+
+
+def decide_task(centres: np.ndarray, partitions: int) -> np.ndarray:
+    """The decide task of each cluster centre: a SplitMix64 hash of the gid, so clusters
+    spread evenly over the tasks even when every centre lies in one gid range."""
+    return (splitmix64(np.asarray(centres, np.int64)) % np.uint64(partitions)).astype(np.int64)
 
 
 def write_tables(final: Path, rows: pa.Table, partition: np.ndarray, partitions: int) -> None:

@@ -150,6 +150,11 @@ class Dedup(GlobalStage):
     def slices(self, step: str) -> tuple[str, ...]:
         return ("map/*/*.bands",) if step == "reduce" else ()
 
+    def kept(self) -> tuple[str, ...]:
+        # What a later run's ``index_from`` reads: the unit table, each partition's keys,
+        # and the documents' attributes, which its decide ranks against its own.
+        return (UNITS_FILE, "reduce/*.index.npy", "map/*/*.docs.arrow")
+
     def scan(self, work_dir: Path) -> UnitTable:
         """The global order of this run's documents (after an imported index's)."""
         return UnitTable.scan(work_dir, self._config(), self.options.index_from)

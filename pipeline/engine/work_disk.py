@@ -1,0 +1,87 @@
+"""The run's work folder (``work/``): what it takes on disk, and removing what nothing
+will read again.
+
+Why: ``work/`` holds the documents between segments (a copy of what passed each
+segment) and each global stage's files (dedup's bands, forests and decisions), about as
+much again as the input. Kept to the end, a run needs twice the disk it should and leaves
+it taken. Once every unit of segment ``k`` has its marker, nothing reads the documents
+segment ``k - 1`` left (the global stage's map and segment ``k`` read them, and a resume
+redoes only units without a marker), nor the files of the global stage opening segment
+``k``, except what a later run may import (``GlobalStage.kept``: dedup's index for
+``index_from``). Those are removed then. A kill during the removal leaves a run whose
+markers say the same, so the rerun skips the work and removes the rest.
+
+Kept to the end: ``work/ids`` (8 bytes a document), which every run, a rerun of a
+finished one too, reads for the duplicate-id count of its manifest.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+
+from pipeline.engine.config import Config
+from pipeline.engine.plan import Segment
+from pipeline.engine.storage import RunStore
+from pipeline.engine.unit import built_stage
+from pipeline.formats.layout import Layout
+
+# cost.json's key: {"peak_bytes", "left_bytes"} of work/ (sizes differ run to run with
+# the files in flight when it is measured, so they are kept out of the manifest)
+WORK_DISK = "work_disk"
+
+
+class WorkDisk:
+    """The largest size of ``work/`` seen by this process: measured at the end of each
+    phase and before each finalize round removes its inputs, when the folder is largest
+    (it only grows within a phase). A resumed run sees only its own phases."""
+
+    def __init__(self, store: RunStore):
+        self.store = store
+        self.peak = 0
+
+    def note(self) -> None:
+        self.peak = max(self.peak, self.store.size([Layout.WORK]))
+
+    def figures(self) -> dict[str, int]:
+        left = self.store.size([Layout.WORK])
+        return {"peak_bytes": max(self.peak, left), "left_bytes": left}
+
+
+def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:
+    """Once every unit of ``segment`` is done: remove the documents the segment before
+    it left, and the work folder of the global stage opening it but for the files its
+    ``kept`` names."""
+    layout = Layout(store.root)
+    if segment.index > 0:
+        store.remove(layout.key(layout.segment_folder(segment.index - 1)))
+    if segment.entry is not None:
+        kept = built_stage(config.stages.index(segment.entry), segment.entry, "").kept()
+        _drop_all_but(store, layout.key(layout.global_work(segment.index)), kept)
+    _remove_empty_folders(layout.out / Layout.WORK)  # work/segments once the last is gone, too
+
+
+def _drop_all_but(store: RunStore, folder: str, kept: tuple[str, ...]) -> None:
+    """Remove the files under ``folder`` but those matching ``kept`` (globs relative to it)."""
+    if not kept:
+        store.remove(folder)
+        return
+    start = len(folder) + 1
+    for rel in _files_under(store, folder):
+        if not any(fnmatch.fnmatch(rel[start:], pattern) for pattern in kept):
+            store.remove(rel)
+
+
+def _files_under(store: RunStore, folder: str) -> list[str]:
+    """The files under ``folder`` (relative to the run's root), in the store."""
+    if store.remote:
+        return [rel for rel, _ in store.listing(folder, lambda _: True)]
+    return [p.relative_to(store.root).as_posix() for p in (store.root / folder).rglob("*") if p.is_file()]
+
+
+def _remove_empty_folders(folder: Path) -> None:
+    """The folders under ``folder`` left empty (deepest first: a parent empties last)."""
+    for parent, _, _ in os.walk(folder, topdown=False) if folder.is_dir() else []:
+        if Path(parent) != folder and not os.listdir(parent):
+            os.rmdir(parent)
