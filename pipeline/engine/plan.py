@@ -15,13 +15,14 @@ global stage ``k`` to map over and filter.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, RunSettings, SourceConfig, StageConfig
-from pipeline.engine.storage import is_remote, not_a_file
+from pipeline.engine.storage import RealPaths, is_remote, not_a_file
 from pipeline.readers import detect_format
 from pipeline.readers.common import Span
 from pipeline.readers.splits import plan_spans
@@ -95,17 +96,32 @@ class Segment:
 def plan_units(config: Config, versions: dict) -> list[Unit]:
     """The units of every source, in input order; ``versions`` maps each file to its
     ``input_stat`` (whose first value is its size)."""
-    files = [(source, path) for source in config.sources.values() for path in source.files]
-    # Finding a file's cuts reads it (JSON lines) or its footer: files in parallel, since
-    # the reads and the native newline counts release the GIL.
-    with ThreadPoolExecutor(PLAN_THREADS) as pool:
-        pieces = iter(pool.map(lambda file: _spans(file[1], file[0].format, config.run), files))
     units: list[Unit] = []
     for source in config.sources.values():
         keys = _file_keys(source.files)
         inputs = [InputFile(i, str(path), keys[i], versions[path]) for i, path in enumerate(source.files)]
-        units += _source_units(source, inputs, [next(pieces) for _ in inputs], config.run.group_bytes)
+        units += _source_units(source, inputs, _source_spans(source, inputs, config.run), config.run.group_bytes)
     return units
+
+
+def _source_spans(source: SourceConfig, files: list[InputFile], run: RunSettings) -> list[list[Span] | None]:
+    """Each file's pieces (None: read whole). Only a local file over ``split_bytes`` (by
+    its planned size) may be cut, and finding its cuts reads it (JSON lines) or its footer:
+    those files in parallel, since the reads and the native newline counts release the
+    GIL. The rest are never opened here: one task each in a pool was 1 s a 20,000 files."""
+    large = [k for k, file in enumerate(files) if _may_split(file, run.split_bytes)]
+    pieces: list[list[Span] | None] = [None] * len(files)
+    with ThreadPoolExecutor(PLAN_THREADS) as pool:
+        found = pool.map(lambda k: _spans(files[k].path, source.format, run), large)
+        for k, spans in zip(large, found):
+            pieces[k] = spans
+    return pieces
+
+
+def _may_split(file: InputFile, split_bytes: int) -> bool:
+    """A local file larger than ``split_bytes`` when planned; what is no file has size 0
+    (``input_stat``), so it is never opened."""
+    return split_bytes > 0 and not is_remote(file.location) and int(file.version[0]) > split_bytes
 
 
 def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, group_bytes: int) -> list[Unit]:
@@ -150,33 +166,35 @@ def _file_name(file: InputFile, width: int) -> str:
     return f"{file.index:0{width}d}-{stem}"
 
 
-def _spans(path: Path | str, fmt: str, run: RunSettings) -> list[Span] | None:
+def _spans(path: Path, fmt: str, run: RunSettings) -> list[Span] | None:
     """The pieces of a local file (remote files are read whole: they are fetched whole)."""
-    if isinstance(path, str) or not_a_file(path) is not None:  # what is no file is never opened
+    if not_a_file(path) is not None:  # what is no file is never opened
         return None
     return plan_spans(path, detect_format(path) if fmt == "auto" else fmt, run.split_bytes, run.block_bytes)
 
 
 def _file_keys(files: list[Path | str]) -> list[str]:
     """Names for files, relative to the folder they share (stable across machines)."""
-    paths = [_key_path(f) for f in files]
+    real = RealPaths()
+    paths = [_key_path(f, real) for f in files]
     if not paths:
         return []
-    common = paths[0].parent
-    for path in paths[1:]:
-        while common not in (path.parent, *path.parent.parents):
-            common = common.parent
-    return [printable_path(p.relative_to(common)) for p in paths]
+    common = posixpath.commonpath([posixpath.dirname(p) for p in paths])
+    cut = len(common.rstrip("/")) + 1
+    return [printable_path(p[cut:]) for p in paths]
 
 
-def _key_path(file: Path | str) -> PurePosixPath:
+def _key_path(file: Path | str, real: RealPaths) -> str:
     """A file's full path for its key: its real path, or for what is no file (a link to
-    ``/dev/zero``) the link's own, which is what the user put there and the ledger names."""
+    ``/dev/zero``) the link's own, which is what the user put there and the ledger names.
+    Text, not a Path: at a million files the Path objects were seconds of planning."""
     if isinstance(file, str):
-        return PurePosixPath(file.split("://", 1)[1])
+        return str(PurePosixPath(file.split("://", 1)[1]))
+    if (path := real.regular(file)) is not None:
+        return path
     if not_a_file(file) is not None:
-        return PurePosixPath(file.parent.resolve() / file.name)
-    return PurePosixPath(file.resolve())
+        return str(PurePosixPath(file.parent.resolve() / file.name))
+    return str(PurePosixPath(file.resolve()))
 
 
 def plan_segments(config: Config) -> list[Segment]:

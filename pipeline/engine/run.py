@@ -30,7 +30,7 @@ from pipeline.engine.retry import start_counting, take_retries
 from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, input_sha256, input_stat, not_a_file
+from pipeline.engine.storage import RunStore, input_sha256, input_stat
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
@@ -71,6 +71,7 @@ def run_pipeline(
         start_fork_server()  # the workers' imports overlap the planning below
     units = _planned_units(config)
     config = config.without_files()  # the units name them; tasks carry the config
+    sizes = _input_sizes(units)
     fingerprint = _fingerprint(config, units, sample)
     store = RunStore(str(out), fingerprint["fingerprint"])
     if not store.remote and Path(out).exists() and not Path(out).is_dir():
@@ -79,7 +80,7 @@ def run_pipeline(
         try:
             refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
-            sized = _claim_output(store, units, fingerprint, force, _sized(config, units, sample))
+            sized = _claim_output(store, units, fingerprint, force, _sized(config, sizes, sample))
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
@@ -88,7 +89,7 @@ def run_pipeline(
             for line in worker_notes(asked, len(units), os.cpu_count() or 1):
                 print(line, file=sys.stderr)
         return _run_claimed(
-            config, store, units, workers, strict, quiet, executor, address, sample, progress, wall_start
+            config, store, units, sizes, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
 
 
@@ -108,6 +109,7 @@ def _run_claimed(
     config: Config,
     store: RunStore,
     units: list[Unit],
+    sizes: dict[tuple[str, str], float],
     workers,
     strict,
     quiet,
@@ -126,7 +128,6 @@ def _run_claimed(
     mode = "none" if quiet else progress
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
-    sizes = _input_sizes(units)
     disk = WorkDisk(store)
     try:
         warm_up(config, units, runner, mode, sizes)
@@ -224,10 +225,10 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     }
 
 
-def _sized(config: Config, units: list[Unit], sample: float) -> dict:
+def _sized(config: Config, sizes: dict[tuple[str, str], float], sample: float) -> dict:
     """What the run's size decides of each global stage's options (``GlobalStage.sized``),
-    by the stage's index in the config; the text a stage sees is its sources' share."""
-    sizes = _input_sizes(units)
+    by the stage's index in the config; the text a stage sees is its sources' share
+    (``sizes``: ``_input_sizes``)."""
     sized = {}
     for index, stage in enumerate(config.stages):
         cls = registry()[stage.name]
@@ -318,10 +319,10 @@ def _file_bytes(unit: Unit) -> int:
 def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
     """Bytes each unit parses, about: its files' (uncompressed, where a file says),
     a file's shared evenly by its pieces (``splits`` cuts them even). What is no file (a
-    FIFO) is not opened to look: it is read as nothing."""
+    FIFO) was planned with size 0 (``input_stat``), which ``parsed_bytes`` never opens."""
     pieces = Counter((unit.source, unit.first_index) for unit in units)
     return {
-        (u.source, u.name): sum(0 if not_a_file(f.path) else parsed_bytes(f.path, int(f.version[0])) for f in u.files)
+        (u.source, u.name): sum(parsed_bytes(f.path, int(f.version[0])) for f in u.files)
         / pieces[u.source, u.first_index]
         for u in units
     }

@@ -130,6 +130,30 @@ def not_a_file(path: str | Path) -> str | None:
     return f"{target}{kind}, not a regular file"
 
 
+class RealPaths:
+    """``realpath`` of the many local files of one listing, each at the cost of one
+    ``lstat``: a regular file that is no link is its folder's real path and its name,
+    and each folder is resolved once. Resolving each file on its own walked every folder
+    of its path (at 20,000 files, four resolves a file were 3 s of a resume's planning).
+    One per listing: a folder may be relinked between two runs in one process."""
+
+    def __init__(self) -> None:
+        self._folders: dict[str, str] = {}
+
+    def regular(self, file: Path) -> str | None:
+        """The real path of ``file`` if it is a regular file and no link; None for anything
+        else (a link, a folder, a FIFO, a missing file), which the caller resolves itself."""
+        try:
+            if not stat.S_ISREG(os.lstat(file).st_mode):
+                return None
+        except OSError:
+            return None
+        folder, name = os.path.split(os.fspath(file))
+        if folder not in self._folders:
+            self._folders[folder] = os.path.realpath(folder or ".")
+        return os.path.join(self._folders[folder], name)
+
+
 def input_stat(path: str | Path) -> list[int | str]:
     """What tells one version of an input file from another without reading it; size first.
 
@@ -140,14 +164,16 @@ def input_stat(path: str | Path) -> list[int | str]:
     One request per remote file. On the Hub: size and content hash, from the listing.
     """
     if not is_remote(path):
+        try:
+            info = os.stat(path)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISREG(info.st_mode):  # one call for what nearly every input is
+            return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
         special = not_a_file(path)
         if special is not None:
             return [0, special]  # never read, so never hashed: what it is, is its version
-        try:
-            info = Path(path).stat()
-        except OSError:
-            return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
-        return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+        return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
     if hub.is_hub(path):
         return hub.stat(str(path))
     fs, key = filesystem(str(path))

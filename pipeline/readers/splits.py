@@ -35,6 +35,9 @@ import pyarrow.parquet as pq
 from pipeline.readers import codecs
 from pipeline.readers.common import READ_ERRORS, Span
 
+# The smallest gzip file: its header and its trailer.
+GZIP_LEAST = 18
+
 # Plan-time reads of a JSON lines file, in bytes.
 SCAN_BYTES = 16 << 20
 
@@ -61,12 +64,13 @@ def parsed_bytes(path: Path | str, stored: int) -> int:
     2.3-3.6x (the e2e corpus's web, math and code shards), so by stored size the workers
     took web shards before longer math ones and one waited a second for the other at the
     end. The trailer holds the last member's size mod 2**32, which for a file of several
-    members or over 4 GiB is a guess: never less than ``stored``."""
-    if isinstance(path, str):
+    members or over 4 GiB is a guess: never less than ``stored``. A ``stored`` size too
+    small for a gzip file is not opened (what is no file, a FIFO, is planned as size 0)."""
+    if isinstance(path, str) or stored < GZIP_LEAST:
         return stored  # remote: a request more per file is not worth it
     try:
         with open(path, "rb") as f:
-            if f.read(2) != codecs.CODECS[0].magics[0] or stored < 18:
+            if f.read(2) != codecs.CODECS[0].magics[0]:
                 return stored
             f.seek(-4, 2)
             return max(int.from_bytes(f.read(4), "little"), stored)
