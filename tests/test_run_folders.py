@@ -25,9 +25,9 @@ from test_hostile_run import _square, assert_one_line_refusal
 
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.executor import LocalExecutor
+from pipeline.engine.input_files import not_a_file
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline, worker_notes
-from pipeline.engine.storage import not_a_file
 from pipeline.util import globbing
 
 TIMEOUT = 120  # seconds: a run that opened a FIFO would wait forever

@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, RunSettings, SourceConfig, StageConfig
-from pipeline.engine.storage import RealPaths, is_remote, not_a_file
+from pipeline.engine.input_files import RealPaths, not_a_file
+from pipeline.engine.storage import is_remote
 from pipeline.readers import detect_format
 from pipeline.readers.common import Span
 from pipeline.readers.splits import plan_spans

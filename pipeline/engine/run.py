@@ -23,6 +23,7 @@ from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
+from pipeline.engine.input_files import input_sha256, input_stat
 from pipeline.engine.manifest import build_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
@@ -30,7 +31,7 @@ from pipeline.engine.retry import start_counting, take_retries
 from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, input_sha256, input_stat
+from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, run_unit
 from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished

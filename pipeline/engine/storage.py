@@ -31,7 +31,6 @@ import hashlib
 import os
 import re
 import shutil
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,8 +42,7 @@ from pathlib import Path, PurePosixPath
 import pyarrow.fs as pafs
 
 from pipeline.engine import hub
-from pipeline.engine.retry import COPY_BLOCK, RangedFile, download, files_under, retrying, sdk_untried, upload
-from pipeline.kernels.hashing import file_sha256
+from pipeline.engine.retry import RangedFile, download, files_under, retrying, sdk_untried, upload
 from pipeline.util.atomic import atomic_path
 from pipeline.util.globbing import glob_regex, has_magic
 
@@ -92,113 +90,6 @@ def glob_remote(pattern: str) -> list[str]:
         return [f"{scheme}://{path}"] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
     regex = re.compile(glob_regex(path))
     return sorted(f"{scheme}://{i.path}" for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
-
-
-# What a path that is not a regular file is, in a ledger row's words (``stat``'s file types).
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def not_a_file(path: str | Path) -> str | None:
-    """Why a local input is no file to read (None: a regular file, or a remote one).
-
-    Opening a FIFO blocks until someone writes to it, and a device such as ``/dev/zero``
-    never ends: neither may ever be opened for reading. A folder or a dangling link fails
-    on open with the OS's terse words. So the planner and each unit ask this first (from
-    ``stat``, which opens nothing), and such an input is one ``unreadable-file`` row that
-    says what it is. A link is named with its target, since the link is what the user sees."""
-    if is_remote(path):
-        return None
-    path = Path(path)
-    target = f"a link to {os.readlink(path)}, which is " if path.is_symlink() else ""
-    try:
-        mode = path.stat().st_mode
-    except FileNotFoundError:
-        return f"a link to {os.readlink(path)}, which does not exist" if target else None  # gone: the reader says so
-    except OSError:
-        return None  # not ours to stat (a folder above it is locked): the reader's open says why
-    if stat.S_ISREG(mode):
-        return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-    if stat.S_ISDIR(mode) and not os.access(path, os.R_OK | os.X_OK):
-        return f"{target}a folder prep may not list (permission denied), so none of its files are read"
-    return f"{target}{kind}, not a regular file"
-
-
-class RealPaths:
-    """``realpath`` of the many local files of one listing, each at the cost of one
-    ``lstat``: a regular file that is no link is its folder's real path and its name,
-    and each folder is resolved once. Resolving each file on its own walked every folder
-    of its path (at 20,000 files, four resolves a file were 3 s of a resume's planning).
-    One per listing: a folder may be relinked between two runs in one process."""
-
-    def __init__(self) -> None:
-        self._folders: dict[str, str] = {}
-
-    def regular(self, file: Path) -> str | None:
-        """The real path of ``file`` if it is a regular file and no link; None for anything
-        else (a link, a folder, a FIFO, a missing file), which the caller resolves itself."""
-        try:
-            if not stat.S_ISREG(os.lstat(file).st_mode):
-                return None
-        except OSError:
-            return None
-        folder, name = os.path.split(os.fspath(file))
-        if folder not in self._folders:
-            self._folders[folder] = os.path.realpath(folder or ".")
-        return os.path.join(self._folders[folder], name)
-
-
-def input_stat(path: str | Path) -> list[int | str]:
-    """What tells one version of an input file from another without reading it; size first.
-
-    Locally: size, modification time, change time and inode. ``touch -r`` or a copy
-    that keeps times can fake the modification time, but the change time is set by the
-    kernel on every write and a rewrite by rename brings a new inode. On an object
-    store: size and the store's own modification time, which it sets on every upload.
-    One request per remote file. On the Hub: size and content hash, from the listing.
-    """
-    if not is_remote(path):
-        try:
-            info = os.stat(path)
-        except OSError:
-            info = None
-        if info is not None and stat.S_ISREG(info.st_mode):  # one call for what nearly every input is
-            return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
-        special = not_a_file(path)
-        if special is not None:
-            return [0, special]  # never read, so never hashed: what it is, is its version
-        return [0]  # gone or unreadable: its reader quarantines it as unreadable-file
-    if hub.is_hub(path):
-        return hub.stat(str(path))
-    fs, key = filesystem(str(path))
-    info = retrying(fs, key, fs.get_file_info, key)
-    if info.type != pafs.FileType.File:
-        raise FileNotFoundError(f"{path} does not exist")
-    return [info.size, info.mtime_ns or 0]
-
-
-def input_sha256(path: str | Path) -> str:
-    """sha256 of an input file's bytes, local or remote (streamed, never held whole)."""
-    if not is_remote(path):
-        return file_sha256(path)
-    if hub.is_hub(path):
-        return hub.sha256(str(path))
-    fs, key = filesystem(str(path))
-    return retrying(fs, key, _sha256, fs, key)
-
-
-def _sha256(fs: pafs.FileSystem, key: str) -> str:
-    digest = hashlib.sha256()
-    with fs.open_input_stream(key, compression=None) as source:
-        while block := source.read(COPY_BLOCK):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextmanager

@@ -21,10 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, StageConfig
+from pipeline.engine.input_files import not_a_file
 from pipeline.engine.plan import InputFile, Segment, Unit
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore, not_a_file
+from pipeline.engine.storage import RunStore
 from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.formats.documents import (
     FILE,

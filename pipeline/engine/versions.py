@@ -1,6 +1,6 @@
 """An input while a unit reads it: the version the run planned, or a refusal.
 
-A run records each input's version (``storage.input_stat``) before it cuts the files in
+A run records each input's version (``input_files.input_stat``) before it cuts the files in
 pieces; every unit reads that version and no other (``planned_input``), or fails with
 ``InputChanged``. The rerun's side (a file that changed between two runs) is
 ``run._check_inputs``.
@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from pipeline.engine.storage import input_stat, is_remote, local_input
+from pipeline.engine.input_files import input_stat
+from pipeline.engine.storage import is_remote, local_input
 
 
 class InputChanged(OSError):

@@ -1,0 +1,133 @@
+"""A source's input files from its path patterns: local globs (``**`` included), the
+files of ``datasets`` folders, URIs on an object store; each file once however many
+patterns or links reach it, and never a prep run's own output.
+
+What is no file to read (a FIFO, a device, a dangling link) is listed, not dropped: the
+reader quarantines it as one ``unreadable-file`` row, so the user hears of it.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cache
+from pathlib import Path
+
+from pipeline.engine.input_files import RealPaths, not_a_file
+from pipeline.engine.storage import glob_remote, is_remote
+from pipeline.formats.layout import Layout
+from pipeline.readers import detect_format
+from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
+from pipeline.util.globbing import GlobError, glob_reporting, walk_root
+
+
+class SourceFilesError(ValueError):
+    """A pattern that names no input; the message names the source and the pattern."""
+
+
+def source_files(name: str, patterns: list[str], base: Path, out: str | Path | None) -> list[Path | str]:
+    """Source ``name``'s inputs, in pattern order, each once; patterns are relative to ``base``."""
+    real = RealPaths()
+    files = [file for pattern in patterns for file in _pattern_inputs(name, pattern, base, out, real)]
+    seen: set = set()
+    return [f for f in files if not ((key := _identity(f, real)) in seen or seen.add(key))]
+
+
+def _identity(file: Path | str, real: RealPaths) -> str:
+    """One name per input, so a file reached by two paths is read once. What is no file
+    keeps its own path: two links to ``/dev/zero`` are two inputs a user must hear about."""
+    if isinstance(file, str):
+        return file
+    if (path := real.regular(file)) is not None:
+        return path
+    return str(file.resolve()) if not_a_file(file) is None else os.path.abspath(file)
+
+
+def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None, real: RealPaths) -> list[Path | str]:
+    """The inputs one of source ``name``'s patterns names: local paths, or URIs of files on
+    an object store; refused when there are none."""
+    remote = is_remote(pattern)
+    full = pattern if remote or Path(pattern).is_absolute() else str(base / pattern)
+    try:
+        found = glob_remote(full) if remote else _local_inputs(full)
+    except (OSError, GlobError) as error:
+        raise SourceFilesError(f"sources.{name}: {pattern!r}: {error}") from None
+    if not found:
+        raise SourceFilesError(
+            f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full})")
+        )
+    return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out, real))
+
+
+def _local_inputs(pattern: str) -> list[Path]:
+    """The inputs a local pattern names: its files, the files of the datasets folders it
+    matches, and every match that is no file to read but must be reported, not passed
+    over (a FIFO, a device, a socket, a dangling link, a folder named like a data file, a
+    folder the walk could not list): each becomes one ``unreadable-file`` ledger row,
+    without being opened. A plain folder a pattern reaches (``data/*`` over ``data/sub``,
+    or each folder ``**`` walks) holds inputs; it is none itself."""
+    matches, unlisted = glob_reporting(pattern)
+    inputs: list[Path] = []
+    for match in matches:
+        if not match.is_dir():
+            inputs.append(match)
+        elif is_hf_folder(match):
+            inputs.extend(expand_hf_folder(match))
+        elif match in unlisted or _named_like_data(match):
+            inputs.append(match)
+    return inputs + [folder for folder in unlisted if folder not in inputs]
+
+
+def _matched_inputs(name: str, pattern: str, inputs: list) -> list:
+    if not inputs:
+        raise SourceFilesError(
+            f"sources.{name}: {pattern!r} matches only a prep run's output (in --out, or in a folder holding "
+            ".prep/run.json that its wildcards reach), which is never an input"
+        )
+    return inputs
+
+
+def _not_output(files: list, root: str, out: str | Path | None, real: RealPaths) -> list:
+    """``files`` without a prep run's output: what is under this run's ``out``, however
+    the pattern reaches it, and what is in a folder holding a run's record
+    (``.prep/run.json``) that the pattern's wildcards reach (``data/**`` over ``data/out``).
+
+    Why: a run reading its own output saw "different inputs" on every rerun (so a killed
+    run could not resume) and, with --force, read what it was writing. A run folder the
+    pattern names before its first wildcard (``prev/docs/**/*.parquet``) is read: feeding a
+    run's output to the next is a choice, made by naming it."""
+    if files and isinstance(files[0], str):  # URIs: a run's record is not looked for, which costs requests
+        inside = f"{str(out).rstrip('/')}/"
+        return [uri for uri in files if out is None or not uri.startswith(inside)]
+    below = os.path.realpath(root)
+    own = os.path.realpath(out) if out is not None and not is_remote(out) else None
+    is_run = cache(lambda folder: Layout(Path(folder)).state.is_file())
+    kept = []
+    for file in files:
+        path = _identity(file, real)
+        if own is not None and (path == own or _is_below(path, own)):
+            continue
+        if not any(is_run(folder) for folder in _folders_between(below, path)):
+            kept.append(file)
+    return kept
+
+
+def _is_below(path: str, folder: str) -> bool:
+    return path.startswith(folder.rstrip("/") + "/")
+
+
+def _folders_between(top: str, path: str) -> list[str]:
+    """The folders strictly below ``top`` that hold ``path`` (real paths, as text: Path
+    objects for each folder of each file were most of the listing's time at 20,000 files)."""
+    if not _is_below(path, top):
+        return []
+    prefix = top.rstrip("/") + "/"
+    parts = path[len(prefix) :].split("/")[:-1]
+    return [prefix + "/".join(parts[: k + 1]) for k in range(len(parts))]
+
+
+def _named_like_data(path: Path) -> bool:
+    try:
+        detect_format(path)
+    except ValueError:
+        return False
+    return True
