@@ -8,6 +8,7 @@ they differ from run to run, while every other output file is byte-identical.
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import Counter
 from pathlib import Path
@@ -129,7 +130,9 @@ def _three_figures(value: float) -> str:
         return f"{value:.1f}"
     if value >= 0.9995:
         return f"{value:.2f}"
-    return f"{value:.3g}"
+    # Fixed point, never "9.7e-05": a short sampled run's core-hours are that small.
+    rounded = float(f"{value:.3g}")
+    return f"{rounded:.{2 - math.floor(math.log10(abs(rounded)))}f}"
 
 
 def _in_units(value: float, units: tuple[tuple[float, str], ...]) -> tuple[str, str]:
