@@ -132,3 +132,11 @@ def test_a_zstd_stream_cut_anywhere_gives_a_prefix_and_one_row_where_it_broke(tm
     else:
         assert [b["line"] for b in bad] == [kept + 1]  # input = output + rejected
         assert bad[0]["reason"] in {"bad-input:truncated-zstd", "bad-input:corrupt-zstd"}
+
+
+@pytest.mark.parametrize("magic", [b"\x28\xb5\x2f\xfd", b"BZh9", b"\xfd7zXZ\x00"])
+def test_garbage_behind_a_codecs_magic_is_one_row_and_nothing_kept(magic, tmp_path):
+    (tmp_path / "g.jsonl").write_bytes(magic + bytes(range(256)) * 64)
+    table, bad, _ = read_all(tmp_path / "g.jsonl")
+    assert table is None and len(bad) == 1 and bad[0]["line"] == 1
+    assert bad[0]["reason"].rsplit("-", 1)[0] in {"bad-input:corrupt", "bad-input:truncated"}

@@ -90,13 +90,14 @@ def _zstd(raw: BinaryIO) -> io.BufferedIOBase:
     return pa.CompressedInputStream(raw, "zstd")
 
 
+GZIP = Codec(
+    "gzip",
+    (b"\x1f\x8b",),
+    lambda raw: igzip.IGzipFile(fileobj=raw, mode="rb"),
+    (EOFError, OSError, zlib.error, isal_zlib.error, igzip.BadGzipFile),
+)
 CODECS = (
-    Codec(
-        "gzip",
-        (b"\x1f\x8b",),
-        lambda raw: igzip.IGzipFile(fileobj=raw, mode="rb"),
-        (EOFError, OSError, zlib.error, isal_zlib.error, igzip.BadGzipFile),
-    ),
+    GZIP,
     # A zstd frame, or a skippable frame (0x184D2A50-5F, little-endian) before one.
     Codec("zstd", (b"\x28\xb5\x2f\xfd", *(bytes([0x50 + i, 0x2A, 0x4D, 0x18]) for i in range(16))), _zstd, (OSError,)),
     Codec("bz2", tuple(b"BZh" + bytes([c]) for c in b"123456789"), bz2.BZ2File, (EOFError, OSError, ValueError)),

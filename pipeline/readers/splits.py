@@ -70,7 +70,7 @@ def parsed_bytes(path: Path | str, stored: int) -> int:
         return stored  # remote: a request more per file is not worth it
     try:
         with open(path, "rb") as f:
-            if f.read(2) != codecs.CODECS[0].magics[0]:
+            if f.read(2) != codecs.GZIP.magics[0]:
                 return stored
             f.seek(-4, 2)
             return max(int.from_bytes(f.read(4), "little"), stored)
