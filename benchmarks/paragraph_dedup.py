@@ -23,7 +23,7 @@ removals both make over removals either makes. datatrove also removes a repeated
 within the document that first has it; prep leaves those to the repetition filters, so
 agreement below 100% is expected and the split is printed.
 
-    python -m benchmarks.paragraph_dedup [--units 8] [--unit paragraph|line]
+    python -m benchmarks.paragraph_dedup [--units 8] [--unit auto|paragraph|line]
 """
 
 from __future__ import annotations
@@ -114,9 +114,20 @@ def run_prep(ids, texts, options, n_units: int, work: Path) -> tuple[dict, dict[
     return kept, times
 
 
-def split_units(text: str, by_line: bool) -> list[str]:
-    """The contents of a text's units (paragraphs, or lines), by plain string operations;
-    ``tests/test_paragraph_dedup.py``'s reference uses it too."""
+def resolved_unit(text: str, unit: str) -> str:
+    """``unit``, with "auto" resolved for this text: "paragraph" when a blank line lies
+    between two non-blank lines, else "line"."""
+    if unit != "auto":
+        return unit
+    blank = [line.strip(WS) == "" for line in text.split("\n")]
+    text_at = [k for k, b in enumerate(blank) if not b]
+    return "paragraph" if text_at and any(blank[text_at[0] : text_at[-1]]) else "line"
+
+
+def split_units(text: str, unit: str) -> list[str]:
+    """The contents of a text's units (paragraphs, lines, or per text as "auto" resolves),
+    by plain string operations; ``tests/test_paragraph_dedup.py``'s reference uses it too."""
+    by_line = resolved_unit(text, unit) == "line"
     units, current = [], None
     for line in text.split("\n"):
         if line.strip(WS) == "":
@@ -129,13 +140,13 @@ def split_units(text: str, by_line: bool) -> list[str]:
     return ["\n".join(u).strip(WS) for u in units]
 
 
-def run_dict(ids, texts, by_line: bool, min_chars: int, max_seen: float) -> dict[str, list[str] | None]:
+def run_dict(ids, texts, unit: str, min_chars: int, max_seen: float) -> dict[str, list[str] | None]:
     """The same rules in plain Python: {id: kept unit contents, or None when dropped}
     (short units are kept as they are: the sandwich rule is left out of this baseline)."""
     first: dict[str, str] = {}
     out = {}
     for doc_id, text in zip(ids, texts):
-        units = split_units(text, by_line)
+        units = split_units(text, unit)
         hit, total, seen = [], 0, 0
         for u in units:
             counted = len(u) >= min_chars
@@ -192,7 +203,7 @@ def removed_lines(ids, texts, kept_lines) -> Counter:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", type=int, default=8)
-    parser.add_argument("--unit", choices=["paragraph", "line"], default="paragraph")
+    parser.add_argument("--unit", choices=["paragraph", "line", "auto"], default="auto")
     args = parser.parse_args()
     logging.disable(logging.INFO)
     from loguru import logger
@@ -212,12 +223,12 @@ def main() -> None:
         changed = sum(v is not None and v != t for v, t in zip(kept.values(), texts))
         print(f"prep {args.unit}: {mb / prep_s:6.1f} MB/s ({prep_s:.2f}s: {phases}); {changed} cut, {dropped} dropped")
         started = time.perf_counter()
-        reference = run_dict(ids, texts, args.unit == "line", options.min_chars, options.max_seen_fraction)
+        reference = run_dict(ids, texts, args.unit, options.min_chars, options.max_seen_fraction)
         dict_s = time.perf_counter() - started
         same = sum(
             (kept[i] is None) == (reference[i] is None)
-            and (kept[i] is None or split_units(kept[i], args.unit == "line") == reference[i])
-            for i in ids
+            and (kept[i] is None or split_units(kept[i], resolved_unit(t, args.unit)) == reference[i])
+            for i, t in zip(ids, texts)
         )
         print(f"python dict: {mb / dict_s:6.1f} MB/s ({dict_s:.2f}s); prep is {dict_s / prep_s:.1f}x; ", end="")
         print(f"same decision and kept units for {same / len(ids):.2%} of documents (short units aside)")

@@ -13,6 +13,7 @@ import random
 import signal
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REPO, SHARED_DATA, write_config, write_jsonl
 
-from benchmarks.paragraph_dedup import WS
+from benchmarks.paragraph_dedup import WS, resolved_unit
 from benchmarks.paragraph_dedup import split_units as ref_units  # the units by plain string operations
 from pipeline.commands.main import main
 from pipeline.engine.run import run_pipeline
@@ -93,13 +94,13 @@ def make_units(ids, texts, n_units: int, batch_size: int = 50):
 # -- an independent reference --------------------------------------------------------------
 
 
-def reference(ids, texts, by_line=False, min_chars=20, max_seen=0.5):
+def reference(ids, texts, unit="paragraph", min_chars=20, max_seen=0.5):
     """First occurrence in input order wins, its document keeping every copy; {id: ("kept", kept unit contents) or
     ("partial-copy", detail)}."""
     first: dict[str, str] = {}
     out = {}
     for doc_id, text in zip(ids, texts):
-        units = ref_units(text, by_line)
+        units = ref_units(text, unit)
         counted = [len(u) >= min_chars for u in units]
         hit = []
         for u, c in zip(units, counted):
@@ -127,8 +128,10 @@ def reference(ids, texts, by_line=False, min_chars=20, max_seen=0.5):
     return out
 
 
-def as_units(result, by_line):
-    return {k: (r, ref_units(v, by_line) if r == "kept" else v) for k, (r, v) in result.items()}
+def as_units(result, unit, ids, texts):
+    """The kept texts cut as their original was ("auto" decides on the text before cutting)."""
+    units = {i: resolved_unit(t, unit) for i, t in zip(ids, texts)}
+    return {k: (r, ref_units(v, units[k]) if r == "kept" else v) for k, (r, v) in result.items()}
 
 
 # -- real documents ------------------------------------------------------------------------
@@ -147,7 +150,7 @@ def _load(rel: str, limit: int, keep=lambda r: True) -> list[dict]:
 
 
 def _paragraphs(text: str) -> list[str]:
-    return [p for p in ref_units(text, False) if len(p) >= 80]
+    return [p for p in ref_units(text, "paragraph") if len(p) >= 80]
 
 
 def planted_corpus(seed: int = 0):
@@ -156,7 +159,7 @@ def planted_corpus(seed: int = 0):
     rng = random.Random(seed)
     docs, seen = [], set()
     for d in _load("web/web_gold.jsonl.gz", 400):  # pages sharing no paragraph (real boilerplate)
-        units = [u for u in ref_units(d["text"], False) if len(u) >= 20]
+        units = [u for u in ref_units(d["text"], "paragraph") if len(u) >= 20]
         if len(set(units)) == len(units) and not seen.intersection(units):
             docs.append(d)
             seen.update(units)
@@ -188,13 +191,13 @@ def planted_corpus(seed: int = 0):
 def test_units_cut_and_rebuild():
     texts = pa.array(["\n\nFirst paragraph, two\nlines.\n\n \nSecond one.\n", "", " \n\t\n", "a\nb\n\nc", None])
     for typ in (pa.string(), pa.large_string()):
-        u = Units(texts.cast(typ), by_line=False, min_chars=0)
+        u = Units(texts.cast(typ), "paragraph", min_chars=0)
         assert u.doc.tolist() == [0, 0, 3, 3] and u.index.tolist() == [0, 1, 0, 1]
         assert u.counted_chars().tolist() == [38, 0, 0, 4, 0]
         removed = np.array([False, True, False, True])  # a last unit goes with the separator before it
         assert u.rebuild(removed).to_pylist() == ["\n\nFirst paragraph, two\nlines.", "", " \n\t\n", "a\nb", ""]
         assert u.rebuild(~removed).to_pylist()[0] == "Second one.\n"
-        lines = Units(texts.cast(typ), by_line=True, min_chars=2)
+        lines = Units(texts.cast(typ), "line", min_chars=2)
         assert lines.index.tolist() == [0, 1, 2, 0, 1, 2] and lines.short.tolist() == [0, 0, 0, 1, 1, 1]
         assert (
             lines.rebuild(np.array([0, 1, 0, 0, 0, 0], bool)).to_pylist()[0]
@@ -203,18 +206,19 @@ def test_units_cut_and_rebuild():
 
 
 @needs_data
-@pytest.mark.parametrize("by_line,min_chars,n_units,partitions", [(False, 20, 3, 4), (True, 20, 5, 3), (True, 0, 1, 1)])
-def test_matches_a_plain_python_reference(tmp_path, by_line, min_chars, n_units, partitions):
+@pytest.mark.parametrize(
+    "unit,min_chars,n_units,partitions",
+    [("paragraph", 20, 3, 4), ("line", 20, 5, 3), ("line", 0, 1, 1), ("auto", 20, 4, 2)],
+)
+def test_matches_a_plain_python_reference(tmp_path, unit, min_chars, n_units, partitions):
     ids, texts, _, _ = planted_corpus()
     extra = _load("web/dolma_ccmain_20190717_00140.jsonl.gz", 150)  # one paragraph a line
     ids += [f"cc{i:03d}" for i in range(len(extra))] + ["empty", "blank", "spaces"]
     texts += [d["text"] for d in extra] + ["", "\n\n  \n", "   "]
-    options = ParagraphDedup.Options(
-        unit="line" if by_line else "paragraph", min_chars=min_chars, partitions=partitions
-    )
+    options = ParagraphDedup.Options(unit=unit, min_chars=min_chars, partitions=partitions)
     result, summary = run_stage(options, make_units(ids, texts, n_units, batch_size=37), tmp_path)
-    expected = reference(ids, texts, by_line, min_chars)
-    got = as_units(result, by_line)
+    expected = reference(ids, texts, unit, min_chars)
+    got = as_units(result, unit, ids, texts)
     assert got == expected
     for doc_id in ("empty", "blank", "spaces"):  # no unit to judge: untouched
         assert result[doc_id] == ("kept", texts[ids.index(doc_id)])
@@ -242,6 +246,63 @@ def test_partial_copies_are_dropped_and_originals_keep_their_text(tmp_path):
         assert reason == "kept" and quote not in text and text.startswith(own.rstrip(WS + "\n")[:2000])
 
 
+def line_corpus(seed: int = 0):
+    """The real C4 and CCNet (RedPajama head) documents, which put one paragraph on each
+    line, then 100 copies each assembled from whole lines of two of them (joined the same
+    way, a paragraph a line) and a line of its own. Returns ids, texts and each copy's
+    two originals."""
+    rng = random.Random(seed)
+    originals = [d["text"] for d in _load("web/olmo_paloma_c4_100_domains_guardian_val.jsonl.gz", 10)]
+    originals += [d["text"] for d in _load("web/dolma_cc_en_head_and_provided.jsonl.gz", 30)]
+    lines = [[ln for ln in ref_units(t, "line") if len(ln) >= 20] for t in originals]
+    ids, texts = [f"orig{i:03d}" for i in range(len(originals))], list(originals)
+    sources = {}
+    for c in range(100):
+        a, b = rng.sample([k for k, ls in enumerate(lines) if len(ls) >= 3], 2)
+        pieces = rng.sample(lines[a], len(lines[a]) // 2) + rng.sample(lines[b], len(lines[b]) // 2)
+        rng.shuffle(pieces)
+        pieces.insert(rng.randint(0, len(pieces)), f"Copy {c} adds one short line of its own here.")
+        ids.append(f"copy{c:03d}")
+        texts.append("\n".join(pieces))
+        sources[ids[-1]] = (texts[a], texts[b])
+    return ids, texts, sources
+
+
+def _paragraph_dedup_unit(config: str) -> str:
+    stages = tomllib.loads((REPO / "configs" / config).read_text())["stages"]
+    return next(s for s in stages if s["name"] == "paragraph_dedup").get("unit", ParagraphDedup.Options().unit)
+
+
+@needs_data
+@pytest.mark.parametrize("config", ["c4.toml", "redpajama.toml"])
+def test_the_shipped_configs_catch_copies_in_text_written_a_paragraph_a_line(tmp_path, config):
+    """C4 and CCNet text has almost no blank line (none of the 10 C4 documents, 2 of the
+    30 CCNet ones), so blocks between blank lines make each page one unit and no copy
+    assembled from its paragraphs is caught: the configs for those corpora cut lines."""
+    ids, texts, sources = line_corpus()
+    units = make_units(ids, texts, 3)
+    blocks, _ = run_stage(ParagraphDedup.Options(unit="paragraph", partitions=2), units, tmp_path / "paragraph")
+    assert sum(blocks[c][0] == "partial-copy" for c in sources) == 0
+    result, _ = run_stage(ParagraphDedup.Options(unit=_paragraph_dedup_unit(config), partitions=2), units, tmp_path)
+    assert all(result[c][0] == "partial-copy" for c in sources)
+    originals = [i for i in ids if i.startswith("orig")]
+    assert sum(result[i] == ("kept", texts[ids.index(i)]) for i in originals) >= 0.95 * len(originals)
+
+
+@needs_data
+def test_auto_cuts_a_page_without_blank_lines_into_lines(tmp_path):
+    """The default decides per document: every copy whose originals have no blank line
+    between their lines is caught. A page that has one is cut into blocks, so copies of
+    its single lines are missed: what the corpus configs' ``unit = "line"`` is for."""
+    ids, texts, sources = line_corpus()
+    result, _ = run_stage(ParagraphDedup.Options(partitions=2), make_units(ids, texts, 3), tmp_path)
+    by_lines = [c for c, pair in sources.items() if all(resolved_unit(t, "auto") == "line" for t in pair)]
+    assert len(by_lines) >= 80
+    assert all(result[c][0] == "partial-copy" for c in by_lines)
+    blocks = [i for i, t in zip(ids, texts) if resolved_unit(t, "auto") == "paragraph"]
+    assert len(blocks) == 2  # the two CCNet pages with blank lines
+
+
 def _glibc_headers(n: int) -> list[dict]:
     licence = "   The GNU C Library is free software; you can redistribute it and/or"
     return _load("code/c_headers_usr_include.jsonl.gz", n, lambda r: licence in r["text"] and len(r["text"]) > 6000)
@@ -266,10 +327,10 @@ def test_shared_licence_headers_go_and_bodies_stay(tmp_path):
     stdlib = _load("code/python_stdlib.jsonl.gz", 10, lambda r: r["id"].startswith("cpython-stdlib/json/"))
     docs = [(h["id"], h["text"]) for h in headers] + [(r["id"], header + "\n\n" + r["text"]) for r in stdlib]
     ids, texts = [d[0] for d in docs], [d[1] for d in docs]
-    options = ParagraphDedup.Options(min_chars=100, partitions=2)
+    options = ParagraphDedup.Options(unit="paragraph", min_chars=100, partitions=2)
     result, _ = run_stage(options, make_units(ids, texts, 3), tmp_path)
-    assert as_units(result, False) == reference(ids, texts, min_chars=100)
-    notice = [p for p in ref_units(texts[0], False)[1:4]]
+    assert as_units(result, "paragraph", ids, texts) == reference(ids, texts, min_chars=100)
+    notice = [p for p in ref_units(texts[0], "paragraph")[1:4]]
     assert all("GNU" in p for p in notice)
     for i, (doc_id, text) in enumerate(docs):
         reason, kept = result[doc_id]
@@ -279,8 +340,8 @@ def test_shared_licence_headers_go_and_bodies_stay(tmp_path):
         elif doc_id.endswith(".py"):
             assert kept == text[len(header) + 2 :], doc_id
         else:
-            units = ref_units(text, False)
-            gone = [p for p in units if p not in ref_units(kept, False)]
+            units = ref_units(text, "paragraph")
+            gone = [p for p in units if p not in ref_units(kept, "paragraph")]
             assert set(notice) <= set(gone), doc_id
             body = sum(len(p) for p in units if p not in notice)
             assert sum(len(p) for p in gone if p not in notice) < 0.1 * body, doc_id  # a shared comment at most

@@ -9,10 +9,15 @@ unit's bytes, leading and trailing whitespace aside.
 
 Options (``[[stages]] name = "paragraph_dedup"``):
 
-``unit = "paragraph"``
+``unit = "auto"``
     ``"paragraph"``: blocks of non-blank lines between blank lines; ``"line"``: every
     non-blank line, the unit of dolma (``\\n``-separated "paragraphs") and CCNet, and the
-    right one for text extracted one paragraph a line (CommonCrawl WET, CCNet).
+    right one for text extracted one paragraph a line (CommonCrawl WET, C4, CCNet);
+    ``"auto"``: per document, blocks when a blank line separates two of its lines, else
+    lines. C4 and CCNet pages have (almost) no blank line, so blocks would make each page
+    one unit and catch nothing; a corpus written one way throughout is best named
+    (``configs/c4.toml`` and ``configs/redpajama.toml`` say ``"line"``), since "auto"
+    cuts its odd page with a blank line into blocks whose lines then match nothing.
 ``min_chars = 20``
     Units with fewer code points (whitespace trimmed) are *short*: "Home", "Menu",
     "Reply", a heading, ``}``. Shared by chance far more often than copied, they are never

@@ -7,7 +7,10 @@ A *line* is the bytes up to a ``\\n``; it is *blank* when it holds only spaces, 
 ``\\r``, ``\\f`` or ``\\v``. A *paragraph* is a maximal run of non-blank lines
 (``unit = "paragraph"``), or one non-blank line (``unit = "line"``: dolma's and CCNet's
 "paragraph", the right unit for text extracted one paragraph a line). Blank lines are
-never units: they are separators.
+never units: they are separators. ``unit = "auto"`` decides per document: paragraphs
+when a blank line separates two of its non-blank lines (the writer marks paragraphs that
+way), lines when none does (C4 and CCNet put one paragraph on each line and no blank
+line anywhere, so blocks would make the whole page one unit).
 
 Each unit has two byte spans in its document:
 
@@ -58,8 +61,34 @@ def _hash(data, start, end):
     return mix64(h)
 
 
+UNIT_MODES = ("paragraph", "line", "auto")  # the kernel's ``mode`` is an index into this
+
+
+@njit(_nrt=False)
+def _blank_separated(data, s, e):
+    """Whether a blank line lies between two non-blank lines of data[s:e]."""
+    seen_text = False  # a non-blank line before the current one
+    blank_after_text = False
+    pos = s
+    while pos < e:
+        le = pos
+        while le < e and data[le] != 10:
+            le += 1
+        fs = pos
+        while fs < le and _space(data[fs]):
+            fs += 1
+        if fs == le:
+            blank_after_text = seen_text
+        elif blank_after_text:
+            return True
+        else:
+            seen_text = True
+        pos = le + 1
+    return False
+
+
 @njit
-def _cut(data, offsets, by_line, min_chars, bound, hashed):
+def _cut(data, offsets, mode, min_chars, bound, hashed):
     n_docs = len(offsets) - 1
     doc = np.empty(bound, np.int64)
     seg = np.empty((bound, 2), np.int64)
@@ -67,6 +96,7 @@ def _cut(data, offsets, by_line, min_chars, bound, hashed):
     n = 0
     for d in range(n_docs):
         s, e = offsets[d], offsets[d + 1]
+        by_line = mode == 1 or (mode == 2 and not _blank_separated(data, s, e))
         first = n
         in_para = False
         pos = s
@@ -112,13 +142,13 @@ class Units:
     position within its document (short units included). ``hashes`` (0 for a short
     unit) only when ``hashed``: the filter phase needs none."""
 
-    def __init__(self, texts: pa.Array | pa.ChunkedArray, by_line: bool, min_chars: int, hashed: bool = True):
+    def __init__(self, texts: pa.Array | pa.ChunkedArray, unit: str, min_chars: int, hashed: bool = True):
         self.type = texts.type
         self.n_docs = len(texts)
         self.data, self.offsets = string_buffers(texts)
         lines = int(np.count_nonzero(self.data[self.offsets[0] : self.offsets[-1]] == 10))  # at most a unit each
         self.doc, self.seg, self.content, self.chars, self.hashes, self.short = _cut(
-            self.data, self.offsets, by_line, min_chars, self.n_docs + lines, hashed
+            self.data, self.offsets, UNIT_MODES.index(unit), min_chars, self.n_docs + lines, hashed
         )
         self.starts = np.searchsorted(self.doc, np.arange(self.n_docs + 1)).astype(np.int64)
         self.index = np.arange(len(self.doc), dtype=np.int64) - self.starts[self.doc]

@@ -29,7 +29,7 @@ from pipeline.formats.documents import ID, TEXT, set_column
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, check_partitions, register
 from pipeline.util.atomic import write_json_atomic
 from stages.paragraph_dedup import work
-from stages.paragraph_dedup.split import Units, removed_units
+from stages.paragraph_dedup.split import UNIT_MODES, Units, removed_units
 
 REASON = "partial-copy"
 
@@ -40,7 +40,9 @@ class ParagraphDedup(GlobalStage):
 
     @dataclass
     class Options:
-        unit: str = "paragraph"  # "paragraph": blank-line separated blocks; "line": every line
+        # "paragraph": blank-line separated blocks; "line": every line; "auto": per document,
+        # blocks where blank lines separate them, else lines (C4, CCNet: a paragraph a line).
+        unit: str = "auto"
         # Units with fewer code points (whitespace trimmed) are short: never deduplicated on
         # their own, removed only between two removed units ("Home" inside a removed menu).
         min_chars: int = 20
@@ -52,8 +54,8 @@ class ParagraphDedup(GlobalStage):
         partitions: int = 0
 
         def __post_init__(self) -> None:
-            if self.unit not in ("paragraph", "line"):
-                raise ValueError(f'paragraph_dedup: unit must be "paragraph" or "line", not {self.unit!r}')
+            if self.unit not in UNIT_MODES:
+                raise ValueError(f"paragraph_dedup: unit must be one of {', '.join(UNIT_MODES)}, not {self.unit!r}")
             if int(self.min_chars) < 0:
                 raise ValueError("paragraph_dedup: min_chars must be at least 0")
             if not 0.0 <= float(self.max_seen_fraction) <= 1.0:
@@ -75,7 +77,7 @@ class ParagraphDedup(GlobalStage):
         }.get(step)
 
     def _units(self, texts: pa.Array, hashed: bool) -> Units:
-        return Units(texts, self.options.unit == "line", int(self.options.min_chars), hashed)
+        return Units(texts, self.options.unit, int(self.options.min_chars), hashed)
 
     # -- map ----------------------------------------------------------------------------
 
