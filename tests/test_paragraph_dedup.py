@@ -13,13 +13,13 @@ import random
 import signal
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import tomllib
 from click.testing import CliRunner
 from conftest import REPO, SHARED_DATA, write_config, write_jsonl
 
