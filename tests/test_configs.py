@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import re
 
 import pyarrow.parquet as pq
 import pytest
 from conftest import REPO
+from test_compressed_jsonl import zstd_frames
 
 from pipeline.engine.config import load_config
 from pipeline.engine.run import run_pipeline
@@ -49,3 +51,28 @@ def test_config_runs_on_real_shards(name, shared_data, tmp_path):
     assert set(kept) == set(INPUTS[name])
     if name == "redpajama.toml":
         assert stages["langid"]["by_source"].keys() == {"web"}  # English filter on web only
+
+
+def test_a_zstd_shard_gives_what_its_gzip_twin_gives(shared_data, tmp_path):
+    """DCLM-baseline, SlimPajama and proof-pile-2 ship ``.jsonl.zst`` (several frames per
+    file): configs/c4.toml keeps, cuts, drops and tokenizes exactly as on the gzip copy."""
+    text = b"".join(gzip.decompress((shared_data / f).read_bytes()) for f in INPUTS["c4.toml"]["web"])
+    outputs = {}
+    for suffix, data in {"gz": gzip.compress(text), "zst": zstd_frames(text, 5)}.items():
+        shard = tmp_path / suffix / f"shard.jsonl.{suffix}"
+        shard.parent.mkdir()
+        shard.write_bytes(data)
+        config = tmp_path / suffix / "c4.toml"
+        config.write_text(with_paths((REPO / "configs" / "c4.toml").read_text(), {"web": [shard.name]}, shard.parent))
+        manifest = run_pipeline(config, tmp_path / suffix / "out", workers=2, quiet=True)
+        docs = pq.read_table(tmp_path / suffix / "out" / "docs").sort_by("id")
+        rejects = pq.read_table(tmp_path / suffix / "out" / "rejects").sort_by("id")
+        tokens = sorted((tmp_path / suffix / "out" / "tokens").rglob("*.bin"))
+        outputs[suffix] = (
+            docs.select(["id", "text"]).to_pylist(),
+            rejects.select(["id", "stage", "reason"]).to_pylist(),
+            [p.read_bytes() for p in tokens],
+            manifest["balance"],
+        )
+    assert outputs["zst"] == outputs["gz"]
+    assert outputs["gz"][3]["output"] > 0 and outputs["gz"][3]["rejected"] > 0
