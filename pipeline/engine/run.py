@@ -261,7 +261,7 @@ def _claim_output(
         if previous.get("inputs") != versions:  # the same run again, but some input looks touched
             _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
             state = {**fingerprint, "inputs": versions, "sized": recorded}
-            store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
+            store.write_text(state_file, _state_text(state))
         return recorded  # resume
     if previous is not None and not force:
         raise ConfigError(
@@ -274,8 +274,14 @@ def _claim_output(
                 store.remove(name)
         store.remove(state_file)
     state = {**fingerprint, "inputs": versions, "sized": sized}
-    store.write_text(state_file, json.dumps(state, indent=2, sort_keys=True))
+    store.write_text(state_file, _state_text(state))
     return sized
+
+
+def _state_text(state: dict) -> str:
+    """The state file's text, compact: with ``indent`` json's pure-Python encoder ran,
+    the largest allocation of planning at many files (a small string per value)."""
+    return json.dumps(state, sort_keys=True, separators=(",", ":"))
 
 
 def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:
