@@ -110,6 +110,14 @@ def test_a_duplicate_in_another_snapshot_and_in_an_imported_index(tmp_path):
     both = {**snapshot("2023-06", a_ids, a_texts), **snapshot("2023-14", b_ids, b_texts)}
     _, removed = run_stage(options, both, tmp_path / "both")
     assert set(removed) == {"2023-14/0"} and removed["2023-14/0"][1]["survivor"] == "2023-06/3"
+    # Without the exact key (and the text nulled out), the shipped signatures alone find it.
+    text_free = Dedup.Options(partitions=3, signatures=COLUMN, exact=False, **LAYOUT)
+    no_text = {
+        k: [b.set_column(b.schema.get_field_index("text"), "text", pa.nulls(b.num_rows, pa.string())) for b in v]
+        for k, v in both.items()
+    }
+    _, removed = run_stage(text_free, no_text, tmp_path / "no-text")
+    assert set(removed) == {"2023-14/0"} and removed["2023-14/0"][1]["survivor"] == "2023-06/3"
     # The same snapshot against a previous run's index of the other.
     run_stage(options, snapshot("2023-06", a_ids, a_texts), tmp_path / "first")
     later = Dedup.Options(partitions=3, signatures=COLUMN, index_from=str(tmp_path / "first"), **LAYOUT)
