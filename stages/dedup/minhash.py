@@ -324,21 +324,23 @@ class Signer:
         self.num_hashes = self.bands * self.rows
         self.a, self.b = permutations(self.num_hashes, seed)
 
-    def sign(self, text: pa.Array, keep_shingles: bool = False) -> dict[str, np.ndarray]:
-        """Minima (uint32, [n, bands*rows]), exact hash, shingle counts,
+    def sign(self, text: pa.Array, keep_shingles: bool = False, minima: bool = True) -> dict[str, np.ndarray]:
+        """Minima (uint32, [n, bands*rows]; [n, 0] without ``minima``: the signatures come
+        from elsewhere, ``shipped``), exact hash, shingle counts,
         and, with ``keep_shingles``, each document's sorted unique shingle hashes."""
         if not is_string(text.type):
             raise TypeError(f"text must be a string column, not {text.type}")
         data, offsets = string_buffers(text)  # a null row reads as empty text
         starts, ends = offsets[:-1], offsets[1:]
         n = starts.shape[0]
-        sigs = np.empty((n, self.num_hashes), np.uint32)
+        a, b = (self.a, self.b) if minima else (self.a[:0], self.b[:0])  # no permutation: no MinHash
+        sigs = np.empty((n, len(a)), np.uint32)
         exact = np.empty(n, np.uint64)
         n_shingles = np.empty(n, np.int64)
         shingling = (self.ngram, self.char_ngram, self.char_word_len)
         scratch = _scratch(starts, ends)
-        mins = np.empty(self.num_hashes, np.uint32)
-        _sign(starts, ends, data, *shingling, self.a, self.b, sigs, exact, n_shingles, scratch, mins)
+        mins = np.empty(len(a), np.uint32)
+        _sign(starts, ends, data, *shingling, a, b, sigs, exact, n_shingles, scratch, mins)
         out = {"sigs": sigs, "exact": exact, "n_shingles": n_shingles}
         if keep_shingles:
             kept_offsets = np.zeros(n + 1, np.int64)

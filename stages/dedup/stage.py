@@ -22,7 +22,15 @@ Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in 
 Incremental: ``index_from = "<previous work_dir>"`` makes the previous run's documents
 part of this run as locked documents: their band keys come from that run's index files
 (nothing recomputed), they are never removed, and new documents that duplicate them
-are. The previous run's settings (shingles, bands, rows, seed, partitions) must match.
+are. The previous run's settings (shingles, bands, rows, seed, partitions, ``signatures``)
+must match.
+
+Shipped signatures: ``signatures = "minhash_sim0.8"`` takes each document's MinHash
+minima from that input column (``list<binary>``, one binary per band, as RedPajama-V2
+ships them: see ``shipped``) instead of computing them; ``bands`` and ``rows`` must be the
+column's layout (9 and 13 for RedPajama-V2's 0.8). The text is still read for the
+exact-text key (``exact``) and the shingles (``verify``), never for MinHash. A document
+whose signature is null or of another shape gets no LSH keys (``dedup.unsigned``).
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ from pipeline.stage import (
 from stages.dedup import clusters, rounds, warmup
 from stages.dedup.minhash import Signer
 from stages.dedup.rounds import DONE_FILE
+from stages.dedup.shipped import ShippedSignatures
 from stages.dedup.store import (
     BAND_RECORD,
     UNITS_FILE,
@@ -89,6 +98,7 @@ class Dedup(GlobalStage):
         verify: bool = False  # exact Jaccard of shingle sets against the survivor
         min_similarity: float = 0.7  # remove a near duplicate only this similar to its survivor (0: pure LSH)
         index_from: str = ""  # a previous run's dedup work folder to deduplicate against
+        signatures: str = ""  # input column of shipped band signatures ("": computed here)
 
         def __post_init__(self) -> None:
             for key in ("ngram", "bands", "rows", "char_ngram", "char_fallback_word_len"):
@@ -136,10 +146,10 @@ class Dedup(GlobalStage):
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""
         o = {**asdict(self.options), "partitions": self.partitions()}
-        return {
-            k: o[k]
-            for k in ("ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len", "exact", "partitions")
-        }
+        keys = ["ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len", "exact", "partitions"]
+        # Shipped signatures never meet computed ones (other hashes); named only when set,
+        # so an index from before the option still matches a computing run.
+        return {k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
@@ -171,12 +181,13 @@ class Dedup(GlobalStage):
         schema = docs_schema(self.signer.num_hashes, o.verify)
         rows = 0
         n_keys = self.signer.bands + (1 if o.exact else 0)
+        shipped = ShippedSignatures(o.signatures, o.bands, o.rows) if o.signatures else None
         with pa.OSFile(str(unit.atomic(docs_final)), "wb") as sink, pa.ipc.new_file(sink, schema) as docs:
             for batch in batches:
                 n = batch.num_rows
                 if n == 0:
                     continue
-                signed = self.signer.sign(batch.column(TEXT), keep_shingles=o.verify)
+                signed = self._sign(batch, shipped)
                 keys, valid = self.signer.band_keys(signed)
                 keys, valid = keys[:, :n_keys], valid[:, :n_keys]
                 records = np.empty(int(valid.sum()), BAND_RECORD)
@@ -185,8 +196,22 @@ class Dedup(GlobalStage):
                 band_writer.add(records, (records["key"] >> np.uint64(32)).astype(np.int64) % self.partitions())
                 docs.write_batch(self._doc_rows(batch, signed, schema))
                 rows += n
+        counters = shipped.counters() if shipped else {"dedup.signed": rows}
         band_writer.close(count=rows)
-        return {"dedup.signed": rows}
+        return counters
+
+    def _sign(self, batch: pa.RecordBatch, shipped: ShippedSignatures | None) -> dict[str, np.ndarray]:
+        """``Signer.sign``'s output for ``batch``, the minima from the shipped column when
+        there is one (a row without a signature then counts as a text without shingles)."""
+        o = self.options
+        if shipped is None:
+            return self.signer.sign(batch.column(TEXT), keep_shingles=o.verify)
+        minima, signed = shipped.decode(batch)
+        if o.exact or o.verify:
+            from_text = self.signer.sign(batch.column(TEXT), keep_shingles=o.verify, minima=False)
+        else:
+            from_text = {"exact": np.zeros(batch.num_rows, np.uint64)}  # no key, never compared
+        return {**from_text, "sigs": minima, "n_shingles": signed.astype(np.int64)}
 
     def _doc_rows(self, batch: pa.RecordBatch, signed: dict, schema: pa.Schema) -> pa.RecordBatch:
         n = batch.num_rows

@@ -26,7 +26,8 @@ PAGES = [PAGE, PAGE, PAGE.replace("Tuesday", "Monday"), "Rain is expected over t
 
 
 def rehearse(stage_class, options) -> None:
-    stage = stage_class(replace(options, index_from="", partitions=2))
+    # Computed signatures: the same kernels as shipped ones (which the sample pages lack).
+    stage = stage_class(replace(options, index_from="", partitions=2, signatures=""))
     batch = pa.RecordBatch.from_pydict(
         {ID: [f"warmup-{i}" for i in range(len(PAGES))], TEXT: PAGES, SOURCE: ["warmup"] * len(PAGES)}
     )
