@@ -38,7 +38,7 @@ PLAN_THREADS = min(8, os.cpu_count() or 1)
 PACK_FILES = 1000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class InputFile:
     """One input file as units read it."""
 
@@ -55,7 +55,7 @@ class InputFile:
         return self.location if is_remote(self.location) else Path(self.location)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unit:
     """One input file of a source, a piece of a large one (``span``), or several small
     ones packed in input order (``[run] group_bytes``): below a few MB a file costs a
