@@ -255,7 +255,8 @@ def build_rpv2_tree(
                     "quality_signals": qs,
                 }
             )
-            minhash.append({"shard_id": f"{tag}.json.gz", "id": doc_id, "id_int": id_int(doc_id), **bands})
+            columns = {f"signature_sim{s}": value for s, value in bands.items()}
+            minhash.append({"shard_id": f"{tag}.json.gz", "id": doc_id, "id_int": id_int(doc_id), **columns})
             tree.expected[doc_id] = {
                 "record": records[-1],
                 "signals": qs if bucket != "tail" else None,
