@@ -58,6 +58,7 @@ DUPLICATE = "is_duplicate"
 THRESHOLDS = (0.7, 0.8, 0.9, 1.0)
 BANDS_TYPE = pa.list_(pa.binary())
 COUNT_BLOCK = 4 << 20
+CCNET_TIME = "%Y-%m-%dT%H:%M:%SZ"
 
 
 def minhash_column(threshold: float) -> str:
@@ -219,11 +220,16 @@ def _attach(docs: pa.RecordBatch, joined: _Joined, spec: InputSpec) -> tuple[pa.
 
 def _typed(docs: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
     """A kept CCNet field as its documented type; null where the file lacks it or holds
-    something else (a type Arrow inferred differently for this block)."""
+    something else (a type Arrow inferred differently for this block). Arrow's JSON
+    parser reads CCNet's ``date_download`` ("2020-03-29T09:55:33Z") as a timestamp: it is
+    written back in that very form, not Arrow's "2020-03-29 09:55:33"."""
     if name not in docs.schema.names:
         return pa.nulls(docs.num_rows, type_)
+    column = docs.column(name)
     try:
-        return pc.cast(docs.column(name), type_)
+        if pa.types.is_timestamp(column.type) and type_ == pa.string():
+            return pc.strftime(column, format=CCNET_TIME)
+        return pc.cast(column, type_)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         return pa.nulls(docs.num_rows, type_)
 
