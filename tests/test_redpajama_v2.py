@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from rpv2_fixture import build_rpv2_tree, write_duplicates
+from rpv2_fixture import build_rpv2_tree, minhash_bands, normalize, write_duplicates
 
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
@@ -93,6 +95,38 @@ def test_the_root_gives_every_document_with_what_ships_beside_it(tree, tmp_path)
     across = [found for found in copies.values() if {i[:7] for i, _ in found} == {"2023-06", "2023-14"}]
     assert across and all(next(i for i, dup in found if not dup).startswith("2023-14/") for found in across)
     assert manifest["stages"]["tokenize"]["counters"]["tokens"] > 0
+
+
+def test_the_fixture_bands_are_datasketchs_minhash_as_redpajama_bands_it(tree):
+    """An independent check of the fixture's MinHash: RedPajama adapted datasketch's
+    (same seed, permutations and sha1_hash32), so datasketch's legacy scheme gives the same 128 values,
+    and the bands are those values as big-endian uint32, 9 bands of 13 at 0.8."""
+    from datasketch import MinHash
+
+    checked = 0
+    for want in tree.expected.values():
+        if want["minhash"] is None or want["minhash"]["0.8"] is None:
+            continue
+        words = normalize(want["record"]["raw_content"]).split()
+        reference = MinHash(num_perm=128, seed=42, scheme="legacy")  # the scheme before 2.0
+        for i in range(len(words) - 12):
+            reference.update(" ".join(words[i : i + 13]).encode())
+        values = np.asarray(reference.hashvalues, dtype=np.uint32)
+        assert want["minhash"]["0.8"] == [values[i * 13 : (i + 1) * 13].astype(">u4").tobytes() for i in range(9)]
+        assert want["minhash"]["1.0"] == [values.astype(">u4").tobytes()]
+        checked += 1
+    assert checked > 20
+    texts = {w["record"]["raw_content"] for w in tree.expected.values()}
+    pairs = [
+        (text, original)
+        for text in texts
+        for original in texts
+        if original != text and re.sub(r"\b(\w+)\b", "planted", original, count=1) == text
+    ]
+    assert pairs  # a near duplicate (one word changed) shares bands with its original, not all
+    bands = [(minhash_bands(text), minhash_bands(original)) for text, original in pairs]
+    assert all(set(near["0.7"]) & set(first["0.7"]) for near, first in bands)  # LSH candidates at 0.7
+    assert any(near["1.0"] != first["1.0"] for near, first in bands)  # yet not the same signature
 
 
 def test_a_snapshot_a_listing_and_a_glob_name_their_documents(tree, tmp_path):

@@ -185,15 +185,15 @@ def _duplicates(doc_ids: pa.Array, joined: _Joined) -> pa.Array:
 def _attach(docs: pa.RecordBatch, joined: _Joined, spec: InputSpec) -> tuple[pa.RecordBatch | None, pa.RecordBatch]:
     rows = pc.subtract(docs.column(LINE), 1).to_numpy(zero_copy_only=False)
     ids = _ids(joined.prefix, rows)
-    lines = docs.column(LINE).to_pylist()
     if joined.mismatch is not None:
         kind, detail = joined.mismatch.kind, joined.mismatch.detail
-        return None, bad_rows(spec, [BadInput(line, kind, detail, None) for line in lines], ids.to_pylist())
+        entries = [BadInput(line, kind, detail, None) for line in docs.column(LINE).to_pylist()]
+        return None, bad_rows(spec, entries, ids.to_pylist())
     beyond = rows >= joined.rows
     bad = None
     if beyond.any():  # a documents file longer than its components (counting it failed)
         detail = f"components of {joined.prefix} hold {joined.rows} rows"
-        entries = [BadInput(line, "signals-mismatch", detail, None) for line in np.asarray(lines)[beyond].tolist()]
+        entries = [BadInput(int(row) + 1, "signals-mismatch", detail, None) for row in rows[beyond]]
         bad = bad_rows(spec, entries, ids.filter(pa.array(beyond)).to_pylist())
         keep = pa.array(~beyond)
         docs, ids, rows = docs.filter(keep), ids.filter(keep), rows[~beyond]
