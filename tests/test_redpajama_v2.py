@@ -49,7 +49,7 @@ name = "tokenize"
     manifest = run_pipeline(config, out, workers=2, quiet=True)
     balance = manifest["balance"]
     assert balance["input"] == balance["output"] + balance["rejected"]
-    docs = pq.read_table(out / "docs")
+    docs = pq.read_table(out / "docs") if any((out / "docs").rglob("*.parquet")) else None  # none kept: no files
     rejects = pq.read_table(out / "rejects")
     return manifest, docs, rejects
 
@@ -209,3 +209,13 @@ def test_minhash_takes_redpajamas_thresholds_only(tree, tmp_path, keys, message)
     config.write_text(f'[sources.web]\npaths = ["{tree.documents[0]}"]\n{keys}\n[[stages]]\nname = "tokenize"\n')
     with pytest.raises(ConfigError, match=message):
         load_config(config)
+
+
+def test_a_file_outside_the_layout_is_one_unreadable_row(tree, tmp_path):
+    stray = tmp_path / "stray" / "en_head.json.gz"
+    stray.parent.mkdir()
+    shutil.copy(tree.documents[0], stray)
+    manifest, docs, rejects = run(tmp_path, [stray], source_keys="")
+    assert docs is None and manifest["balance"] == {"input": 1, "output": 0, "rejected": 1}
+    [row] = rejects.to_pylist()
+    assert row["reason"] == "bad-input:unreadable-file" and "documents/<snapshot>/<shard>" in row["detail"]
