@@ -22,7 +22,8 @@ Hugging Face dataset card):
   ``RandomState(42)`` (the pipeline's default seed), 13-grams of the normalized words,
   sha1_hash32 (little-endian), ``(h * a + b) % (2**61 - 1) & (2**32 - 1)`` in wrapping
   uint64, signatures as uint32, each band's bytes ``byteswap``ped: big-endian uint32s.
-  Bands x rows as the card states: 0.7: 14x9, 0.8: 9x13, 0.9: 5x25, 1.0: 1x128. A
+  Bands x rows as the card states: 0.7: 14x9, 0.8: 9x13, 0.9: 5x25, 1.0: 1x128 (also
+  what RedPajama's ``optimal_param`` gives for 128 permutations, recomputed once). A
   document with fewer than 13 words has null signatures. The values are checked against
   datasketch's ``legacy`` scheme, which RedPajama adapted (``test_redpajama_v2``). Schema ``shard_id``, ``id``,
   ``id_int`` (uint64), ``signature_sim1.0``, ``..0.9``, ``..0.8``, ``..0.7`` (list<binary>).
