@@ -219,3 +219,14 @@ def test_a_file_outside_the_layout_is_one_unreadable_row(tree, tmp_path):
     assert docs is None and manifest["balance"] == {"input": 1, "output": 0, "rejected": 1}
     [row] = rejects.to_pylist()
     assert row["reason"] == "bad-input:unreadable-file" and "documents/<snapshot>/<shard>" in row["detail"]
+
+
+def test_a_kept_field_of_another_type_is_a_warning_not_a_crash(tree, tmp_path):
+    document = tree.documents[0]
+    records = [json.loads(line) for line in gzip.decompress(document.read_bytes()).splitlines()]
+    for record in records:
+        record["perplexity"] = "high"
+    document.write_bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in records)))
+    manifest, docs, rejects = run(tmp_path, [tree.root])
+    assert [w for w in manifest["warnings"] if "'perplexity'" in w and "2023-06/0000/en_head" in w]
+    assert every_id(docs, rejects) == set(tree.expected)

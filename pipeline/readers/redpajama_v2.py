@@ -204,7 +204,7 @@ def _attach(docs: pa.RecordBatch, joined: _Joined, spec: InputSpec) -> tuple[pa.
     arrays = [ids, docs.column(TEXT), docs.column(SOURCE)]
     for name, type_ in KEPT.items():
         names.append(name)
-        arrays.append(_typed(docs, name, type_))
+        arrays.append(_typed(docs, name, type_, joined))
     signals = joined.signals.take(take)
     names += signals.column_names
     arrays += [column.combine_chunks() for column in signals.columns]
@@ -218,9 +218,9 @@ def _attach(docs: pa.RecordBatch, joined: _Joined, spec: InputSpec) -> tuple[pa.
     return pa.RecordBatch.from_arrays(arrays, names=names), bad
 
 
-def _typed(docs: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
-    """A kept CCNet field as its documented type; null where the file lacks it or holds
-    something else (a type Arrow inferred differently for this block). Arrow's JSON
+def _typed(docs: pa.RecordBatch, name: str, type_: pa.DataType, joined: _Joined) -> pa.Array:
+    """A kept CCNet field as its documented type; null where the file lacks it, or holds
+    something else, which is one warning per file and field. Arrow's JSON
     parser reads CCNet's ``date_download`` ("2020-03-29T09:55:33Z") as a timestamp: it is
     written back in that very form, not Arrow's "2020-03-29 09:55:33"."""
     if name not in docs.schema.names:
@@ -231,6 +231,9 @@ def _typed(docs: pa.RecordBatch, name: str, type_: pa.DataType) -> pa.Array:
             return pc.strftime(column, format=CCNET_TIME)
         return pc.cast(column, type_)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        warning = f"RedPajama-V2 field {name!r} of {joined.prefix} is not {type_}: null in blocks of another type"
+        if warning not in joined.warnings:
+            joined.warnings.append(warning)
         return pa.nulls(docs.num_rows, type_)
 
 
