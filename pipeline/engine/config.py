@@ -16,7 +16,11 @@ Shape::
     [sources.web]
     paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder,
                                       # or URIs: "s3://bucket/c4/*.json.gz" (see storage)
-    format = "auto"                   # auto | jsonl | parquet | arrow
+    format = "auto"                   # auto | jsonl | parquet | arrow | redpajama-v2
+                                      # (redpajama-v2: paths may name the dataset root, a
+                                      # snapshot folder or a listing file)
+    minhash = 0.8                     # redpajama-v2 only: read the shipped MinHash bands at
+                                      # this threshold (0.7, 0.8, 0.9 or 1.0) as minhash_sim0.8
     [[stages]]
     name = "length"
     min_chars = 100
@@ -45,6 +49,8 @@ from pipeline.engine.input_files import not_a_file
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.engine.stage_registry import registry
 from pipeline.readers import FORMATS, detect_format
+from pipeline.readers.redpajama_v2 import THRESHOLDS
+from pipeline.readers.rpv2_layout import documents_of
 from pipeline.stage import GlobalStage
 from pipeline.util.numbers import first_non_finite
 from pipeline.util.suggest import nearest_hint
@@ -58,7 +64,7 @@ class ConfigError(ValueError):
 # every path a run builds inside --out, whatever the config says.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
-SOURCE_KEYS = {"paths", "format", "text_field", "id_field"}
+SOURCE_KEYS = {"paths", "format", "text_field", "id_field", "minhash"}
 STAGE_KEYS = {"name", "sources", "per_source"}
 RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes", "split_bytes", "group_bytes"}
 TOP_KEYS = {"run", "sources", "stages"}
@@ -72,6 +78,7 @@ class SourceConfig:
     format: str = "auto"
     text_field: str = "text"
     id_field: str = "id"
+    minhash: float | None = None  # redpajama-v2: the MinHash threshold whose bands are read
 
 
 @dataclass
@@ -216,8 +223,12 @@ def _source(name: str, table: dict, base: Path, out: str | Path | None) -> Sourc
     fmt = table.get("format", "auto")
     if fmt != "auto" and fmt not in FORMATS:
         raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
+    minhash = _minhash(name, table, fmt)
     try:
-        unique = source_files(name, patterns, base, out)
+        named = documents_of(patterns, base) if fmt == "redpajama-v2" else patterns
+        unique = source_files(name, named, base, out)
+    except (OSError, UnicodeDecodeError) as error:  # a RedPajama-V2 listing that cannot be read
+        raise ConfigError(f"sources.{name}: {error}") from None
     except SourceFilesError as error:
         raise ConfigError(str(error)) from None
     for f in unique:  # a file a dataset folder lists but lacks is the reader's to quarantine
@@ -234,7 +245,20 @@ def _source(name: str, table: dict, base: Path, out: str | Path | None) -> Sourc
         format=fmt,
         text_field=table.get("text_field", "text"),
         id_field=table.get("id_field", "id"),
+        minhash=minhash,
     )
+
+
+def _minhash(name: str, table: dict, fmt: str) -> float | None:
+    """The source's ``minhash`` threshold: RedPajama-V2 ships bands at four only."""
+    if "minhash" not in table:
+        return None
+    value = table["minhash"]
+    if fmt != "redpajama-v2":
+        raise ConfigError(f'sources.{name}.minhash is read from RedPajama-V2 trees only: set format = "redpajama-v2"')
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or float(value) not in THRESHOLDS:
+        raise ConfigError(f"sources.{name}.minhash must be one of {', '.join(map(str, THRESHOLDS))}, not {value!r}")
+    return float(value)
 
 
 def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageConfig:

@@ -41,10 +41,12 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
     stages: dict[str, dict] = {}
     bad_input: Counter[str] = Counter()
     inputs = []
+    read_warnings: set[str] = set()  # the readers' (a RedPajama-V2 component never produced)
     for stats in unit_stats:
         source = sources[stats["source"]]
         if stats["segment"] == 0:
             source["input"] += stats["input"]
+            read_warnings.update(stats.get("warnings", []))
         # one unit per file records it (a file may be cut in pieces, or packed with others)
         inputs += stats.get("input_files", [])
         if stats["segment"] == last_segment:
@@ -91,7 +93,7 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         },
         "stages": ordered_stages,
         "bad_input": dict(sorted(bad_input.items())),
-        "warnings": _warnings(config, labels, ordered_stages),
+        "warnings": _warnings(config, labels, ordered_stages) + sorted(read_warnings),
     }
 
 

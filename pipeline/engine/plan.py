@@ -68,6 +68,7 @@ class Unit:
     id_field: str
     files: tuple[InputFile, ...]  # in input order; exactly one when ``span`` is set
     span: Span | None = None  # the piece of the file this unit reads (None: all of it)
+    minhash: float | None = None  # RedPajama-V2: the MinHash threshold whose bands are read
 
     @property
     def reports_file(self) -> bool:
@@ -139,7 +140,17 @@ def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, gr
         packed = 0
         if pack:
             name = _file_name(pack[0], width) + (f".to-{pack[-1].index:0{width}d}" if len(pack) > 1 else "")
-            units.append(Unit(source.name, name, source.format, source.text_field, source.id_field, tuple(pack)))
+            units.append(
+                Unit(
+                    source.name,
+                    name,
+                    source.format,
+                    source.text_field,
+                    source.id_field,
+                    tuple(pack),
+                    minhash=source.minhash,
+                )
+            )
             pack.clear()
 
     for file, spans in zip(files, pieces):
@@ -151,7 +162,15 @@ def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, gr
                 close_pack()
             continue
         close_pack()
-        whole = Unit(source.name, _file_name(file, width), source.format, source.text_field, source.id_field, (file,))
+        whole = Unit(
+            source.name,
+            _file_name(file, width),
+            source.format,
+            source.text_field,
+            source.id_field,
+            (file,),
+            minhash=source.minhash,
+        )
         if spans is None:
             units.append(whole)
             continue

@@ -112,6 +112,7 @@ def run_unit(
     ledger_sink = ParquetSink(ctx, layout.rejects(unit.source), ledger_stem(unit.name, segment.index), LEDGER_SCHEMA)
     counts = {"input": 0, "output": 0, "rejected": 0}
     files_read: dict[str, dict] = {}  # file key -> its size and sha256, as each file's read ends
+    warnings: list[str] = []  # what the readers warn of (a RedPajama-V2 component never produced)
     bad_input: Counter[str] = Counter()
     cpu: Counter[str] = Counter()
 
@@ -127,6 +128,7 @@ def run_unit(
     for batch, bad, nbytes, extra in chunks:
         if extra:
             files_read[extra["path"]] = extra
+            warnings += extra.get("warnings", [])
         documents_in = tokens_out = 0
         if segment.index == 0:
             input_ids += [id_hashes(b.column(ID)) for b in (batch, bad) if b is not None and b.num_rows]
@@ -158,6 +160,7 @@ def run_unit(
         **counts,
         "bad_input": dict(sorted(bad_input.items())),
         "stages": {label: t.as_dict() for label, t in tallies.items()},
+        "warnings": warnings,
     }
     if segment.index == 0:
         hashes = np.sort(np.concatenate(input_ids)) if input_ids else np.empty(0, np.uint64)
@@ -293,6 +296,7 @@ def _batches(
                 strict=strict,
                 span=unit.span,
                 stage_columns=stage_columns,
+                minhash=unit.minhash,
             )
             for docs, bad, nbytes, extra in _file_batches(file, spec, unit):
                 if docs is not None and len(unit.files) > 1:  # a pack: each document names its file

@@ -3,7 +3,8 @@ ledger rows for input that could not be read (quarantined, never silently droppe
 
 ``read_input(path, spec)`` picks the reader from the file name (or ``format`` in the
 source's config): JSON lines (``.jsonl``, ``.json``, ``.ndjson``, C4's ``.json.gz``, any
-of them compressed with gzip, zstd, bz2 or xz), Parquet, and Hugging Face ``datasets`` Arrow files (``save_to_disk``).
+of them compressed with gzip, zstd, bz2 or xz), Parquet, Hugging Face ``datasets`` Arrow files (``save_to_disk``),
+and RedPajama-V2's documents joined with their signals, duplicate ids and MinHash bands (``redpajama_v2``).
 
 Nothing a reader yields is unsafe downstream: every string it yields is valid UTF-8, and
 no JSON line nested deeper than ``nesting.MAX_DEPTH`` reaches a parser. What cannot be
@@ -40,8 +41,10 @@ from pipeline.readers.arrow_files import read_arrow_file
 from pipeline.readers.common import Chunk, InputSpec
 from pipeline.readers.jsonl import read_jsonl
 from pipeline.readers.parquet import read_parquet
+from pipeline.readers.redpajama_v2 import read_redpajama_v2
 
-FORMATS = ("jsonl", "parquet", "arrow")
+# "redpajama-v2" is never told from a name (its documents are C4-like .json.gz): it is asked for.
+FORMATS = ("jsonl", "parquet", "arrow", "redpajama-v2")
 
 __all__ = ["Chunk", "InputSpec", "FORMATS", "detect_format", "read_input"]
 
@@ -68,4 +71,6 @@ def read_input(path: Path, spec: InputSpec, fmt: str = "auto") -> Iterator[Chunk
         return read_parquet(path, spec)
     if fmt == "arrow":
         return read_arrow_file(path, spec)
+    if fmt == "redpajama-v2":
+        return read_redpajama_v2(path, spec)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")

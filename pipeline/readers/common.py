@@ -53,6 +53,7 @@ class InputSpec:
     # The columns the run's stages add (``Stage.added_columns``): an input field of one of
     # these names is kept as ``input_<name>``, like one named ``id``, ``text`` or ``source``.
     stage_columns: frozenset[str] = frozenset()
+    minhash: float | None = None  # RedPajama-V2: the threshold whose shipped MinHash bands to read
 
     @property
     def reports_file(self) -> bool:

@@ -14,6 +14,8 @@ any machine and for any worker count:
 * Parquet: consecutive row groups, about ``split_bytes`` of them (compressed) a piece,
   read from the footer.
 * Arrow IPC (``datasets``' files): consecutive record batches, the same way.
+* RedPajama-V2 documents files: never cut, since their signals, duplicates and MinHash
+  are joined by row over the whole file (``redpajama_v2``).
 * compressed JSON lines (gzip, zstd, bz2, xz): never cut. A single-member gzip stream
   cannot be entered except at its start; a file of several members or frames could be,
   but numbering its lines takes decompressing the whole file at plan time, which is the
@@ -44,7 +46,7 @@ SCAN_BYTES = 16 << 20
 
 def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list[Span] | None:
     """The pieces of a local file, in order; None for one whole-file unit."""
-    if split_bytes <= 0:
+    if split_bytes <= 0 or fmt == "redpajama-v2":
         return None
     try:
         if path.stat().st_size <= split_bytes:
