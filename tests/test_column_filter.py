@@ -9,7 +9,7 @@ import math
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import write_config, write_jsonl
+from conftest import REPO, write_config, write_jsonl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +18,11 @@ from pipeline.engine.run import run_pipeline
 from stages.column_filter.evaluate import ColumnTypeError
 from stages.column_filter.grammar import Arithmetic, Column, Compare, Logic, Negate, Not, Number, parse
 from stages.column_filter.stage import ColumnFilter
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 
 def a(name: str) -> Column:
@@ -319,3 +324,89 @@ def test_a_bad_rule_is_a_config_error_before_any_work(tmp_path):
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x"}])
     with pytest.raises(ConfigError, match=r"rule 'words': unbalanced '\(' \(no matching '\)'\) at position 6"):
         load_config(config)
+
+
+def _recipe() -> dict:
+    """configs/redpajama_v2.toml's column_filter table, read as TOML (the config as a whole
+    needs the redpajama-v2 reader to load)."""
+    config = tomllib.loads((REPO / "configs" / "redpajama_v2.toml").read_text())
+    [table] = [stage for stage in config["stages"] if stage["name"] == "column_filter"]
+    return {key: value for key, value in table.items() if key != "name"}
+
+
+def _recipe_in_python(doc: dict) -> str | None:
+    """The recipe as the dataset card writes its gopher_rules_pass, plus the rest of Gopher
+    and C4's page rules: the first rule a document fails, None if it passes; a signal that
+    is null (or a ratio over zero lines) fails its rule, as the config's missing = "drop"."""
+
+    def fails(values: tuple, test) -> bool:
+        return any(v is None for v in values) or not test(*values)
+
+    nlines, bullets = doc["ccnet_nlines"], doc["rps_lines_start_with_bulletpoint_sum"]
+    checks = [
+        ("gopher_word_count", (doc["rps_doc_word_count"],), lambda w: 50 <= w <= 100_000),
+        ("gopher_mean_word_length", (doc["rps_doc_mean_word_length"],), lambda m: 3 <= m <= 10),
+        ("gopher_symbol_to_word", (doc["rps_doc_symbol_to_word_ratio"],), lambda r: r <= 0.1),
+        ("gopher_bullets", (bullets, nlines or None), lambda b, n: b / n <= 0.9),
+        ("gopher_top_2gram", (doc["rps_doc_frac_chars_top_2gram"],), lambda f: f <= 0.2),
+        ("gopher_ellipsis", (doc["rps_doc_frac_lines_end_with_ellipsis"],), lambda f: f <= 0.3),
+        ("gopher_alphabetic", (doc["rps_doc_frac_no_alph_words"],), lambda f: f <= 0.2),
+        ("gopher_top_3gram", (doc["rps_doc_frac_chars_top_3gram"],), lambda f: f <= 0.18),
+        ("gopher_top_4gram", (doc["rps_doc_frac_chars_top_4gram"],), lambda f: f <= 0.16),
+        *(
+            (f"gopher_dupe_{n}grams", (doc[f"rps_doc_frac_chars_dupe_{n}grams"],), lambda f, t=t: f <= t)
+            for n, t in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10))
+        ),
+        ("c4_curly_bracket", (doc["rps_doc_curly_bracket"],), lambda v: v == 0),
+        ("c4_lorem_ipsum", (doc["rps_doc_lorem_ipsum"],), lambda v: v == 0),
+        ("c4_sentences", (doc["rps_doc_num_sentences"],), lambda v: v >= 5),
+        ("c4_bad_words", (doc["rps_doc_ldnoobw_words"],), lambda v: v == 0),
+    ]
+    if doc["is_duplicate"]:
+        return "column_filter:duplicate"
+    for name, values, test in checks:
+        if fails(values, test):
+            return f"column_filter:{name}"
+    return None
+
+
+# Per signal: values that pass the recipe (its boundaries included), and values that fail.
+SIGNALS = {
+    "rps_doc_word_count": ([50.0, 300.0, 100_000.0], [10.0, 49.0, 100_001.0]),
+    "rps_doc_mean_word_length": ([3.0, 5.0, 10.0], [2.9, 10.5]),
+    "rps_doc_symbol_to_word_ratio": ([0.0, 0.1], [0.11]),
+    "ccnet_nlines": ([10.0], [0.0]),  # with the bullets below: 0 lines fails the ratio
+    "rps_lines_start_with_bulletpoint_sum": ([0.0, 9.0], [10.0]),
+    "rps_doc_frac_chars_top_2gram": ([0.0, 0.2], [0.21]),
+    "rps_doc_frac_lines_end_with_ellipsis": ([0.0, 0.3], [0.31]),
+    "rps_doc_frac_no_alph_words": ([0.0, 0.2], [0.21]),
+    "rps_doc_frac_chars_top_3gram": ([0.0, 0.18], [0.19]),
+    "rps_doc_frac_chars_top_4gram": ([0.0, 0.16], [0.17]),
+    **{
+        f"rps_doc_frac_chars_dupe_{n}grams": ([0.0, t], [t + 0.01])
+        for n, t in zip(range(5, 11), (0.15, 0.14, 0.13, 0.12, 0.11, 0.10))
+    },
+    "rps_doc_curly_bracket": ([0.0], [0.001]),
+    "rps_doc_lorem_ipsum": ([0.0], [0.002]),
+    "rps_doc_num_sentences": ([5.0, 30.0], [4.0]),
+    "rps_doc_ldnoobw_words": ([0.0], [1.0]),
+}
+
+
+@st.composite
+def _signal_rows(draw) -> dict:
+    """A document's signals: passing values, with up to two of them failing or null (so
+    every rule, however far down the list, is reached and decides some documents)."""
+    doc = {name: draw(st.sampled_from(passing)) for name, (passing, _) in SIGNALS.items()}
+    for name in draw(st.lists(st.sampled_from(sorted(SIGNALS)), max_size=2)):
+        doc[name] = draw(st.one_of(st.none(), st.sampled_from(SIGNALS[name][1])))
+    doc["is_duplicate"] = draw(st.one_of(st.none(), st.booleans(), st.just(False), st.just(False)))
+    return doc
+
+
+@settings(max_examples=300, deadline=None)
+@given(docs=st.lists(_signal_rows(), min_size=1, max_size=8))
+def test_the_redpajama_v2_recipe_keeps_what_the_dataset_cards_python_keeps(docs):
+    rows = {name: pa.array([doc[name] for doc in docs], pa.float64()) for name in SIGNALS}
+    rows["is_duplicate"] = pa.array([doc["is_duplicate"] for doc in docs], pa.bool_())
+    assert judge(rows, **_recipe())[0] == [_recipe_in_python(doc) for doc in docs]
