@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.stage import Stage, StageOutput, register
-from stages.column_filter.evaluate import BatchColumns, detail, evaluate
+from stages.column_filter.evaluate import BatchColumns, ColumnTypeError, detail, evaluate
 from stages.column_filter.grammar import columns, parse
 
 MISSING = ("keep", "drop")
@@ -95,7 +95,10 @@ class ColumnFilter(Stage):
             code[flagged] = 1
             details = _put(details, flagged, pa.repeat(pa.scalar(f"{IS_DUPLICATE}=true"), int(flagged.sum())))
         for index, rule in enumerate(self.rules, start=2):
-            answer = evaluate(rule.tree, table)
+            try:
+                answer = evaluate(rule.tree, table)
+            except ColumnTypeError as error:
+                raise ColumnTypeError(f"{self.name}: rule {rule.name!r} ({rule.text}): {error}") from None
             open_rows = code == 0
             undecided = int((_numpy(pc.is_null(answer)) & open_rows).sum())
             if undecided:
