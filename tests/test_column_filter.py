@@ -63,6 +63,8 @@ def test_chained_comparisons_numbers_and_dotted_names():
         ("x > 1)", "unbalanced ')'", 5),
         ("x > 1 and (y < 2 or (z == 3)", "unbalanced '('", 10),
         ("x # 1", "unknown character '#'", 2),
+        ("x = 1", "unknown character '=' (equality is ==)", 2),
+        ("x > 1 && y", "unknown character '&' (use and)", 6),
         ("x > 1; import os", "unknown character ';'", 5),
         ("__import__('os')", 'unknown character "\'"', 11),
         ("", "empty rule", 0),

@@ -36,6 +36,10 @@ _TOKEN = re.compile(
 )
 
 
+# What a writer of another language most likely meant.
+_HINTS = {"=": " (equality is ==)", "!": " (not equal is !=, negation is not)", "&": " (use and)", "|": " (use or)"}
+
+
 class RuleSyntaxError(ValueError):
     """A rule that does not parse: the message names the position and shows the rule."""
 
@@ -60,7 +64,8 @@ def tokenize(text: str) -> list[Token]:
             rest = len(text) - len(text[position:].lstrip())
             if rest == len(text):
                 return [*tokens, Token("end", "", len(text))]
-            raise RuleSyntaxError(f"unknown character {text[rest]!r}", text, rest)
+            char = text[rest]
+            raise RuleSyntaxError(f"unknown character {char!r}{_HINTS.get(char, '')}", text, rest)
         kind = match.lastgroup
         tokens.append(Token(kind, match.group(kind), match.start(kind)))
         position = match.end()
