@@ -152,6 +152,11 @@ def test_bool_columns_integers_and_struct_fields():
     assert reasons == [None, None, "column_filter:r"] and details[2] == "flag=null count=1 metadata.score=null"
 
 
+def test_a_float32_column_is_compared_and_shown_as_the_value_it_holds():
+    reasons, details, _ = judge({"g": pa.array([0.1, 0.0625], pa.float32())}, rules={"r": "g <= 0.1"})
+    assert reasons == ["column_filter:r", None] and details[0] == "g=0.10000000149011612"
+
+
 def test_a_column_of_the_wrong_type_names_itself_and_its_type():
     with pytest.raises(ColumnTypeError, match=r"column_filter: rule 'r' \(lang > 1\): column 'lang' is string, not a"):
         judge({"lang": ["en", "de"]}, rules={"r": "lang > 1"})
@@ -315,6 +320,26 @@ def test_a_run_filters_any_input_that_carries_numbers(tmp_path):
     stage = manifest["stages"]["column_filter"]
     assert stage["counters"] == {"column_filter.not_toxic.missing": 1}
     assert manifest["balance"] == {"input": 4, "output": 1, "rejected": 3}
+
+
+def test_a_run_filters_a_previous_runs_output_on_its_columns(tmp_path):
+    """A first run's kept documents (Parquet, with the columns its stages added) are the
+    second run's input: its ``n_chars`` is a column like any shipped signal."""
+    docs = [{"id": f"d{i}", "text": "word " * i} for i in (2, 5, 30)]
+    write_jsonl(tmp_path / "in" / "a.jsonl", docs)
+    first = write_config(
+        tmp_path / "first.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\n'
+    )
+    run_pipeline(first, tmp_path / "first", workers=1, quiet=True)
+    second = write_config(
+        tmp_path / "second.toml",
+        '[sources.web]\npaths = ["first/docs/**/*.parquet"]\n[[stages]]\nname = "column_filter"\n'
+        '[stages.rules]\nlong = "n_chars >= 20"\n',
+    )
+    run_pipeline(second, tmp_path / "second", workers=1, quiet=True)
+    assert pq.read_table(tmp_path / "second" / "docs").column("id").to_pylist() == ["d5", "d30"]
+    [row] = pq.read_table(tmp_path / "second" / "rejects").to_pylist()
+    assert (row["id"], row["reason"], row["detail"]) == ("d2", "column_filter:long", "n_chars=10")
 
 
 def test_a_bad_rule_is_a_config_error_before_any_work(tmp_path):

@@ -29,7 +29,10 @@ answer depends on what it lacks. The rule's ``missing`` (else the stage's, "keep
 default) decides those rows, and the manifest counts them per rule
 (``column_filter.<rule>.missing``; ``column_filter.duplicate.missing`` for rows without
 an ``is_duplicate`` column when ``drop_duplicates`` is on). A column of another type
-(text where a number is wanted) stops the run with its name and type.
+(text where a number is wanted) stops the run with its name and type. Integer and
+float32 columns are read as the float64 of what they hold: a float32 0.1 (prep's own
+``gq_*`` signals are float32) is 0.10000000149, above a threshold written ``0.1``, as
+plain Python reading the same column would have it.
 
 Decisions: a row is dropped for the first check it fails, the duplicate flag and then the
 rules in the order written; reason ``column_filter:<rule>`` (or

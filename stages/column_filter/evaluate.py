@@ -119,7 +119,10 @@ def detail(names: list[str], columns: BatchColumns, rows: pa.Array) -> pa.Array:
         if array is None:
             parts.append(pa.scalar(f"{name}=absent"))
             continue
-        shown = pc.fill_null(array.take(rows).cast(pa.string()), "null")
+        values = array.take(rows)
+        if pa.types.is_floating(values.type):  # as compared: a float32 0.1 is 0.10000000149011612
+            values = values.cast(FLOAT)
+        shown = pc.fill_null(values.cast(pa.string()), "null")
         parts.append(pc.binary_join_element_wise(f"{name}=", shown, ""))
     joined = pc.binary_join_element_wise(*parts, " ")
     if isinstance(joined, pa.Scalar):  # every column absent
