@@ -157,6 +157,11 @@ def test_a_float32_column_is_compared_and_shown_as_the_value_it_holds():
     assert reasons == ["column_filter:r", None] and details[0] == "g=0.10000000149011612"
 
 
+def test_integers_past_float64s_precision_round_rather_than_stop_the_run():
+    ids = pa.array([2**63 + 1, 5], pa.uint64())  # RedPajama-V2's id_int is a uint64
+    assert judge({"id_int": ids}, rules={"r": "id_int > 1e18"})[0] == [None, "column_filter:r"]
+
+
 def test_a_column_of_the_wrong_type_names_itself_and_its_type():
     with pytest.raises(ColumnTypeError, match=r"column_filter: rule 'r' \(lang > 1\): column 'lang' is string, not a"):
         judge({"lang": ["en", "de"]}, rules={"r": "lang > 1"})

@@ -53,7 +53,9 @@ class BatchColumns:
             return pa.nulls(self.n, FLOAT)
         if not (pa.types.is_integer(array.type) or pa.types.is_floating(array.type) or pa.types.is_decimal(array.type)):
             raise ColumnTypeError(f"column {name!r} is {array.type}, not a number")
-        return _no_nan(array.cast(FLOAT))
+        # safe=False: an integer past 2**53 (a uint64 id) rounds to the nearest float64,
+        # as "evaluated in float64" says, rather than stopping the run.
+        return _no_nan(array.cast(FLOAT, safe=False))
 
     def boolean(self, name: str) -> pa.Array:
         array = self.raw(name)
