@@ -35,10 +35,12 @@ float32 columns are read as the float64 of what they hold: a float32 0.1 (prep's
 plain Python reading the same column would have it.
 
 Decisions: a row is dropped for the first check it fails, the duplicate flag and then the
-rules in the order written; reason ``column_filter:<rule>`` (or
+rules in the order of their names; reason ``column_filter:<rule>`` (or
 ``column_filter:duplicate``), ledger detail the values the rule read
 (``rps_doc_word_count=12 ccnet_nlines=3``, ``=null``, ``=absent``). The stage adds no
-column and rewrites no text.
+column and rewrites no text. Name order, not the order written: a TOML table has no
+order, and the run's fingerprint reads the config as such (keys sorted), so a config with
+its rules written in another order is the same run and must name the same reasons.
 """
 
 from stages.column_filter import stage  # noqa: F401  (registers the stage)

@@ -32,9 +32,10 @@ class Rule:
 
 
 def rules_of(options: ColumnFilter.Options) -> list[Rule]:
-    """The options' rules, parsed, in the config's order; ValueError naming the rule."""
+    """The options' rules, parsed, in the order of their names (see the package's
+    docstring: a TOML table has no order); ValueError naming the rule."""
     rules = []
-    for name, spec in options.rules.items():
+    for name, spec in sorted(options.rules.items()):
         if not _RULE_NAME.fullmatch(name):
             raise ValueError(f"rule name {name!r}: use letters, digits, '_', '.' and '-' (it becomes the reason)")
         if name == DUPLICATE:
@@ -63,7 +64,7 @@ class ColumnFilter(Stage):
     @dataclass
     class Options:
         # name -> what to keep ("50 <= rps_doc_word_count <= 100000"), or a table
-        # {expr = "...", missing = "drop"}; checked in the order written.
+        # {expr = "...", missing = "drop"}; checked in the order of their names.
         rules: dict[str, str | dict[str, str]] = field(default_factory=dict)
         missing: str = "keep"  # what a row gets whose rule cannot be decided (a null or absent column)
         drop_duplicates: bool = False  # drop rows whose bool column is_duplicate is true
@@ -82,7 +83,7 @@ class ColumnFilter(Stage):
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         """Each row's reason is the first check it fails: the duplicate flag, then the rules
-        in order. Codes as the quality stage's Decider: 0 keeps, k names reason k."""
+        by name. Codes as the quality stage's Decider: 0 keeps, k names reason k."""
         n = batch.num_rows
         table = BatchColumns(batch)
         code = np.zeros(n, np.int64)
