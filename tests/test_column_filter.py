@@ -367,8 +367,9 @@ def _recipe() -> dict:
 
 def _recipe_in_python(doc: dict) -> str | None:
     """The recipe as the dataset card writes its gopher_rules_pass, plus the rest of Gopher
-    and C4's page rules: the first rule (by name) a document fails, None if it passes; a signal that
-    is null (or a ratio over zero lines) fails its rule, as the config's missing = "drop"."""
+    and C4's page rules: the first rule (by name) a document fails, None if it passes; a
+    signal that is null (or a ratio over zero lines) fails its rule, as the config's
+    missing = "drop"."""
 
     def fails(values: tuple, test) -> bool:
         return any(v is None for v in values) or not test(*values)
