@@ -2,6 +2,7 @@
 
 from stages import (  # noqa: F401
     classify,
+    column_filter,
     decontaminate,
     dedup,
     fix_text,

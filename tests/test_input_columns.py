@@ -60,6 +60,7 @@ EXAMPLES: dict[str, tuple[str, Callable[[Path], dict]]] = {
     "classify-min_score": ("classify", _model(min_score=0.5)),
     "classify-keep_top": ("classify", _model(keep_top=0.5)),
     "bad_words": ("bad_words", lambda tmp: {}),
+    "column_filter": ("column_filter", lambda tmp: {"rules": {"short": "n_chars < 100"}, "drop_duplicates": True}),
     "url_filter": ("url_filter", lambda tmp: {}),
     "decontaminate": ("decontaminate", _benchmark),
     "pii": ("pii", lambda tmp: {}),
