@@ -30,7 +30,7 @@ def tree(shared_data, tmp_path):
     return build_rpv2_tree(tmp_path / "rpv2", docs)
 
 
-def run(tmp_path, paths: list[str], source_keys: str = "minhash = 0.8", name: str = "out"):
+def run(tmp_path, paths: list[str], source_keys: str = "minhash = 0.8", name: str = "out", length: int = 1000):
     config = tmp_path / f"{name}.toml"
     config.write_text(
         f"""
@@ -40,7 +40,7 @@ format = "redpajama-v2"
 {source_keys}
 [[stages]]
 name = "length"
-min_chars = 1000
+min_chars = {length}
 [[stages]]
 name = "tokenize"
 """
@@ -50,7 +50,7 @@ name = "tokenize"
     balance = manifest["balance"]
     assert balance["input"] == balance["output"] + balance["rejected"]
     docs = pq.read_table(out / "docs") if any((out / "docs").rglob("*.parquet")) else None  # none kept: no files
-    rejects = pq.read_table(out / "rejects")
+    rejects = pq.read_table(out / "rejects") if (out / "rejects").exists() else None  # none rejected: no folder
     return manifest, docs, rejects
 
 
@@ -230,3 +230,30 @@ def test_a_kept_field_of_another_type_is_a_warning_not_a_crash(tree, tmp_path):
     manifest, docs, rejects = run(tmp_path, [tree.root])
     assert [w for w in manifest["warnings"] if "'perplexity'" in w and "2023-06/0000/en_head" in w]
     assert every_id(docs, rejects) == set(tree.expected)
+
+
+def test_the_shipped_config_keeps_what_its_recipe_in_plain_python_keeps(tree, tmp_path):
+    """configs/redpajama_v2.toml as it ships, on the tree: the documents its column_filter
+    drops, and the rule each is dropped for, are the recipe's in plain Python over the
+    signals the reader gives (a run that filters nothing shows them); its dedup runs on
+    the shipped MinHash bands."""
+    from conftest import REPO
+    from test_column_filter import _recipe_in_python
+
+    text = (REPO / "configs" / "redpajama_v2.toml").read_text()
+    text, replaced = re.subn(r"(?m)^paths = .*$", f"paths = [{json.dumps(str(tree.root))}]", text)
+    assert replaced == 1
+    (tmp_path / "rpv2.toml").write_text(text)
+    manifest = run_pipeline(tmp_path / "rpv2.toml", tmp_path / "recipe", workers=2, quiet=True)
+    rejects = pq.read_table(tmp_path / "recipe" / "rejects").to_pylist()
+    dropped = {r["id"]: r["reason"] for r in rejects if r["stage"] == "column_filter"}
+
+    _, everything, nothing = run(tmp_path, [tree.root], name="all", length=0)
+    assert nothing is None
+    recipe = {row["id"]: _recipe_in_python(row) for row in everything.to_pylist()}
+    assert dropped == {doc: reason for doc, reason in recipe.items() if reason is not None}
+    assert "column_filter:duplicate" in dropped.values() and len(dropped) < len(recipe)  # both outcomes occur
+    stages = manifest["stages"]
+    assert stages["dedup"]["input"] == len(recipe) - len(dropped)
+    signed = [json.loads(p.read_text()) for p in (tmp_path / "recipe" / "stats").glob("global-*-map/web/*.json")]
+    assert sum(s["counters"].get("dedup.signed", 0) for s in signed) > 0  # the shipped bands, not computed ones
