@@ -34,8 +34,8 @@ def _prepare() -> None:
     from pipeline.kernels.numba_setup import ready_runtime
     from pipeline.util.pyarrow_no_pandas import answer_without_pandas
 
+    answer_without_pandas()  # first: a stage module may make an Arrow scalar as it loads
     registry()  # every stage's module
-    answer_without_pandas()
     ready_runtime()
     gc.freeze()
 
