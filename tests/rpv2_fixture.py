@@ -17,7 +17,13 @@ Hugging Face dataset card):
   ``ccnet_*`` are the document's own CCNet fields, bucket as 0/1/2 (``worker.py``).
 * Computed as RedPajama does, on its lines (``split_paragraphs``: ``[^\\n]*\\n|[^\\n]+$``)
   and its normalization (punctuation removed, lowercased, whitespace collapsed, NFD):
-  ``rps_doc_word_count``, ``rps_doc_curly_bracket``, and all six ``rps_lines_*``.
+  all six ``rps_lines_*``, and every ``rps_doc_*`` signal in ``COMPUTED``
+  (``rpv2_signals_ref``, which cites each definition): word count, mean word length,
+  symbol-to-word ratio, ellipsis lines, non-alphabetic words, unique words, unigram
+  entropy, all-caps words, sentences, top 2/3/4-gram and duplicate 5..10-gram character
+  fractions, LDNOOBW words (over this repository's 2016 list, see there), lorem ipsum and
+  curly brackets. So a recipe on them (``configs/redpajama_v2.toml``) keeps and drops real
+  documents for real reasons.
 * MinHash (``dedupe/minhash.py``, ``dedupe/utils.py``): 128 permutations from
   ``RandomState(42)`` (the pipeline's default seed), 13-grams of the normalized words,
   sha1_hash32 (little-endian), ``(h * a + b) % (2**61 - 1) & (2**32 - 1)`` in wrapping
@@ -35,8 +41,9 @@ Assumed (not in the code read): the bloom filter's run order within a snapshot (
 shuffles files; here listing order), so which copy is "first" inside one snapshot; the
 per-file split of the per-snapshot duplicates output; the digest as ccnet's base32 sha1
 of the text; tail shipping documents only (the card's ``tail`` partition has no signals);
-the values of the signals not computed here (seeded, documented per name in
-``DOC_SIGNALS``; ``rps_doc_ut1_blacklist`` null, a domain on no list).
+the values of the signals not computed here: the classifier and importance scores and
+``rps_doc_stop_word_fraction`` (its list is not in this repository) are seeded values in
+[0, 1), ``rps_doc_ut1_blacklist`` null (a domain on no list).
 """
 
 from __future__ import annotations
@@ -46,14 +53,13 @@ import gzip
 import hashlib
 import json
 import re
-import string
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from rpv2_signals_ref import computed_signals, normalize
 
 from pipeline.readers.rpv2_signals import DOC_SIGNALS, LINE_SIGNALS
 
@@ -61,9 +67,8 @@ BANDS = {"1.0": (1, 128), "0.9": (5, 25), "0.8": (9, 13), "0.7": (14, 9)}
 NGRAM = 13
 MERSENNE = np.uint64((1 << 61) - 1)
 MAX_HASH = np.uint64((1 << 32) - 1)
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
 _BULLETS = ("\u2022", "\u2023", "\u25b6", "\u25c0", "\u25e6", "\u25a0", "\u25a1", "\u25aa", "\u25ab", "\u2013")
-COMPUTED = {"rps_doc_word_count", "rps_doc_curly_bracket"}
+COMPUTED = frozenset(computed_signals(""))  # the rps_doc_* signals computed as RedPajama does
 
 
 @dataclass
@@ -72,11 +77,6 @@ class Rpv2Tree:
     documents: list[Path]  # every documents file, in listing order
     expected: dict[str, dict] = field(default_factory=dict)  # id -> what the reader must give
     listings: dict[str, Path] = field(default_factory=dict)  # "en-2023-06-head_middle" -> file
-
-
-def normalize(text: str) -> str:
-    text = text.translate(_PUNCTUATION).lower().strip()
-    return unicodedata.normalize("NFD", re.sub(r"\s+", " ", text))
 
 
 def lines(text: str) -> list[tuple[str, int, int]]:
@@ -155,15 +155,14 @@ def doc_signals(doc: dict, text: str, seed: int) -> dict[str, list]:
         "ccnet_perplexity": meta["perplexity"],
         "ccnet_bucket": bucket,
     }
+    computed = computed_signals(text)
     rng = np.random.default_rng(seed)
     out = {}
     for name in DOC_SIGNALS:
         if name in ccnet:
             value = float(ccnet[name])
-        elif name == "rps_doc_word_count":
-            value = len(normalize(text).split())
-        elif name == "rps_doc_curly_bracket":
-            value = round((text.count("{") + text.count("}")) / n, 8) if n else 0.0
+        elif name in computed:
+            value = computed[name]
         elif name == "rps_doc_ut1_blacklist":
             value = None
         else:
