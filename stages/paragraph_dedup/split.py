@@ -64,6 +64,19 @@ def _hash(data, start, end):
 UNIT_MODES = ("paragraph", "line", "auto")  # the kernel's ``mode`` is an index into this
 
 
+@njit(inline="always")
+def _line_at(data, pos, e):
+    """The line starting at ``pos`` (before ``e``): where it ends (its newline, or ``e``)
+    and its first non-space byte (its end when it is blank)."""
+    le = pos
+    while le < e and data[le] != 10:
+        le += 1
+    fs = pos
+    while fs < le and _space(data[fs]):
+        fs += 1
+    return le, fs
+
+
 @njit(_nrt=False)
 def _blank_separated(data, s, e):
     """Whether a blank line lies between two non-blank lines of data[s:e]."""
@@ -71,12 +84,7 @@ def _blank_separated(data, s, e):
     blank_after_text = False
     pos = s
     while pos < e:
-        le = pos
-        while le < e and data[le] != 10:
-            le += 1
-        fs = pos
-        while fs < le and _space(data[fs]):
-            fs += 1
+        le, fs = _line_at(data, pos, e)
         if fs == le:
             blank_after_text = seen_text
         elif blank_after_text:
@@ -101,12 +109,7 @@ def _cut(data, offsets, mode, min_chars, bound, hashed):
         in_para = False
         pos = s
         while pos < e:
-            le = pos
-            while le < e and data[le] != 10:
-                le += 1
-            fs = pos
-            while fs < le and _space(data[fs]):
-                fs += 1
+            le, fs = _line_at(data, pos, e)
             if fs == le:  # a blank line ends a paragraph
                 in_para = False
             else:
