@@ -255,12 +255,13 @@ def _claim_output(
     out = store.uri
     state_file = layout.key(layout.state)
     previous = previous_run(store, force)
-    versions = {f"{u.source}/{file.key}": list(file.version) for u in units for file in u.files}
     if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
         recorded = previous.get("sized", {})
-        if previous.get("inputs") != versions:  # the same run again, but some input looks touched
-            _check_inputs(store, layout, units, previous.get("inputs", {}), versions)
-            state = {**fingerprint, "inputs": versions, "sized": recorded}
+        inputs = previous.pop("inputs", {})
+        if not _same_versions(inputs, units):  # the same run again, but some input looks touched
+            _check_inputs(store, layout, units, inputs)
+            del inputs  # the state read, before the one written: both are O(files)
+            state = {**fingerprint, "inputs": _input_versions(units), "sized": recorded}
             store.write_text(state_file, _state_text(state))
         return recorded  # resume
     if previous is not None and not force:
@@ -273,9 +274,25 @@ def _claim_output(
             if name in Layout.OWNED:
                 store.remove(name)
         store.remove(state_file)
-    state = {**fingerprint, "inputs": versions, "sized": sized}
+    state = {**fingerprint, "inputs": _input_versions(units), "sized": sized}
     store.write_text(state_file, _state_text(state))
     return sized
+
+
+def _input_versions(units: list[Unit]) -> dict[str, tuple]:
+    """Each input's planned version, as the state file records it, by ``source/key``. The
+    values are the units' own tuples (json writes a tuple as a list): a list copy of each
+    was 88 bytes a file, 88 MB of the driver's peak at a million files."""
+    return {f"{u.source}/{file.key}": file.version for u in units for file in u.files}
+
+
+def _same_versions(recorded: dict, units: list[Unit]) -> bool:
+    """Whether the state file's versions (``recorded``, lists as json reads them) are the
+    units' own, compared file by file: a resume that finds nothing touched, the usual
+    case, builds no second per-file table beside the one it read."""
+    files = sum(len(unit.files) for unit in units if unit.reports_file)  # a file's pieces: once
+    pairs = ((f"{u.source}/{file.key}", file.version) for u in units for file in u.files)
+    return files == len(recorded) and all(recorded.get(key) == list(version) for key, version in pairs)
 
 
 def _state_text(state: dict) -> str:
@@ -284,7 +301,7 @@ def _state_text(state: dict) -> str:
     return json.dumps(state, sort_keys=True, separators=(",", ":"))
 
 
-def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict, versions: dict) -> None:
+def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict) -> None:
     """An input whose version changed since the run read it makes the output stale: refuse.
 
     Only inputs already read matter (a unit not yet done reads the file as it is now),
@@ -295,7 +312,7 @@ def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: 
     for unit in units:
         for file in unit.files:
             key = f"{unit.source}/{file.key}"
-            if recorded.get(key) == versions[key]:
+            if recorded.get(key) == list(file.version):
                 continue
             if store.read_text(layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))) is None:
                 continue
