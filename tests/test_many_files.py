@@ -109,6 +109,7 @@ def test_small_files_are_packed_into_few_units_with_the_same_documents_and_ledge
     assert ("f10-copy", "dedup", "exact-duplicate", "part-00010.jsonl", 2) in ledger
     assert ("f8-short", "length", "too-short", "part-00008.jsonl", 2) in ledger
     assert [row[3:] for row in ledger if row[1] == "read"] == [("part-00007.jsonl", 2)]
+    packed, single = (json.loads((out / "manifest.json").read_text()) for out in (packed_out, single_out))
     for manifest in (packed, single):
         manifest.pop("config"), manifest.pop("config_file")
     assert packed == single  # the manifest lists every file with its size and sha256 either way

@@ -67,10 +67,12 @@ def test_sample_run_balances_and_writes_every_output(sample_run):
     assert len(ids) == len(set(ids)) == balance["input"]
     meta = pq.ParquetFile(next((out / "docs" / "web").glob("*.parquet"))).metadata
     assert meta.row_group(0).column(0).compression == "ZSTD"
-    assert [i["source"] for i in manifest["inputs"]].count("code") == 2
-    assert all(len(i["sha256"]) == 64 and i["bytes"] > 0 for i in manifest["inputs"])
+    written = json.loads((out / "manifest.json").read_text())
+    assert [i["source"] for i in written["inputs"]].count("code") == 2
+    assert all(len(i["sha256"]) == 64 and i["bytes"] > 0 for i in written["inputs"])
     assert "pyarrow" in manifest["versions"]
-    assert json.loads((out / "manifest.json").read_text()) == manifest
+    # run_pipeline returns the manifest but for its list of inputs, which only the file holds
+    assert {k: v for k, v in written.items() if k != "inputs"} == manifest
 
 
 def test_per_source_options_apply(sample_run):

@@ -8,13 +8,19 @@ no timestamps, so an interrupted and resumed run writes the same bytes as a clea
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from importlib import metadata
+
+import orjson
 
 from pipeline import __version__
 from pipeline.engine.config import Config
 from pipeline.formats.documents import rule_name
+from pipeline.util.atomic import atomic_path
 
 VERSIONED_PACKAGES = ("pyarrow", "numpy", "numba", "orjson", "tiktoken", "sentencepiece", "datasketch")
 
@@ -34,21 +40,19 @@ def package_versions() -> dict[str, str]:
 
 
 def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], global_stats: dict[str, dict]) -> dict:
-    """Add up the units' stats (every segment) into the manifest."""
+    """Add up the units' stats (every segment) into the manifest; its ``inputs``, one
+    entry a file, are the run's ``InputLog``, which ``write_manifest`` streams in."""
     last_segment = max(s["segment"] for s in unit_stats) if unit_stats else 0
     sources: dict[str, Counter] = defaultdict(Counter)
     by_reason: dict[str, Counter] = defaultdict(Counter)
     stages: dict[str, dict] = {}
     bad_input: Counter[str] = Counter()
-    inputs = []
     read_warnings: set[str] = set()  # the readers' (a RedPajama-V2 component never produced)
     for stats in unit_stats:
         source = sources[stats["source"]]
         if stats["segment"] == 0:
             source["input"] += stats["input"]
             read_warnings.update(stats.get("warnings", []))
-        # one unit per file records it (a file may be cut in pieces, or packed with others)
-        inputs += stats.get("input_files", [])
         if stats["segment"] == last_segment:
             source["output"] += stats["output"]
         source["rejected"] += stats["rejected"]
@@ -81,7 +85,6 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         "prep_version": __version__,
         "config_file": str(config.path),
         "config": config.raw,
-        "inputs": sorted(inputs, key=lambda i: (i["source"], i["path"])),
         "versions": package_versions(),
         "balance": balance,
         "sources": {
@@ -95,6 +98,23 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         "bad_input": dict(sorted(bad_input.items())),
         "warnings": _warnings(config, labels, ordered_stages) + sorted(read_warnings),
     }
+
+
+def write_manifest(path: str | os.PathLike, manifest: dict, inputs: Iterable[dict]) -> None:
+    """Write the manifest as ``write_json`` would with ``inputs`` (every file read, from
+    ``InputLog.files``) under its key, streamed: at a million files the list alone was
+    hundreds of MB in the driver."""
+    text = json.dumps({**manifest, "inputs": []}, indent=2, sort_keys=True)
+    head, _, tail = text.partition('\n  "inputs": []')  # a top-level key: the only one so indented
+    entries = 0
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(f'{head}\n  "inputs": ['.encode())
+        for entry in inputs:
+            item = orjson.dumps(entry, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).replace(b"\n", b"\n    ")
+            f.write((b",\n    " if entries else b"\n    ") + item)
+            entries += 1
+        closing = "\n  ]" if entries else "]"
+        f.write(f"{closing}{tail}\n".encode())
 
 
 def _plain(stage: dict) -> dict:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -95,13 +96,13 @@ class Segment:
     last: bool
 
 
-def plan_units(config: Config, versions: dict) -> list[Unit]:
-    """The units of every source, in input order; ``versions`` maps each file to its
-    ``input_stat`` (whose first value is its size)."""
+def plan_units(config: Config, version: Callable[[Path | str], tuple]) -> list[Unit]:
+    """The units of every source, in input order; ``version`` gives a file's
+    ``input_stat`` (whose first value is its size), asked once a file as its record is made."""
     units: list[Unit] = []
     for source in config.sources.values():
         keys = _file_keys(source.files)
-        inputs = [InputFile(i, str(path), keys[i], versions[path]) for i, path in enumerate(source.files)]
+        inputs = [InputFile(i, str(path), keys[i], version(path)) for i, path in enumerate(source.files)]
         units += _source_units(source, inputs, _source_spans(source, inputs, config.run), config.run.group_bytes)
     return units
 

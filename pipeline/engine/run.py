@@ -23,12 +23,14 @@ from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
-from pipeline.engine.input_files import input_sha256, input_stat
-from pipeline.engine.manifest import build_manifest
+from pipeline.engine.input_files import input_stat
+from pipeline.engine.inputs_read import files_read, without_files
+from pipeline.engine.manifest import build_manifest, write_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.retry import start_counting, take_retries
 from pipeline.engine.run_record import entries, previous_run, refuse_foreign
+from pipeline.engine.run_state import check_inputs, same_inputs, write_state
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
@@ -40,7 +42,6 @@ from pipeline.kernels.hashing import file_sha256
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
-from pipeline.util.printable import printable_path
 
 
 def run_pipeline(
@@ -100,10 +101,9 @@ def _planned_units(config: Config) -> list[Unit]:
     (``planned_input``), so pieces cut from one version never read another, even when
     the file changes while the run plans."""
     try:
-        versions = {path: tuple(input_stat(path)) for source in config.sources.values() for path in source.files}
+        return plan_units(config, lambda path: tuple(input_stat(path)))
     except OSError as error:
         raise ConfigError(f"cannot read an input: {error}") from None
-    return plan_units(config, versions)
 
 
 def _run_claimed(
@@ -153,7 +153,7 @@ def _run_claimed(
     cost[WORK_DISK] = disk.figures()
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
-    write_json_atomic(layout.manifest, manifest)
+    write_manifest(layout.manifest, manifest, files_read(store, units))
     write_json_atomic(layout.cost_summary, cost)
     store.push([layout.cost_summary], marker=layout.manifest)
     store.drop_mirror()
@@ -212,17 +212,21 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     """What makes a run this run: the config, the list of inputs, the sample, and the
     contents of the files stages read besides the documents (models, by sha256).
 
-    Each input's version (``input_stat``) is kept beside it in the state file and checked
-    by ``_check_inputs``, so touching a file does not make it another run."""
-    inputs = [[unit.source, file.key] for unit in units for file in unit.files]
+    The inputs' versions (``input_stat``) are kept in the state file by unit and checked
+    by ``run_state.check_inputs``, so touching a file does not make it another run.
+    The input list is hashed as its JSON text, streamed: the text was 235 bytes a file
+    at the driver's peak."""
     stage_files = {path: file_sha256(path) for stage in config.stages for path in stage.files()}
-    digest = hashlib.sha256(json.dumps([config.canonical(), inputs, sample, stage_files]).encode()).hexdigest()
+    digest = hashlib.sha256(f"[{json.dumps(config.canonical())}, [".encode())
+    for k, (source, key) in enumerate((unit.source, file.key) for unit in units for file in unit.files):
+        digest.update(f"{', ' if k else ''}{json.dumps([source, key])}".encode())  # the list's json, streamed
+    digest.update(f"], {json.dumps(sample)}, {json.dumps(stage_files)}]".encode())
     return {
         "config": config.raw,
         "config_file": str(config.path),
         "sample": sample,
         "stage_files": stage_files,
-        "fingerprint": digest,
+        "fingerprint": digest.hexdigest(),
     }
 
 
@@ -251,19 +255,16 @@ def _claim_output(
     """Refuse to mix two different runs in one folder unless --force (which starts over).
     Returns the sized options the run uses: ``sized`` for a new run, what a resumed run's
     start recorded (none for a run of an older prep, which had fixed defaults)."""
-    layout = Layout(store.root)
     out = store.uri
-    state_file = layout.key(layout.state)
     previous = previous_run(store, force)
+    head = {**fingerprint, "sized": sized}
     if previous is not None and previous.get("fingerprint") == fingerprint["fingerprint"] and not force:
-        recorded = previous.get("sized", {})
-        inputs = previous.pop("inputs", {})
-        if not _same_versions(inputs, units):  # the same run again, but some input looks touched
-            _check_inputs(store, layout, units, inputs)
-            del inputs  # the state read, before the one written: both are O(files)
-            state = {**fingerprint, "inputs": _input_versions(units), "sized": recorded}
-            store.write_text(state_file, _state_text(state))
-        return recorded  # resume
+        head["sized"] = previous.get("sized", {})
+        recorded = previous.pop("units", {})  # none from an older prep, which recorded files
+        if not same_inputs(recorded, units):  # the same run again, but some input looks touched
+            check_inputs(store, units, recorded)
+            write_state(store, head, units)
+        return head["sized"]  # resume
     if previous is not None and not force:
         raise ConfigError(
             f"{out} holds a run of a different config, different inputs or different models "
@@ -273,58 +274,9 @@ def _claim_output(
         for name in entries(store):
             if name in Layout.OWNED:
                 store.remove(name)
-        store.remove(state_file)
-    state = {**fingerprint, "inputs": _input_versions(units), "sized": sized}
-    store.write_text(state_file, _state_text(state))
+        store.remove(Layout().key(Layout().state))
+    write_state(store, head, units)
     return sized
-
-
-def _input_versions(units: list[Unit]) -> dict[str, tuple]:
-    """Each input's planned version, as the state file records it, by ``source/key``. The
-    values are the units' own tuples (json writes a tuple as a list): a list copy of each
-    was 88 bytes a file, 88 MB of the driver's peak at a million files."""
-    return {f"{u.source}/{file.key}": file.version for u in units for file in u.files}
-
-
-def _same_versions(recorded: dict, units: list[Unit]) -> bool:
-    """Whether the state file's versions (``recorded``, lists as json reads them) are the
-    units' own, compared file by file: a resume that finds nothing touched, the usual
-    case, builds no second per-file table beside the one it read."""
-    files = sum(len(unit.files) for unit in units if unit.reports_file)  # a file's pieces: once
-    pairs = ((f"{u.source}/{file.key}", file.version) for u in units for file in u.files)
-    return files == len(recorded) and all(recorded.get(key) == list(version) for key, version in pairs)
-
-
-def _state_text(state: dict) -> str:
-    """The state file's text, compact: with ``indent`` json's pure-Python encoder ran,
-    the largest allocation of planning at many files (a small string per value)."""
-    return json.dumps(state, sort_keys=True, separators=(",", ":"))
-
-
-def _check_inputs(store: RunStore, layout: Layout, units: list[Unit], recorded: dict) -> None:
-    """An input whose version changed since the run read it makes the output stale: refuse.
-
-    Only inputs already read matter (a unit not yet done reads the file as it is now),
-    and a changed time alone is no change: the file is hashed again and compared with
-    the sha256 recorded when it was read (by the file's first unit, for a file cut in pieces).
-    """
-    first = {(u.source, file.key): u for u in units if u.reports_file for file in u.files}
-    for unit in units:
-        for file in unit.files:
-            key = f"{unit.source}/{file.key}"
-            if recorded.get(key) == list(file.version):
-                continue
-            if store.read_text(layout.key(layout.marker(Layout.segment_phase(0), unit.source, unit.name))) is None:
-                continue
-            reader = first[unit.source, file.key]
-            text = store.read_text(layout.key(layout.marker(Layout.segment_phase(0), unit.source, reader.name)))
-            read = {f["path"]: f.get("sha256") for f in json.loads(text or "{}").get("input_files", [])}
-            if read.get(file.key) is None or input_sha256(file.path) != read[file.key]:
-                raise ConfigError(
-                    f"input {printable_path(file.path)} ({unit.source}) changed after this run read it, "
-                    f"so {store.uri} is stale; "
-                    "restore the file, or run with --force to start over"
-                )
 
 
 def _remove_temporaries(out: Path) -> None:
@@ -363,21 +315,22 @@ def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> li
 def _run_segment(
     config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample, input_bytes: int, sizes
 ) -> list[dict]:
-    """Run the units of a segment that have no marker, largest first; their stats in ``units`` order."""
+    """Run the units of a segment that have no marker, largest first; their stats in
+    ``units`` order, ``without_files``."""
     phase = Layout.segment_phase(segment.index)
     layout = Layout(store.root)
     store.sync(layout.key(layout.markers(phase)))
+    name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
+    bar = ProgressBar(name, input_bytes, len(units), mode=mode)
     todo, done = [], []
     for unit in units:
         marker = layout.marker(phase, unit.source, unit.name)
         if marker.exists():
-            done.append(json.loads(marker.read_text()))
+            stats = json.loads(marker.read_text())
+            bar.unit_done(sum(file.get("bytes") or 0 for file in stats.get("input_files", [])))
+            done.append(without_files(stats))
         else:
             todo.append(unit)
-    name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
-    bar = ProgressBar(name, input_bytes, len(units), mode=mode)
-    for stats in done:
-        bar.unit_done(sum(file.get("bytes") or 0 for file in stats.get("input_files", [])))
     todo = _largest_first(todo, sizes)
     tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
     results = executor.run(tasks, bar)
@@ -396,4 +349,7 @@ def segment_task(
         if segment.entry.applies_to(unit.source):
             stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
             pull_work(store, layout, segment_index, stage.reads("filter", unit.source, unit.name))
-    return run_unit(config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store)
+    stats = run_unit(
+        config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store
+    )
+    return without_files(stats)  # the manifest reads them from the marker (files_read)

@@ -48,9 +48,10 @@ def refuse_foreign(store: RunStore, force: bool) -> None:
         )
 
 
-# What a run's record holds for a run to resume from it (older prep wrote no "inputs" or
-# "sized": a resume then takes none).
-STATE_SHAPE = {"fingerprint": str, "config_file": str, "inputs": Optional(dict), "sized": Optional(dict)}
+# What a run's record holds for a run to resume from it: older prep wrote no "sized" (a
+# resume then takes none), and versions by file under "inputs" rather than by unit under
+# "units" (``run_state``: every unit already read is then checked once).
+STATE_SHAPE = {"fingerprint": str, "config_file": str, "units": Optional(dict), "sized": Optional(dict)}
 
 
 def previous_run(store: RunStore, force: bool) -> dict | None:

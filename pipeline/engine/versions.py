@@ -3,7 +3,7 @@
 A run records each input's version (``input_files.input_stat``) before it cuts the files in
 pieces; every unit reads that version and no other (``planned_input``), or fails with
 ``InputChanged``. The rerun's side (a file that changed between two runs) is
-``run._check_inputs``.
+``run_state.check_inputs``.
 """
 
 from __future__ import annotations
