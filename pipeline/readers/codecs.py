@@ -37,6 +37,9 @@ from typing import BinaryIO
 import pyarrow as pa
 from isal import igzip, isal_zlib
 
+from pipeline.readers.common import Span
+from pipeline.readers.zstd_frames import FileRange, SpanStream
+
 # Bytes a sniff needs: the longest magic (xz's six).
 SNIFF_BYTES = 6
 
@@ -58,20 +61,20 @@ class Codec:
         cut_short = isinstance(error, EOFError) or "truncated" in str(error).lower()
         return f"{'truncated' if cut_short else 'corrupt'}-{self.name}"
 
-    def salvage(self, path: Path, skip: int) -> bytes:
+    def salvage(self, path: Path, skip: int, span: Span | None = None) -> bytes:
         """The decompressed bytes after the first ``skip`` that can be read before the damage.
 
         Two passes: small steps find about where the damage is, then single bytes near
         it, since a decompressor that fails drops what it decoded in the same call
         (pyarrow's zstd stream, the last few dozen bytes of the frame before a corrupt one)."""
-        rough = self._decoded(path, skip, skip, SALVAGE_STEP)
-        return self._decoded(path, skip, skip + max(len(rough) - 2 * SALVAGE_STEP, 0), 1)
+        rough = self._decoded(path, span, skip, skip, SALVAGE_STEP)
+        return self._decoded(path, span, skip, skip + max(len(rough) - 2 * SALVAGE_STEP, 0), 1)
 
-    def _decoded(self, path: Path, skip: int, fast_until: int, step: int) -> bytes:
+    def _decoded(self, path: Path, span: Span | None, skip: int, fast_until: int, step: int) -> bytes:
         """What decodes after ``skip``: in large steps up to ``fast_until``, then ``step``."""
         kept, position = [], 0
         try:
-            with open(path, "rb") as raw, self._small_steps(raw) as stream:
+            with open(path, "rb") as raw, self._small_steps(path, raw, span) as stream:
                 while part := stream.read1(min(fast_until - position, self.step) if position < fast_until else step):
                     if position + len(part) > skip:
                         kept.append(part[max(skip - position, 0) :])
@@ -80,9 +83,11 @@ class Codec:
             pass
         return b"".join(kept)
 
-    def _small_steps(self, raw: BinaryIO) -> io.BufferedIOBase:
+    def _small_steps(self, path: Path, raw: BinaryIO, span: Span | None) -> io.IOBase:
         # ISA-L inflates a whole buffer before it hands anything over; the standard
         # library's reader, asked for small pieces, recovers up to the damage itself.
+        if span is not None and span.frames:  # a run of zstd frames, read as its unit reads it
+            return SpanStream(path, FileRange(raw, span.start, span.end), span, self.opener)
         return gzip.GzipFile(fileobj=raw, mode="rb") if self.name == "gzip" else self.opener(raw)
 
 
@@ -90,6 +95,13 @@ def _zstd(raw: BinaryIO) -> io.BufferedIOBase:
     return pa.CompressedInputStream(raw, "zstd")
 
 
+ZSTD = Codec(
+    "zstd",
+    # A zstd frame, or a skippable frame (0x184D2A50-5F, little-endian) before one.
+    (b"\x28\xb5\x2f\xfd", *(bytes([0x50 + i, 0x2A, 0x4D, 0x18]) for i in range(16))),
+    _zstd,
+    (OSError,),
+)
 GZIP = Codec(
     "gzip",
     (b"\x1f\x8b",),
@@ -98,8 +110,7 @@ GZIP = Codec(
 )
 CODECS = (
     GZIP,
-    # A zstd frame, or a skippable frame (0x184D2A50-5F, little-endian) before one.
-    Codec("zstd", (b"\x28\xb5\x2f\xfd", *(bytes([0x50 + i, 0x2A, 0x4D, 0x18]) for i in range(16))), _zstd, (OSError,)),
+    ZSTD,
     Codec("bz2", tuple(b"BZh" + bytes([c]) for c in b"123456789"), bz2.BZ2File, (EOFError, OSError, ValueError)),
     # xz, or the legacy .lzma ("alone") header with its usual properties byte.
     Codec("xz", (b"\xfd7zXZ\x00", b"\x5d\x00\x00"), lzma.LZMAFile, (EOFError, lzma.LZMAError, OSError)),
@@ -121,7 +132,12 @@ def sniff_file(path: Path) -> Codec | None:
 
 def open_stream(raw: io.RawIOBase, plain: bool = False) -> tuple[io.BufferedIOBase, Codec | None]:
     """The file's decompressed stream, and its codec (None: plain). A piece of a file
-    (``plain``) is never decompressed: compressed files are not cut."""
+    (``plain``) is not decompressed: the only compressed pieces are runs of zstd frames."""
     buffered = io.BufferedReader(raw, buffer_size=1 << 20)
     codec = None if plain else sniff(buffered.peek(SNIFF_BYTES)[:SNIFF_BYTES])
     return (codec.opener(buffered) if codec else buffered), codec
+
+
+def open_frames(path: Path, raw: io.RawIOBase, span: Span) -> tuple[io.RawIOBase, Codec]:
+    """A run of whole zstd frames (``zstd_frames``): the decompressed lines it owns."""
+    return SpanStream(path, raw, span, ZSTD.opener), ZSTD

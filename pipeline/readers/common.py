@@ -30,13 +30,29 @@ class StrictModeError(Exception):
 
 
 class Span(NamedTuple):
-    """A piece of a file read as a unit of its own (``splits``): bytes (JSON lines), row
-    groups (Parquet) or record batches (Arrow) ``[start, end)``, and the location of its
-    first record: 1-based line (JSON lines) or 0-based row (Parquet, Arrow)."""
+    """A piece of a file read as a unit of its own (``splits``): bytes (JSON lines, plain
+    or a run of whole zstd frames), row groups (Parquet) or record batches (Arrow)
+    ``[start, end)``, and the location of its first record: 1-based line (JSON lines)
+    or 0-based row (Parquet, Arrow). A run of frames (``zstd_frames``) also has the
+    decompressed offset where it starts (``decoded``; -1 for anything else), the
+    decompressed bytes of its frames that the piece before owns (``skip``), and those of
+    the frames after it that it owns (``tail``)."""
 
     start: int
     end: int
     first_line: int
+    decoded: int = -1
+    skip: int = 0
+    tail: int = 0
+
+    @property
+    def frames(self) -> bool:
+        return self.decoded >= 0
+
+    @property
+    def line_offset(self) -> int:
+        """Where its first line starts, in the file's decompressed offsets."""
+        return self.decoded + self.skip if self.frames else self.start
 
 
 @dataclass

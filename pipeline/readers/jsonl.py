@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.json as pajson
 
 from pipeline.kernels.buffers import is_string
-from pipeline.readers.codecs import Codec, open_stream
+from pipeline.readers.codecs import Codec, open_frames, open_stream
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
 from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
@@ -99,9 +99,11 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
 
 
 def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase, Codec | None]:
-    span = None if spec.span is None else spec.span[:2]
-    raw = HashingReader(path, span)
+    span = spec.span
+    raw = HashingReader(path, None if span is None else span[:2])
     try:
+        if span is not None and span.frames:
+            return raw, *open_frames(path, raw, span)
         return (raw, *open_stream(raw, plain=span is not None))
     except BaseException:
         raw.close()
@@ -118,7 +120,7 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
     piece of the file cut at such a line start (``splits``) is read in exactly the blocks
     the whole file is, and its documents come out in the same batches."""
     size = spec.block_bytes
-    offset = 0 if spec.span is None else spec.span.start  # file offset of ``pending``
+    offset = 0 if spec.span is None else spec.span.line_offset  # (decompressed) file offset of ``pending``
     pending = b""  # bytes read and not yet passed on
     line = 1 if spec.span is None else spec.span.first_line  # number of the first line in ``pending``
     skipping = False  # inside a line longer than max_doc_bytes
@@ -132,7 +134,7 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
         except _DecodeError as failure:
             error, salvaged = failure.args
             if not skipping:
-                salvaged = codec.salvage(path, decoded) if codec else salvaged
+                salvaged = codec.salvage(path, decoded, spec.span) if codec else salvaged
             if salvaged and not skipping:  # whole lines decoded before the damage are still documents
                 data = pending + salvaged
                 cut = data.rfind(b"\n")

@@ -16,10 +16,12 @@ any machine and for any worker count:
 * Arrow IPC (``datasets``' files): consecutive record batches, the same way.
 * RedPajama-V2 documents files: never cut, since their signals, duplicates and MinHash
   are joined by row over the whole file (``redpajama_v2``).
-* compressed JSON lines (gzip, zstd, bz2, xz): never cut. A single-member gzip stream
-  cannot be entered except at its start; a file of several members or frames could be,
-  but numbering its lines takes decompressing the whole file at plan time, which is the
-  reading itself. A compressed file is one unit.
+* zstd JSON lines of several frames: runs of whole frames, starting at the first frame
+  start at or after each multiple of the step (``zstd_frames``; numbering the lines
+  takes decompressing the file once at plan time). A file of one frame is one unit.
+* other compressed JSON lines (gzip, bz2, xz): never cut. A single-member gzip stream
+  cannot be entered except at its start, and bz2 blocks start at bit offsets that only
+  decompressing finds.
 
 A file with one piece (small, or a format or seams that do not allow more), a remote
 file, or one that cannot be looked into here (the reader will quarantine it) is one
@@ -36,6 +38,7 @@ import pyarrow.parquet as pq
 
 from pipeline.readers import codecs
 from pipeline.readers.common import READ_ERRORS, Span
+from pipeline.readers.zstd_frames import frame_spans
 
 # The smallest gzip file: its header and its trailer.
 GZIP_LEAST = 18
@@ -52,7 +55,7 @@ def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list
         if path.stat().st_size <= split_bytes:
             return None
         if fmt == "jsonl":
-            spans = _jsonl_spans(path, even_step(path.stat().st_size, split_bytes, block_bytes))
+            spans = _jsonl_spans(path, even_step(path.stat().st_size, split_bytes, block_bytes), block_bytes)
         else:
             spans = {"parquet": _parquet_spans, "arrow": _arrow_spans}[fmt](path, split_bytes)
     except READ_ERRORS:
@@ -90,13 +93,13 @@ def even_step(size: int, split_bytes: int, block_bytes: int) -> int:
     return max(block_bytes, -(-step // block_bytes) * block_bytes)
 
 
-def _jsonl_spans(path: Path, step: int) -> list[Span]:
+def _jsonl_spans(path: Path, step: int, block_bytes: int) -> list[Span]:
     size = path.stat().st_size
     starts, lines = [0], [1]
     buffer = bytearray(SCAN_BYTES)
     with open(path, "rb") as f:
-        if codecs.sniff(f.read(codecs.SNIFF_BYTES)):
-            return []
+        if codec := codecs.sniff(f.read(codecs.SNIFF_BYTES)):
+            return frame_spans(path, step, block_bytes) if codec is codecs.ZSTD else []
         f.seek(0)
         position = newlines = 0  # file offset of the bytes in ``buffer``; newlines before them
         target = step  # the next nominal cut
