@@ -228,14 +228,12 @@ def test_connected_components_through_files_match_union_find(tmp_path, seed):
         rec = np.empty(len(part), clusters.EDGE)
         rec["u"], rec["v"] = part[:, 0], part[:, 1]
         files.append(tmp_path / f"f{k}.part")
-        clusters.write_adjacency(files[-1], rec, n, partitions)
+        clusters.write_adjacency(files[-1], rec, partitions)
     # The steps as the finalize rounds run them: every range of a step, then the next step.
     history, inputs, steps = [], files, 0
     while not clusters.converged(history):
         outputs = [tmp_path / f"step{steps}" / f"q{q}.part" for q in range(partitions)]
-        seen = [
-            clusters.star_step(inputs, range(q, q + 1), steps, outputs[q], n, partitions) for q in range(partitions)
-        ]
+        seen = [clusters.star_step(inputs, range(q, q + 1), steps, outputs[q], partitions) for q in range(partitions)]
         history.append((sum(e for e, _ in seen), sum(h for _, h in seen) & 0xFFFFFFFFFFFFFFFF))
         inputs, steps = outputs, steps + 1
     stars = [tmp_path / f"step{steps - 2}" / f"q{q}.part" for q in range(partitions)]  # the last step's input
