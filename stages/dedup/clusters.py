@@ -51,7 +51,8 @@ ENTRIES_PER_RANGE = 4_000_000
 
 
 def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
-    """Range partition of gids: contiguous ranges, so a unit's documents sit in one or two."""
+    """Document range of gids: contiguous ranges, so a unit's documents sit in one or two
+    (the members, regroup and filter tasks each read the documents of one range)."""
     return (np.asarray(gids, np.int64) * partitions // max(total, 1)).astype(np.int64)
 
 
