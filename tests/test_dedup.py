@@ -228,25 +228,44 @@ def test_connected_components_through_files_match_union_find(tmp_path, seed):
         rec = np.empty(len(part), clusters.EDGE)
         rec["u"], rec["v"] = part[:, 0], part[:, 1]
         files.append(tmp_path / f"f{k}.part")
-        clusters.write_adjacency(files[-1], rec, n, partitions)
+        clusters.write_adjacency(files[-1], rec, partitions)
     # The steps as the finalize rounds run them: every range of a step, then the next step.
     history, inputs, steps = [], files, 0
     while not clusters.converged(history):
         outputs = [tmp_path / f"step{steps}" / f"q{q}.part" for q in range(partitions)]
-        seen = [
-            clusters.star_step(inputs, range(q, q + 1), steps, outputs[q], n, partitions) for q in range(partitions)
-        ]
+        seen = [clusters.star_step(inputs, range(q, q + 1), steps, outputs[q], partitions) for q in range(partitions)]
         history.append((sum(e for e, _ in seen), sum(h for _, h in seen) & 0xFFFFFFFFFFFFFFFF))
         inputs, steps = outputs, steps + 1
     stars = [tmp_path / f"step{steps - 2}" / f"q{q}.part" for q in range(partitions)]  # the last step's input
-    root = np.arange(n)
     for q in range(partitions):
         adj = clusters.read_adjacency(stars, range(q, q + 1))
         leaf = adj[adj["v"] < adj["u"]]
         assert len(np.unique(leaf["u"])) == len(leaf)  # a leaf has exactly one (smaller) centre
-        root[leaf["u"]] = leaf["v"]
+    # The labels, regrouped by document range (3 of them, as the members round reads them).
+    labels = [tmp_path / "labels" / f"q{q}.part" for q in range(partitions)]
+    nodes = sum(clusters.label_nodes(stars, q, labels[q], n, 3) for q in range(partitions))
+    root = np.arange(n)
+    for r in range(3):
+        labelled = clusters.read_labels(labels, r)
+        assert (clusters.node_partition(labelled["gid"], n, 3) == r).all()
+        assert (np.diff(labelled["gid"]) > 0).all()
+        root[labelled["gid"]] = labelled["comp"]
     assert (root == _reference_components(n, edges)).all()
+    assert nodes == len(np.unique(edges))  # every node of an edge, once
     assert steps < 40
+
+
+def test_hash_ranges_nest_and_spread_crowded_gids():
+    """A step's node range ``q`` of ``R`` is partitions ``q*k .. q*k+k-1`` of the forests'
+    ``P = k*R`` (what its slices fetch), and gids crowded at the start of the corpus, as
+    the centres of a repeating one are, still fill every range."""
+    gids = np.arange(4_000, dtype=np.int64)
+    fine = clusters.hash_partition(gids, 64)
+    for ranges in (1, 2, 4, 8, 16, 32, 64):
+        assert (clusters.hash_partition(gids, ranges) == fine // (64 // ranges)).all()
+    counts = np.bincount(clusters.hash_partition(gids, 8), minlength=8)
+    assert counts.max() <= 1.2 * counts.mean()
+    assert (clusters.node_partition(gids, 400_000, 8) == 0).all()  # what ranges of gids did with them
 
 
 def test_band_edges_forest():

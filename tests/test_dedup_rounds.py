@@ -108,9 +108,9 @@ def test_rounds_decide_as_one_process_holding_the_whole_graph(
         monkeypatch.setattr(clusters, "ENTRIES_PER_RANGE", entries_per_range)
     star_step, taken = clusters.star_step, set()
 
-    def counting(inputs, parts, step, out, total, step_ranges):
+    def counting(inputs, parts, step, out, step_ranges):
         taken.add(step_ranges)
-        return star_step(inputs, parts, step, out, total, step_ranges)
+        return star_step(inputs, parts, step, out, step_ranges)
 
     monkeypatch.setattr(clusters, "star_step", counting)
 

@@ -16,6 +16,20 @@ wall every peer hits, so:
    range of the previous step's files and writes one file for the next step, so memory
    is one range's adjacency and the ranges of a step run in parallel. The fixed point is
    a star per component centred on its smallest gid; LSH graphs get there in a few steps.
+3. ``label_nodes`` (one task per node range): each node of the fixed point with its
+   centre, regrouped by document range (``node_partition``) for the members round,
+   which reads the documents of one range.
+
+Why node ranges are ranges of a hash (``hash_partition``), not of gids: every centre is
+its component's smallest gid, so where a corpus repeats itself (copies of a crawl, the
+same pages in several dumps, the benchmarks' repeated corpora) the centres, and with
+them the steps' large neighbourhoods, all lie in the first copy's gids: ranges of gids
+gave one step task nearly half the graph (4.1 GB of a 10 GB run). A well-mixed hash
+spreads nodes over the ranges whatever their gids, and the steps' results do not depend
+on which task holds a node. The hash is cut into *ranges* (its top 32 bits scaled to
+the partition count), so range ``q`` of ``R`` is exactly partitions ``q*P/R`` to
+``(q+1)*P/R - 1`` of ``P`` where ``R`` divides ``P``: the steps read a few whole
+partitions of the forests (``step_ranges``), as slices of them on an object store.
 """
 
 from __future__ import annotations
@@ -26,9 +40,10 @@ import numpy as np
 
 from pipeline.formats import partfile
 from pipeline.kernels.jit import njit
-from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
+from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64, splitmix64
 
 EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])
+LABEL = np.dtype([("gid", "<i8"), ("comp", "<i8")])  # a clustered node and its centre
 MAX_STEPS = 400
 # A component step's range in memory: its adjacency entries (an edge is two, 16 bytes
 # each) and the sort's copies stay within a few hundred MB.
@@ -36,8 +51,17 @@ ENTRIES_PER_RANGE = 4_000_000
 
 
 def node_partition(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
-    """Range partition of gids: contiguous ranges, so a unit's documents sit in one or two."""
+    """Document range of gids: contiguous ranges, so a unit's documents sit in one or two
+    (the members, regroup and filter tasks each read the documents of one range)."""
     return (np.asarray(gids, np.int64) * partitions // max(total, 1)).astype(np.int64)
+
+
+def hash_partition(gids: np.ndarray, partitions: int) -> np.ndarray:
+    """Hash range of gids: the top 32 bits of their SplitMix64 hash, scaled to
+    ``partitions`` (at most 2**31), so ``hash_partition(g, R) == hash_partition(g, P) // (P // R)``
+    where ``R`` divides ``P``, and gids crowded in one range still spread evenly."""
+    top = splitmix64(np.asarray(gids, np.int64)) >> np.uint64(32)
+    return ((top * np.uint64(partitions)) >> np.uint64(32)).astype(np.int64)
 
 
 @njit
@@ -94,13 +118,13 @@ def symmetric(edges: np.ndarray) -> np.ndarray:
     return out
 
 
-def write_adjacency(path: Path, edges: np.ndarray, total: int, partitions: int) -> None:
-    """Write undirected ``edges`` as adjacency entries, each under its first node's range.
-    The header's count is the file's number of entries: a slice of the file keeps it,
-    while its offsets are its own partition's (``partfile.write_slice``)."""
+def write_adjacency(path: Path, edges: np.ndarray, partitions: int) -> None:
+    """Write undirected ``edges`` as adjacency entries, each under its first node's hash
+    range. The header's count is the file's number of entries: a slice of the file keeps
+    it, while its offsets are its own partition's (``partfile.write_slice``)."""
     adj = symmetric(edges)
     tmp = partfile.temp_for(path)
-    partfile.write(tmp, adj, node_partition(adj["u"], total, partitions), partitions, count=len(adj))
+    partfile.write(tmp, adj, hash_partition(adj["u"], partitions), partitions, count=len(adj))
     partfile.publish(tmp, path)
 
 
@@ -167,15 +191,39 @@ def small_star(adj: np.ndarray) -> np.ndarray:
     return out
 
 
-def star_step(inputs: list[Path], parts: range, step: int, out: Path, total: int, ranges: int) -> tuple[int, int]:
+def star_step(inputs: list[Path], parts: range, step: int, out: Path, ranges: int) -> tuple[int, int]:
     """Step ``step`` (large-star when even, small-star when odd) over partitions ``parts``
     of the adjacency files ``inputs`` (one node range), written to ``out`` in ``ranges``
     node ranges; returns the (count, hash) of the edges it read, which tell when the
     steps have stopped changing the graph (``converged``)."""
     adj = read_adjacency(inputs, parts)
     kind = large_star if step % 2 == 0 else small_star
-    write_adjacency(out, kind(adj), total, ranges)
+    write_adjacency(out, kind(adj), ranges)
     return fingerprint(adj)
+
+
+def label_nodes(stars: list[Path], part: int, out: Path, total: int, partitions: int) -> int:
+    """Each node of node range ``part`` of the fixed point ``stars`` with its centre
+    (``LABEL``), written to ``out`` by document range (``node_partition``) over
+    ``partitions``; returns how many. At the fixed point a centre's neighbours are all
+    larger and a leaf's one neighbour is its centre, so a node's centre is the smaller of
+    it and its first neighbour (the entries sorted by (u, v))."""
+    adj = read_adjacency(stars, range(part, part + 1))
+    first = np.ones(len(adj), bool)
+    first[1:] = adj["u"][1:] != adj["u"][:-1]
+    labels = np.empty(int(first.sum()), LABEL)
+    labels["gid"] = adj["u"][first]
+    labels["comp"] = np.minimum(labels["gid"], adj["v"][first])
+    tmp = partfile.temp_for(out)
+    partfile.write(tmp, labels, node_partition(labels["gid"], total, partitions), partitions, count=len(labels))
+    partfile.publish(tmp, out)
+    return len(labels)
+
+
+def read_labels(files: list[Path], partition: int) -> np.ndarray:
+    """Document range ``partition``'s labelled nodes from every file of ``label_nodes``, by gid."""
+    labels = np.concatenate([partfile.read(f, partition, LABEL) for f in files] or [np.empty(0, LABEL)])
+    return labels[np.argsort(labels["gid"], kind="stable")]
 
 
 def step_ranges(entries: int, partitions: int) -> int:

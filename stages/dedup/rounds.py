@@ -12,20 +12,25 @@ Rounds, each planned from what the rounds before returned (the driver reads no f
    the same graph, the input of the last one is the fixed point (``clusters``). The
    steps use R node ranges, R dividing P, as few as keep a range's edges bounded
    (``clusters.step_ranges``, from the forests' size the units task reads): a small
-   graph takes one task a step instead of P tasks each reading P tiny files.
-3. ``members``, a task per document range ``r``: range ``r``'s clustered documents with
-   their attributes (from node range ``r // (P / R)`` of the fixed point), from the docs
-   files of range ``r``'s units only, to
+   graph takes one task a step instead of P tasks each reading P tiny files. A node
+   range is a range of a hash of the gid (``clusters.hash_partition``): the centres,
+   each its component's smallest gid, crowd into the first gids of a corpus that
+   repeats itself, and ranges of gids would give one task most of the graph.
+3. ``labels``, a task per node range ``q``: each node of range ``q`` of the fixed point
+   with its centre, to ``cc/labels/q<q>.part`` partitioned by document range.
+4. ``members``, a task per document range ``r``: range ``r``'s clustered documents with
+   their attributes (partition ``r`` of the labels), from the docs files of range
+   ``r``'s units only, to
    ``members/r<r>.part`` partitioned by a hash of their cluster's centre (``shipping``:
    a centre is its cluster's smallest gid, so in a corpus that repeats itself the
    centres crowd into the first range, which would leave one decide task every member).
-4. ``decide``, ``P`` tasks: task ``q`` the clusters whose centre hashes to ``q``, from
+5. ``decide``, ``P`` tasks: task ``q`` the clusters whose centre hashes to ``q``, from
    partition ``q`` of the members files; survivors and removals (``survivors.decide``),
    with the survivor's id, go to ``decided/q<q>.part`` partitioned by the removed
    document's range.
-5. ``regroup``, a task per document range ``r``: range ``r`` of every decide file,
+6. ``regroup``, a task per document range ``r``: range ``r`` of every decide file,
    sorted by gid, as ``decisions/r<r>.arrow``.
-6. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
+7. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
 
 Each round names the files its tasks read (fetched when the work folder is on an object
 store: of the partitioned files, just the task's range; of the docs files, only by the
@@ -50,6 +55,7 @@ from stages.dedup.store import UNITS_FILE, DocStore, UnitTable, decisions_path, 
 from stages.dedup.survivors import DECIDED, REASONS, decide
 
 DONE_FILE = "done.json"
+LABELS_DIR = "cc/labels"  # each clustered node's centre, by document range (the ``labels`` round)
 
 
 def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, int]:
@@ -60,8 +66,7 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
         return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands", "reduce/*.forest"))
     units = done[0][0]
     total = units["total"]
-    R = clusters.step_ranges(units["entries"], P) if "entries" in units else P  # a run begun before R
-    k = P // R  # partitions per node range of the component steps
+    R = clusters.step_ranges(units["entries"], P)
     history: list[tuple[int, int]] = []
     for results in done[1:]:
         history.append(_edges_seen(results))
@@ -74,34 +79,42 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
         inputs = "reduce/*.forest" if step == 0 else f"{_step_dir(step - 1)}/*"
         drops = (_step_dir(step - 2),) if step >= 2 else ()
         # The forests have P partitions, a range k of them; the steps' own files have R.
+        k = P // R
         parts = tuple((q * k, q * k + k - 1) for q in range(R)) if step == 0 else ()
-        spec = ("step", step, total, R)
+        spec = ("step", step, R)
         return FinalizeRound(
             f"components step {step}", R, spec, reads=(), slices=(inputs,), slice_ranges=parts, drops=drops
         )
     fixed = step - 2  # the input of the last step: the output of the one before it
     after = done[1 + step :]
     if not after:
-        stars, drops = (f"{_step_dir(fixed)}/*",), (_step_dir(fixed + 1),)
-        docs = tuple(tuple(files) for files in units["docs"])
-        spec = ("members", fixed, R)
-        in_range = tuple((r // k, r // k) for r in range(P))  # document range r lies in node range r // k
-        return FinalizeRound(
-            "members", P, spec, reads=(UNITS_FILE,), slices=stars, slice_ranges=in_range, drops=drops, task_reads=docs
-        )
+        stars, spec = f"{_step_dir(fixed)}/*", ("labels", fixed, total, R)
+        return FinalizeRound("labels", R, spec, reads=(), slices=(stars,), drops=(_step_dir(fixed + 1),))
     if len(after) == 1:
+        docs = tuple(tuple(files) for files in units["docs"])
+        spec = ("members", R)
+        return FinalizeRound(
+            "members",
+            P,
+            spec,
+            reads=(UNITS_FILE,),
+            slices=(f"{LABELS_DIR}/*",),
+            drops=(_step_dir(fixed),),
+            task_reads=docs,
+        )
+    if len(after) == 2:
         spec = ("decide", total, total - units["documents"])
         return FinalizeRound("decide", P, spec, reads=(), slices=("members/*",), drops=("cc",))
-    if len(after) == 2:
+    if len(after) == 3:
         return FinalizeRound("regroup", P, ("regroup",), reads=(), slices=("decided/*",), drops=("members",))
     summary = {
         "dedup.documents": units["documents"],
-        "dedup.clusters": sum(r["clusters"] for r in after[1]),
-        "dedup.exact_removed": sum(r["exact"] for r in after[2]),
-        "dedup.near_removed": sum(r["near"] for r in after[2]),
+        "dedup.clusters": sum(r["clusters"] for r in after[2]),
+        "dedup.exact_removed": sum(r["exact"] for r in after[3]),
+        "dedup.near_removed": sum(r["near"] for r in after[3]),
         "dedup.cc_steps": step - 1,
     }
-    if len(after) == 3:
+    if len(after) == 4:
         return FinalizeRound("done", 1, ("done", summary), reads=(), drops=("decided",))
     return summary
 
@@ -133,17 +146,21 @@ def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
         docs = _docs_by_range(table, P)
         return {"documents": table.total - table.imported, "total": table.total, "docs": docs, "entries": entries}
     if kind == "step":
-        s, total, R = args
+        s, R = args
         inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, _step_dir(s - 1), R)
         out = _range_file(work_dir / _step_dir(s), task)
-        edges, digest = clusters.star_step(inputs, step.sliced(task), s, out, total, R)
+        edges, digest = clusters.star_step(inputs, step.sliced(task), s, out, R)
         return {"edges": edges, "hash": digest}
+    if kind == "labels":
+        fixed, total, R = args
+        stars = _range_files(work_dir, _step_dir(fixed), R)
+        return {"nodes": clusters.label_nodes(stars, task, _range_file(work_dir / LABELS_DIR, task), total, P)}
     if kind == "members":
         table = UnitTable.load(work_dir)
-        fixed, R = args
-        stars = _range_files(work_dir, _step_dir(fixed), R)
+        (R,) = args
+        labels = _range_files(work_dir, LABELS_DIR, R)
         out = _range_file(work_dir / "members", task)
-        members = shipping.ship(stars, step.sliced(task), task, DocStore(table), out, P, _member_schema(stage))
+        members = shipping.ship(labels, task, DocStore(table), out, P, _member_schema(stage))
         return {"members": members}
     if kind == "decide":
         return _decide(stage, work_dir, task, *args)
@@ -177,7 +194,7 @@ def _member_schema(stage) -> pa.Schema:
 
 
 def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
-    """Survivors and removals of the clusters whose centre hashes to ``q`` (``shipping.decide_task``)."""
+    """Survivors and removals of the clusters whose centre hashes to ``q`` (``clusters.hash_partition``)."""
     P, o = stage.partitions(), stage.options
     members = shipping.read_tables(_range_files(work_dir, "members", P), q, _member_schema(stage))
     decisions = decide(members, imported=imported, verify=o.verify, min_similarity=o.min_similarity, exact=o.exact)

@@ -5,12 +5,18 @@ Why: ``decide`` ranks a cluster's members by their attributes (quality, id, exac
 stored signature, with ``verify`` the shingles), which live in the units' docs files. A
 decide task per cluster would touch documents of any unit, so on an object store
 every task would download every docs file whole. Instead ``ship`` task ``r`` reads the
-fixed point's adjacency of document range ``r`` (each clustered document of the range
-and its centre), opens only the docs files of the units overlapping range ``r``, and
-writes its clustered documents' rows to one file partitioned by decide task
-(``decide_task``); decide task ``q`` reads partition ``q`` of every such file. Singletons,
+labels of document range ``r`` (each clustered document of the range and its centre,
+from ``clusters.label_nodes``), opens only the docs files of the units overlapping range
+``r``, and writes its clustered documents' rows to one file partitioned by decide task
+(a hash range of the centre, ``clusters.hash_partition``); decide task ``q`` reads
+partition ``q`` of every such file. Singletons,
 most of a corpus, are never shipped, and each docs file is read only by the tasks whose
 range its unit overlaps (one or two where a range holds several units).
+
+Why the labels, not the fixed point's adjacency: the component steps keep nodes in hash
+ranges, so a document range's nodes are in every one of them, and a centre's adjacency
+holds its whole cluster; the labels round regroups one (gid, centre) record per node by
+document range, so task ``r`` reads just its own documents' labels.
 
 Why a hash of the centre, not its range: a centre is its cluster's smallest gid, so where
 a corpus repeats itself (copies of a crawl, the same pages in several dumps) every centre
@@ -33,7 +39,6 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.formats import partfile
-from pipeline.kernels.mixing import splitmix64
 from stages.dedup import clusters
 from stages.dedup.store import DocStore, docs_schema
 
@@ -44,33 +49,18 @@ def member_schema(stored_width: int, verify: bool) -> pa.Schema:
     return pa.schema(fields + list(docs_schema(stored_width, verify)))
 
 
-def ship(
-    stars: list[Path], parts: range, r: int, store: DocStore, out: Path, partitions: int, schema: pa.Schema
-) -> int:
-    """Document range ``r``'s clustered documents, from partitions ``parts`` of the fixed
-    point's adjacency files ``stars`` (the node range holding ``r``: the component steps
-    may use fewer, larger ranges), written to ``out`` partitioned by their centre's decide
-    task; returns how many."""
-    adj = clusters.read_adjacency(stars, parts)  # sorted by (u, v): a node's first v is its smallest
-    adj = adj[clusters.node_partition(adj["u"], store.table.total, partitions) == r]
-    first = np.ones(len(adj), bool)
-    first[1:] = adj["u"][1:] != adj["u"][:-1]
-    gids = adj["u"][first]
-    # At the fixed point a centre's neighbours are all larger, a leaf's one neighbour is its centre.
-    comp = np.minimum(gids, adj["v"][first])
+def ship(labels: list[Path], r: int, store: DocStore, out: Path, partitions: int, schema: pa.Schema) -> int:
+    """Document range ``r``'s clustered documents, from partition ``r`` of the label files
+    ``labels``, written to ``out`` partitioned by their centre's decide task; returns how many."""
+    labelled = clusters.read_labels(labels, r)
+    gids, comp = labelled["gid"], labelled["comp"]
     if len(gids):
         rows = store.gather(gids, schema.names[2:]).add_column(0, "comp", pa.array(comp))
         rows = rows.add_column(0, "gid", pa.array(gids)).cast(schema)
     else:
         rows = schema.empty_table()
-    write_tables(out, rows, decide_task(comp, partitions), partitions)
+    write_tables(out, rows, clusters.hash_partition(comp, partitions), partitions)
     return len(gids)
-
-
-def decide_task(centres: np.ndarray, partitions: int) -> np.ndarray:
-    """The decide task of each cluster centre: a SplitMix64 hash of the gid, so clusters
-    spread evenly over the tasks even when every centre lies in one gid range."""
-    return (splitmix64(np.asarray(centres, np.int64)) % np.uint64(partitions)).astype(np.int64)
 
 
 def write_tables(final: Path, rows: pa.Table, partition: np.ndarray, partitions: int) -> None:

@@ -259,7 +259,7 @@ class Dedup(GlobalStage):
         with open(tmp, "wb") as f:
             np.save(f, index)
         os.replace(tmp, final)
-        clusters.write_adjacency(forest_path(work_dir, partition), forest, table.total, self.partitions())
+        clusters.write_adjacency(forest_path(work_dir, partition), forest, self.partitions())
         return {"dedup.candidate_pairs": pairs}
 
     # -- finalize (rounds of tasks, see ``finalize``) ----------------------------------
