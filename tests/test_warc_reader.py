@@ -23,7 +23,7 @@ from warcio.warcwriter import WARCWriter
 
 from pipeline.engine.run import run_pipeline
 from pipeline.readers import InputSpec, detect_format, read_input
-from pipeline.readers.common import Span
+from pipeline.readers.common import Span, StrictModeError
 from pipeline.readers.splits import plan_spans
 from pipeline.readers.warc import SCHEMA
 
@@ -211,6 +211,19 @@ def test_wet_conversions_are_text_as_it_is(tmp_path):
     assert skipped == {"warc:warcinfo": 1, "warc:empty-conversion": 1}
 
 
+def test_a_member_of_several_records_is_read_through(tmp_path):
+    recs = [record("warcinfo", b"a: b\r\n"), response(), response(PAGE * 40), response(url="https://b.example/")]
+    docs, bad, skipped = read(write(tmp_path, gzip.compress(b"".join(recs))), max_doc_bytes=len(PAGE) * 10)
+    assert [d["url"] for d in docs] == ["https://example.com/", "https://b.example/"]
+    assert reasons(bad) == [("bad-input:warc-oversized", 0)] and skipped == {"warc:warcinfo": 1}
+
+
+def test_strict_mode_stops_at_the_first_damage(tmp_path):
+    path = write(tmp_path, members(response()) + b"garbage" + members(response()))
+    with pytest.raises(StrictModeError, match="warc-garbage"):
+        read(path, strict=True)
+
+
 def test_warcio_written_files_read_back(tmp_path):
     out = io.BytesIO()
     writer = WARCWriter(out, gzip=True)
@@ -351,14 +364,16 @@ def test_any_cut_of_a_hostile_file_reads_exactly_the_whole_file(tmp_path, cuts):
 # -- a run ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("split_bytes", [0, 40000])
-def test_prep_run_on_the_shared_warcs_reports_pages_and_skipped_records(tmp_path, shared_data, split_bytes):
-    run = f"[run]\nsplit_bytes = {split_bytes}\ngroup_bytes = 0\n"
+@pytest.mark.parametrize(("split_bytes", "group_bytes", "units"), [(0, 0, 2), (40000, 0, 12), (0, 1 << 22, 1)])
+def test_prep_run_on_the_shared_warcs_reports_pages_and_skipped_records(
+    tmp_path, shared_data, split_bytes, group_bytes, units
+):
+    """A unit per file, per span of a file, and one for both files."""
+    run = f"[run]\nsplit_bytes = {split_bytes}\ngroup_bytes = {group_bytes}\n"
     config = write_config(tmp_path / "run.toml", f'{run}[sources.web]\npaths = ["{shared_data}/warc/*.warc.gz"]\n')
     manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert manifest["balance"] == {"input": 37, "output": 37, "rejected": 0}
     assert manifest["skipped"] == {"warc:metadata": 2, "warc:request": 37, "warc:resource": 4, "warc:warcinfo": 2}
     assert json.loads((tmp_path / "out" / "manifest.json").read_text())["skipped"] == manifest["skipped"]
     assert all(entry["sha256"] and entry["bytes"] for entry in manifest["inputs"])
-    units = len(list((tmp_path / "out" / "stats" / "segment-0" / "web").glob("*.json")))
-    assert (units > 2) == (split_bytes > 0), units
+    assert len(list((tmp_path / "out" / "stats" / "segment-0" / "web").glob("*.json"))) == units

@@ -38,7 +38,7 @@ from pipeline.readers.common import BadInput
 END = b"\r\n\r\n"
 HEADER_CAP = 1 << 16  # a WARC or HTTP header block longer than this is damage
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-BINARY_SAMPLE = 1 << 16  # bytes of a body looked at to tell binary from text
+BINARY_SAMPLE = 1 << 13  # bytes of a body looked at to tell binary from text
 BINARY_SHARE = 0.02  # more control bytes than this share of the sample: binary
 # Control bytes that text does not hold (tab, LF, FF, CR and ESC are text's).
 _CONTROL = bytes([*range(0x00, 0x09), 0x0B, *range(0x0E, 0x1B), *range(0x1C, 0x20)])
