@@ -8,7 +8,7 @@ Shape::
 
     [run]                       # optional
     workers = 2
-    split_bytes = 67108864            # cut plain JSON lines, Parquet and Arrow files larger
+    split_bytes = 67108864            # cut plain JSON lines, Parquet, Arrow and .warc.gz files larger
                                       # than this into units of about this size, so every
                                       # worker has work (default 64 MB; 0: a unit per file)
     group_bytes = 4194304             # pack files smaller than this, in order, into units
@@ -16,7 +16,9 @@ Shape::
     [sources.web]
     paths = ["data/web/*.jsonl.gz"]   # globs, relative to the config file's folder,
                                       # or URIs: "s3://bucket/c4/*.json.gz" (see storage)
-    format = "auto"                   # auto | jsonl | parquet | arrow | redpajama-v2
+    format = "auto"                   # auto | jsonl | parquet | arrow | redpajama-v2 | warc
+                                      # (warc: .warc, .warc.gz and WET files; HTML pages
+                                      # come with text = "" and the raw page in html)
                                       # (redpajama-v2: paths may name the dataset root, a
                                       # snapshot folder or a listing file)
     minhash = 0.8                     # redpajama-v2 only: read the shipped MinHash bands at

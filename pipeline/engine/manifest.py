@@ -2,7 +2,9 @@
 
 Every input document ends exactly once in the output or in the rejects ledger, so
 ``input == output + rejected`` overall, per source and per stage; ``build_manifest``
-checks that and refuses to write a manifest that does not add up. The manifest holds
+checks that and refuses to write a manifest that does not add up. Input records that
+are no documents at all (a WARC's requests, metadata, redirects) are outside the
+balance: ``skipped`` counts them by kind. The manifest holds
 no timestamps, so an interrupted and resumed run writes the same bytes as a clean one.
 """
 
@@ -47,12 +49,14 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
     by_reason: dict[str, Counter] = defaultdict(Counter)
     stages: dict[str, dict] = {}
     bad_input: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()  # input records that are no documents (``pipeline.readers.warc``)
     read_warnings: set[str] = set()  # the readers' (a RedPajama-V2 component never produced)
     for stats in unit_stats:
         source = sources[stats["source"]]
         if stats["segment"] == 0:
             source["input"] += stats["input"]
             read_warnings.update(stats.get("warnings", []))
+            skipped.update(stats.get("skipped", {}))
         if stats["segment"] == last_segment:
             source["output"] += stats["output"]
         source["rejected"] += stats["rejected"]
@@ -96,6 +100,7 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
         },
         "stages": ordered_stages,
         "bad_input": dict(sorted(bad_input.items())),
+        "skipped": dict(sorted(skipped.items())),
         "warnings": _warnings(config, labels, ordered_stages) + sorted(read_warnings),
     }
 

@@ -37,6 +37,10 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         total = sum(manifest["bad_input"].values())
         kinds = ", ".join(f"{k.removeprefix('bad-input:')} {n:,}" for k, n in manifest["bad_input"].items())
         w(f"  bad input quarantined: {total:,} ({kinds}); see {out}/rejects (stage 'read') for files and lines\n")
+    if manifest.get("skipped"):
+        total = sum(manifest["skipped"].values())
+        kinds = ", ".join(f"{k} {n:,}" for k, n in manifest["skipped"].items())
+        w(f"  input records that are no documents, skipped: {total:,} ({kinds})\n")
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
     cost = _read_cost(out)

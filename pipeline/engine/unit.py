@@ -114,6 +114,7 @@ def run_unit(
     files_read: dict[str, dict] = {}  # file key -> its size and sha256, as each file's read ends
     warnings: list[str] = []  # what the readers warn of (a RedPajama-V2 component never produced)
     bad_input: Counter[str] = Counter()
+    skipped: Counter[str] = Counter()  # input records that are no documents, by kind (a WARC's requests, ...)
     cpu: Counter[str] = Counter()
 
     for _, stage in steps:
@@ -129,6 +130,7 @@ def run_unit(
         if extra:
             files_read[extra["path"]] = extra
             warnings += extra.get("warnings", [])
+            skipped.update(extra.get("skipped", {}))
         documents_in = tokens_out = 0
         if segment.index == 0:
             input_ids += [id_hashes(b.column(ID)) for b in (batch, bad) if b is not None and b.num_rows]
@@ -159,6 +161,7 @@ def run_unit(
         "segment": segment.index,
         **counts,
         "bad_input": dict(sorted(bad_input.items())),
+        "skipped": dict(sorted(skipped.items())),
         "stages": {label: t.as_dict() for label, t in tallies.items()},
         "warnings": warnings,
     }

@@ -4,7 +4,10 @@ ledger rows for input that could not be read (quarantined, never silently droppe
 ``read_input(path, spec)`` picks the reader from the file name (or ``format`` in the
 source's config): JSON lines (``.jsonl``, ``.json``, ``.ndjson``, C4's ``.json.gz``, any
 of them compressed with gzip, zstd, bz2 or xz), Parquet, Hugging Face ``datasets`` Arrow files (``save_to_disk``),
-and RedPajama-V2's documents joined with their signals, duplicate ids and MinHash bands (``redpajama_v2``).
+RedPajama-V2's documents joined with their signals, duplicate ids and MinHash bands (``redpajama_v2``),
+and WARC and WET files (``.warc``, ``.warc.gz``, ``.warc.wet.gz``: ``warc``), whose damage is
+located at its byte offset and whose records that are no document are counted, not
+quarantined (the last chunk's ``extra["skipped"]``).
 
 Nothing a reader yields is unsafe downstream: every string it yields is valid UTF-8, and
 no JSON line nested deeper than ``nesting.MAX_DEPTH`` reaches a parser. What cannot be
@@ -42,9 +45,10 @@ from pipeline.readers.common import Chunk, InputSpec
 from pipeline.readers.jsonl import read_jsonl
 from pipeline.readers.parquet import read_parquet
 from pipeline.readers.redpajama_v2 import read_redpajama_v2
+from pipeline.readers.warc import read_warc
 
 # "redpajama-v2" is never told from a name (its documents are C4-like .json.gz): it is asked for.
-FORMATS = ("jsonl", "parquet", "arrow", "redpajama-v2")
+FORMATS = ("jsonl", "parquet", "arrow", "redpajama-v2", "warc")
 
 __all__ = ["Chunk", "InputSpec", "FORMATS", "detect_format", "read_input"]
 
@@ -59,6 +63,8 @@ def detect_format(path: Path | str) -> str:
         return "parquet"
     if name.endswith(".arrow"):
         return "arrow"
+    if name.endswith((".warc", ".wet")):
+        return "warc"
     raise ValueError(f"{path}: cannot tell the format from the file name; set format = one of {', '.join(FORMATS)}")
 
 
@@ -73,4 +79,6 @@ def read_input(path: Path, spec: InputSpec, fmt: str = "auto") -> Iterator[Chunk
         return read_arrow_file(path, spec)
     if fmt == "redpajama-v2":
         return read_redpajama_v2(path, spec)
+    if fmt == "warc":
+        return read_warc(path, spec)
     raise ValueError(f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}")

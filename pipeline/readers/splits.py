@@ -14,6 +14,11 @@ any machine and for any worker count:
 * Parquet: consecutive row groups, about ``split_bytes`` of them (compressed) a piece,
   read from the footer.
 * Arrow IPC (``datasets``' files): consecutive record batches, the same way.
+* WARC files compressed per record (``.warc.gz``, Common Crawl's one gzip member a
+  record): byte ranges of about equal size, cut anywhere; a piece's reader starts at the
+  first member at or after its start and reads the members that start before its end
+  (``warc_framing``), so nothing is read at plan time but the first bytes. A plain
+  ``.warc`` is one unit (a ``WARC/1.`` line may stand inside a record's body).
 * RedPajama-V2 documents files: never cut, since their signals, duplicates and MinHash
   are joined by row over the whole file (``redpajama_v2``).
 * zstd JSON lines of several frames: runs of whole frames, starting at the first frame
@@ -56,6 +61,8 @@ def plan_spans(path: Path, fmt: str, split_bytes: int, block_bytes: int) -> list
             return None
         if fmt == "jsonl":
             spans = _jsonl_spans(path, even_step(path.stat().st_size, split_bytes, block_bytes), block_bytes)
+        elif fmt == "warc":
+            spans = _warc_spans(path, even_step(path.stat().st_size, split_bytes, 1))
         else:
             spans = {"parquet": _parquet_spans, "arrow": _arrow_spans}[fmt](path, split_bytes)
     except READ_ERRORS:
@@ -117,6 +124,16 @@ def _jsonl_spans(path: Path, step: int, block_bytes: int) -> list[Span]:
             newlines += _count_newlines(chunk[counted:])
             position += n
     return [Span(start, end, line) for start, end, line in zip(starts, [*starts[1:], size], lines)]
+
+
+def _warc_spans(path: Path, step: int) -> list[Span]:
+    """Byte ranges of a gzip-compressed WARC file (the location of a WARC record is its
+    byte offset, so a piece's first location is its start)."""
+    with open(path, "rb") as f:
+        if f.read(len(codecs.GZIP.magics[0])) != codecs.GZIP.magics[0]:
+            return []
+    size = path.stat().st_size
+    return [Span(start, min(start + step, size), start) for start in range(0, size, step)]
 
 
 def _count_newlines(data: memoryview) -> int:
