@@ -1,0 +1,277 @@
+"""Where WARC records are in a file, and where reading resumes after damage.
+
+* ``.warc.gz``: gzip members, Common Crawl's one record a member (a member holding
+  several records, as ``gzip file.warc`` makes, is read through too). A member starts
+  where a gzip header (``1f 8b 08``, no reserved flag bits) inflates to ``WARC/``: a
+  stray ``1f 8b 08`` inside compressed data almost never does. Bytes where the next
+  member should start and none does are one ``warc-garbage`` row (or ``warc-corrupt-gzip``
+  when they hold a gzip header that inflates to nothing WARC), and a member that fails
+  to inflate is one ``warc-corrupt-gzip``/``warc-truncated-gzip`` row; either way reading
+  resumes at the next member start. Rows are located at the compressed byte offset of
+  the member or garbage, and so is every record of a member.
+* ``.warc``: records framed by ``Content-Length``; after damage reading resumes at the
+  next line that starts ``WARC/1.``. Rows are located at the record's byte offset.
+
+A span of a ``.warc.gz`` (``splits``) reads the members that start in ``[start, end)``
+and the damage right after each, beginning at the first member start at or after
+``start``: so every member and every damaged stretch is read by exactly one span, as
+the whole file's reader reads it. (The exception would be a member whose compressed
+bytes hold a whole stored gzip WARC record, a WARC archived inside a WARC: a span cut
+inside it would start there.) A plain ``.warc`` is one unit.
+
+Memory: one read block (``BLOCK``), one inflate step and the record being parsed, whose
+block never holds more than ``max_doc_bytes``; what is skipped streams past.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from typing import BinaryIO
+
+from isal import isal_zlib
+
+from pipeline.readers.common import BadInput
+from pipeline.readers.warc_records import FRAMING_DAMAGE, Item, records
+
+GZIP_MAGIC = b"\x1f\x8b\x08"
+RECORD_START = b"\nWARC/1."
+BLOCK = 1 << 20  # raw bytes read at a time
+STEP = 1 << 18  # inflated bytes asked of a member at a time
+FEED = 1 << 16  # compressed bytes fed to it at a time (what it leaves over is copied)
+PROBE = 1 << 12  # compressed bytes a member start is tried on
+RAW_KEEP = 4096  # bytes of garbage kept in its ledger row
+
+_BLANK = re.compile(rb"[\r\n]*")
+
+
+class FileWindow:
+    """Random access to a local file through one block of it: reading resumes at offsets
+    behind the one read last (after damage), so the file is not read as one stream."""
+
+    def __init__(self, file: BinaryIO):
+        self._file = file
+        self.size = os.fstat(file.fileno()).st_size
+        self._start, self._data = 0, b""
+
+    def read(self, offset: int, n: int) -> memoryview:
+        """Up to ``n`` bytes from ``offset`` (fewer at the file's end)."""
+        end = self._start + len(self._data)
+        if not (self._start <= offset and (offset + n <= end or end == self.size)):
+            self._file.seek(offset)
+            self._start, self._data = offset, self._file.read(max(n, BLOCK))
+        i = offset - self._start
+        return memoryview(self._data)[i : i + n]
+
+    def available(self, offset: int, n: int) -> memoryview:
+        """Up to ``n`` bytes from ``offset``, as many as the block read holds (one read
+        when it holds none): what is fed to an inflater step."""
+        if not self._start <= offset < self._start + len(self._data):
+            return self.read(offset, n)
+        i = offset - self._start
+        return memoryview(self._data)[i : i + n]
+
+    def find(self, pattern: bytes, offset: int, stop: int | None = None) -> int:
+        """The offset of the first ``pattern`` starting in ``[offset, stop)``, else -1."""
+        stop = self.size if stop is None else min(stop, self.size)
+        while offset < stop:
+            self.read(offset, len(pattern))
+            i = offset - self._start
+            found = self._data.find(pattern, i, i + stop - offset + len(pattern) - 1)
+            if found >= 0:
+                return self._start + found
+            offset = self._start + max(len(self._data) - len(pattern) + 1, i + 1)
+        return -1
+
+    def pieces(self, offset: int) -> Iterator[memoryview]:
+        """The file from ``offset`` to its end, a block at a time."""
+        while piece := self.read(offset, BLOCK):
+            yield piece
+            offset += len(piece)
+
+
+class ByteStream:
+    """Bytes pulled on demand from pieces (a member's inflated output, or a file's
+    blocks); ``offset`` counts what was consumed, from ``base``. ``truncates``: whether its
+    end is the file's (plain) rather than a member's."""
+
+    def __init__(self, pieces: Iterator[bytes | memoryview], base: int = 0, truncates: bool = False):
+        self._pieces = pieces
+        self._buffer, self._position = b"", 0
+        self.offset = base
+        self.truncates = truncates
+
+    def _more(self) -> bool:
+        piece = next(self._pieces, None)
+        if piece is None:
+            return False
+        self._buffer = self._buffer[self._position :] + piece
+        self._position = 0
+        return True
+
+    def _consume(self, n: int) -> bytes:
+        data = self._buffer[self._position : self._position + n]
+        self._position += len(data)
+        self.offset += len(data)
+        return data
+
+    def at_end(self) -> bool:
+        while self._position >= len(self._buffer):
+            if not self._more():
+                return True
+        return False
+
+    def skip_blank(self) -> None:
+        """Past the CR and LF bytes between records."""
+        while not self.at_end():
+            end = _BLANK.match(self._buffer, self._position).end()
+            self.offset += end - self._position
+            self._position = end
+            if end < len(self._buffer):
+                return
+
+    def until(self, separator: bytes, limit: int) -> bytes | None:
+        """The bytes up to and with ``separator`` if it ends within ``limit`` bytes, else None."""
+        searched = 0
+        while True:
+            start = self._position + max(searched - len(separator) + 1, 0)
+            found = self._buffer.find(separator, start, self._position + limit)
+            if found >= 0:
+                return self._consume(found + len(separator) - self._position)
+            searched = len(self._buffer) - self._position
+            if searched >= limit or not self._more():
+                return None
+
+    def take(self, n: int) -> bytes:
+        """The next ``n`` bytes (fewer at the end), joined once."""
+        parts = [self._buffer[self._position : self._position + n]]
+        held = len(parts[0])
+        self._position += held
+        while held < n and (piece := next(self._pieces, None)) is not None:
+            parts.append(piece)
+            held += len(piece)
+            if held > n:  # this piece goes past: keep its rest
+                cut = len(piece) - (held - n)
+                self._buffer, self._position = bytes(piece[cut:]), 0
+                parts[-1] = piece[:cut]
+        data = b"".join(parts)
+        self.offset += len(data)
+        return data
+
+    def skip(self, n: int) -> int:
+        """Past the next ``n`` bytes without holding them; how many there were."""
+        skipped = min(n, len(self._buffer) - self._position)
+        self._position += skipped
+        while skipped < n and (piece := next(self._pieces, None)) is not None:
+            if skipped + len(piece) > n:
+                self._buffer, self._position = bytes(piece), n - skipped
+                skipped = n
+            else:
+                skipped += len(piece)
+        self.offset += skipped
+        return skipped
+
+    def drain(self) -> None:
+        for _ in self._pieces:
+            pass
+
+
+class _Damage(Exception):
+    """A gzip member that does not inflate: (kind, detail)."""
+
+
+class _Member:
+    """One gzip member's inflated bytes (``pieces``); ``end`` is where it ends once read."""
+
+    def __init__(self, window: FileWindow, start: int):
+        self.window, self.start, self.end = window, start, None
+
+    def pieces(self) -> Iterator[bytes]:
+        inflate, at = isal_zlib.decompressobj(31), self.start
+        while not inflate.eof:
+            data = self.window.available(at, FEED)
+            if not len(data):
+                raise _Damage("warc-truncated-gzip", "the file ends inside this gzip member")
+            try:
+                out = inflate.decompress(data, STEP)
+            except isal_zlib.error as error:
+                raise _Damage("warc-corrupt-gzip", str(error)) from None
+            at += len(data) - len(inflate.unconsumed_tail) - len(inflate.unused_data)
+            if out:
+                yield out
+        self.end = at
+
+
+def member_at(window: FileWindow, offset: int) -> bool:
+    """Whether a gzip member of a WARC record starts at ``offset``."""
+    head = window.read(offset, PROBE)
+    if len(head) < 10 or head[:3] != GZIP_MAGIC or head[3] & 0xE0:
+        return False
+    try:  # zlib, not ISA-L: it stops inflating at the five bytes asked for
+        return zlib.decompressobj(31).decompress(head, 5) == b"WARC/"
+    except zlib.error:
+        return False
+
+
+def next_member(window: FileWindow, offset: int, stop: int | None = None) -> int:
+    """The first member start in ``[offset, stop)``, else ``stop`` (or the file's end)."""
+    end = window.size if stop is None else stop
+    while (found := window.find(GZIP_MAGIC, offset, end)) >= 0:
+        if member_at(window, found):
+            return found
+        offset = found + 1
+    return end
+
+
+def gzip_items(window: FileWindow, start: int, end: int, cap: int) -> Iterator[tuple[int, Item]]:
+    """(position reached, item) for the members starting in ``[start, end)``."""
+    position = 0 if start == 0 else next_member(window, start, end)
+    if position >= end:
+        return  # no member starts in the span
+    while position < window.size:
+        if not member_at(window, position):
+            resume = next_member(window, position + 1)
+            yield resume, _garbage(window, position, resume)
+            position = resume
+            continue
+        if position >= end:
+            return
+        member = _Member(window, position)
+        stream = ByteStream(member.pieces())
+        damaged = False
+        try:
+            for item in records(stream, position, cap):
+                damaged = isinstance(item, BadInput) and item.kind in FRAMING_DAMAGE
+                yield position, item
+            stream.drain()
+            position = member.end
+        except _Damage as damage:
+            if not damaged:
+                yield position, BadInput(position, *damage.args, None)
+            position = next_member(window, position + 1)
+
+
+def _garbage(window: FileWindow, start: int, end: int) -> BadInput:
+    """The row for bytes where a member should start and none does."""
+    if window.read(start, len(GZIP_MAGIC)) == GZIP_MAGIC:
+        kind, what = "warc-corrupt-gzip", "of a gzip member that inflates to no WARC record"
+    else:
+        kind, what = "warc-garbage", "that are no gzip member"
+    raw = bytes(window.read(start, min(end - start, RAW_KEEP)))
+    return BadInput(start, kind, f"{end - start} bytes {what}, up to the next member", raw)
+
+
+def plain_items(window: FileWindow, cap: int) -> Iterator[tuple[int, Item]]:
+    """(position reached, item) for the records of an uncompressed file."""
+    position = 0
+    while position < window.size:
+        stream = ByteStream(window.pieces(position), position, truncates=True)
+        item = None
+        for item in records(stream, None, cap):
+            yield stream.offset, item
+        if not (isinstance(item, BadInput) and item.kind in FRAMING_DAMAGE):
+            return  # records read to the file's end
+        found = window.find(RECORD_START, item.line)
+        position = window.size if found < 0 else found + 1
