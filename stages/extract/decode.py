@@ -12,9 +12,9 @@ charset is used only where the bytes decode in it without error, with one except
 that are valid UTF-8 and hold multi-byte sequences are UTF-8 even where a single-byte
 charset is declared (a single-byte text almost never forms valid UTF-8 by chance, and
 every single-byte charset decodes anything, so its "success" proves nothing). Where no
-declared charset decodes cleanly, a page that is UTF-8 but for a few stray bytes (a
-windows-1252 quote pasted into a UTF-8 template) keeps its UTF-8 reading with those bytes
-replaced, before detection (uchardet) is asked; a page whose best reading is still mostly
+declared charset decodes cleanly (or none is declared), valid UTF-8 is UTF-8, and so is a
+page that is UTF-8 but for a few stray bytes (a windows-1252 quote pasted into a UTF-8
+template), those bytes replaced, before detection (uchardet) is asked; a page whose best reading is still mostly
 replacement characters is ``undecodable``. The text that comes out is always valid Unicode.
 """
 
@@ -87,17 +87,21 @@ def _strict(raw: bytes, codec: str) -> str | None:
         return None
 
 
-def _utf8_with_strays(raw: bytes) -> str | None:
-    """``raw`` read as UTF-8 if only a few of its non-ASCII characters are invalid bytes."""
+def _utf8_with_strays(raw: bytes) -> tuple[str | None, int]:
+    """(``raw`` read as UTF-8, how many invalid bytes were replaced), or (None, n) when
+    too few of its non-ASCII characters are valid to call it UTF-8."""
     text = raw.decode("utf-8", "replace")
     replaced = text.count("\ufffd")
+    if not replaced:
+        return text, 0
     valid = len(text) - len(raw.decode("ascii", "ignore")) - replaced
-    return text if valid >= VALID_PER_STRAY * replaced else None
+    return (text if valid >= VALID_PER_STRAY * replaced else None), replaced
 
 
 def decode(raw: bytes, http_charset: str | None) -> tuple[str | None, str]:
     """(text, how it was read: ``bom``, ``http``, ``meta``, ``utf8-over-<declared>``,
-    ``detected``, ``utf8-strays``, ``replaced``), or (None, ``undecodable``)."""
+    ``utf8`` (valid UTF-8, nothing declared that reads it), ``utf8-strays``, ``detected``,
+    ``replaced``), or (None, ``undecodable``)."""
     bom = bom_codec(raw)
     if bom is not None:
         return raw.decode(bom, "replace").lstrip("\ufeff"), "bom"
@@ -115,9 +119,9 @@ def decode(raw: bytes, http_charset: str | None) -> tuple[str | None, str]:
         text = _strict(raw, codec)
         if text is not None:
             return text, how
-    text = _utf8_with_strays(raw)
+    text, replaced = _utf8_with_strays(raw)
     if text is not None:
-        return text, "utf8-strays"
+        return text, "utf8-strays" if replaced else "utf8"
     from resiliparse.parse.encoding import detect_encoding
 
     detected = codec_for(detect_encoding(raw, max_len=DETECT_BYTES, from_html_meta=False)) or "utf-8"
