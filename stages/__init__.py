@@ -5,6 +5,7 @@ from stages import (  # noqa: F401
     column_filter,
     decontaminate,
     dedup,
+    extract,
     fix_text,
     langid,
     length,

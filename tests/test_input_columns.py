@@ -51,6 +51,7 @@ def _model(**threshold) -> Callable[[Path], dict]:
 # Options to exercise each stage with: (stage name, options given a scratch folder). Every
 # registered stage needs one here; a stage whose options change its columns, one per kind.
 EXAMPLES: dict[str, tuple[str, Callable[[Path], dict]]] = {
+    "extract": ("extract", lambda tmp: {}),
     "fix_text": ("fix_text", lambda tmp: {}),
     "normalize": ("normalize", lambda tmp: {}),
     "length": ("length", lambda tmp: {"min_chars": 50}),
