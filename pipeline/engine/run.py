@@ -289,7 +289,7 @@ def _remove_temporaries(out: Path) -> None:
 
 def _file_bytes(unit: Unit) -> int:
     """The size on disk of the files a unit reads (all of each, for a piece of one)."""
-    return sum(int(file.version[0]) for file in unit.files)
+    return sum(file.size for file in unit.files)
 
 
 def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
@@ -298,7 +298,7 @@ def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
     FIFO) was planned with size 0 (``input_stat``), which ``parsed_bytes`` never opens."""
     pieces = Counter((unit.source, unit.first_index) for unit in units)
     return {
-        (u.source, u.name): sum(parsed_bytes(f.path, int(f.version[0])) for f in u.files)
+        (u.source, u.name): sum(parsed_bytes(f.path, f.size) for f in u.files)
         / pieces[u.source, u.first_index]
         for u in units
     }
