@@ -1,27 +1,32 @@
-"""Lines of resiliparse's main content that are navigation, not text: what its own heuristics
-keep of a page's chrome (related-story lists, menus, "Read more" and tag links), found by
-link density, the signal boilerpipe, jusText and trafilatura all use.
+"""Lines of resiliparse's main content that are a page's chrome, not its text: what its own
+heuristics keep of related-story lists, menus, pagers and tag links, found by link density
+(the signal boilerpipe, jusText and trafilatura all use), and short copyright notices.
 
 resiliparse's ``preserve_formatting="minimal_html"`` with ``links=True`` writes the main
 content with ``<a href="...">`` around each link's text, and paragraphs, headings and list
 items on lines of their own. It escapes everything else (``&lt; &gt; &amp; &quot;``, in the
 text and in attribute values), so a ``<`` always opens one of its tags and a ``>`` closes it.
 
-One pass over the UTF-8 bytes (``link_lines_to_text``) drops each line whose every word is
-link text, strips the tags and unescapes the entities, giving back resiliparse's plain text
-(the same words as ``preserve_formatting=True``). A word outside a link (a sentence that
-links a few words, the "By" before an author's link) keeps the line, and so does a line
-where a link is still open at its end (a block wrapped in one ``<a>``: the kernel reads one
-line at a time, and some pages wrap their whole article in an unclosed link). A word
-character is an ASCII letter, digit or ``_``, or a non-ASCII character other than Latin-1's
-signs (U+0080-U+00BF: no-break space, ``« » © ·``) and U+2000-U+2FFF (punctuation: dashes,
-curly quotes, bullets, ellipsis; arrows, symbols, box drawing).
+One pass over the UTF-8 bytes (``link_lines_to_text``) strips the tags and unescapes the
+entities, giving back resiliparse's plain text (the same words as
+``preserve_formatting=True``), less two kinds of line:
+
+- a line whose every word is link text. A word outside a link (a sentence that links a few
+  words, the "By" before an author's link) keeps the line, and so does a line where a link
+  is still open at its end (a block wrapped in one ``<a>``: the kernel reads one line at a
+  time, and some pages wrap their whole article in an unclosed link);
+- a line with the copyright sign ``©`` and at most ``MAX_NOTICE_WORDS`` words.
+
+A word is a run of word characters: ASCII letters, digits and ``_``, and non-ASCII
+characters other than Latin-1's signs (U+0080-U+00BF: no-break space, ``« » © ·``) and
+U+2000-U+2FFF (punctuation: dashes, curly quotes, bullets, ellipsis; arrows, symbols, box
+drawing).
 
 Measured with ``benchmarks/extract.py --split``, tuned on the even pages, the odd ones held
-out: F1 0.847 -> 0.858 (even), 0.844 -> 0.855 (odd); precision +0.026, recall -0.009. A
-word-count cap on the dropped lines or a link share under all of them scores no better.
-The pass costs about 1.5% of the extraction's time (30 us a page; links in the output
-another 4%).
+out (F1): link lines 0.847 -> 0.858 (even), 0.844 -> 0.855 (odd), precision +0.026 and
+recall -0.009; notices +0.001 more on each. A word-count cap on the dropped link lines, or
+a link share under all of them, scores no better. The pass costs about 2.5% of the
+extraction's time (50 us a page); the links in resiliparse's output another 4%.
 """
 
 from __future__ import annotations
@@ -31,6 +36,10 @@ import numpy as np
 from pipeline.kernels.jit import njit
 
 _NEWLINE, _LT, _GT, _AMP, _SLASH, _SPACE, _A = 0x0A, 0x3C, 0x3E, 0x26, 0x2F, 0x20, 0x61
+# A line with the copyright sign and at most this many words is a legal notice (a site's
+# "© 2008 Name Ltd. All rights reserved | Terms"), dropped; a longer one is text that
+# mentions the sign. 10, 20, 30 on the even pages: F1 +0.0006, +0.0010, +0.0009.
+MAX_NOTICE_WORDS = 20
 
 
 def plain_text(minimal_html: str) -> str:
@@ -45,19 +54,20 @@ def link_lines_to_text(data, out):
     """Write data's text to out (never longer: tags and dropped lines only shrink it) and
     return its length; see the module's docstring for what is dropped."""
     n = len(data)
-    written = line_start = 0
-    in_link = link_words = text_words = False
+    written = line_start = words = 0
+    in_link = link_words = text_words = in_word = notice = False
     i = 0
     while i < n:
         b = data[i]
         if b == _NEWLINE:
-            if link_words and not text_words and not in_link:
+            if _boilerplate(link_words, text_words, in_link, notice, words):
                 written = line_start
             else:
                 out[written] = b
                 written += 1
             line_start = written
-            in_link = link_words = text_words = False
+            words = 0
+            in_link = link_words = text_words = in_word = notice = False
             i += 1
         elif b == _LT:
             if i + 2 < n and data[i + 1] == _A and (data[i + 2] == _SPACE or data[i + 2] == _GT):
@@ -72,17 +82,31 @@ def link_lines_to_text(data, out):
             byte, length = _entity(data, i, n)
             out[written] = byte
             written += 1
+            in_word = False  # each of the four is punctuation
             i += length
         else:
-            if not text_words and _is_word(b):
-                link_words = link_words or in_link
-                text_words = not in_link
+            if words <= MAX_NOTICE_WORDS or not text_words:
+                if b == 0xC2 and i + 1 < n and data[i + 1] == 0xA9:  # ©
+                    notice = True
+                if b < 0x80 or b >= 0xC0:  # not a continuation byte: its lead decided
+                    word = _is_word(b)
+                    if word and not in_word:
+                        words += 1
+                        link_words = link_words or in_link
+                        text_words = text_words or not in_link
+                    in_word = word
             out[written] = b
             written += 1
             i += 1
-    if link_words and not text_words and not in_link:
+    if _boilerplate(link_words, text_words, in_link, notice, words):
         written = line_start
     return written
+
+
+@njit(_nrt=False)
+def _boilerplate(link_words, text_words, in_link, notice, words):
+    """Whether a line is dropped: only link text (and no link still open), or a notice."""
+    return (link_words and not text_words and not in_link) or (notice and words <= MAX_NOTICE_WORDS)
 
 
 @njit(_nrt=False)
