@@ -43,7 +43,7 @@ MAX_NOTICE_WORDS = 20
 
 
 def plain_text(minimal_html: str) -> str:
-    """resiliparse's minimal HTML as plain text, less the lines that are only links."""
+    """resiliparse's minimal HTML as plain text, less the lines that are only links or notices."""
     data = np.frombuffer(minimal_html.encode(), np.uint8)
     out = np.empty(len(data), np.uint8)
     return out[: link_lines_to_text(data, out)].tobytes().decode()

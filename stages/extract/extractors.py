@@ -14,7 +14,7 @@ Settings, chosen on the shared gold set (``benchmarks/extract.py``):
   default: the gold keeps them (without, trafilatura's F1 falls 0.864 -> 0.813 and
   resiliparse's 0.847 -> 0.801). It writes minimal HTML with its links marked, so that
   ``boilerplate.py`` drops the lines that are only links and short copyright notices
-  (F1 0.845 -> 0.857 on all 2,899 pages); ``<title>`` is skipped, as the title is its own
+  (F1 0.845 -> 0.858 on all 2,899 pages); ``<title>`` is skipped, as the title is its own
   column (0.001 of it).
 - trafilatura: ``deduplicate=False`` always. Its deduplication keeps an LRU cache of text
   segments across calls, so a page's output depends on which pages the same process read

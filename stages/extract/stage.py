@@ -168,5 +168,5 @@ def warm_scan() -> None:
 
 
 def warm_link_lines() -> None:
-    """Compile the kernel that drops link-only lines from resiliparse's text (a warmup step)."""
+    """Compile the kernel that drops link-only and notice lines from resiliparse's text (a warmup step)."""
     boilerplate.plain_text('<p><a href="/">x</a> y &amp; z</p>')
