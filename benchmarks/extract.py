@@ -3,7 +3,8 @@
 Pages: ``web/web_html.jsonl.gz`` (2,899 real pages, HTML in ``text``) joined on ``id``
 with ``web/web_gold.jsonl.gz`` (their main text, extracted by people: CleanEval, Dragnet,
 L3S-GN1, Readability, CleanPortalEval); pages whose gold is empty are left out.
-``--pages N`` takes N of them, evenly spaced.
+``--split even|odd`` takes every other page (the even-indexed or the odd-indexed ones):
+tune on one, report the other as held out. ``--pages N`` then takes N of them, evenly spaced.
 
 Quality: both texts lower-cased and split into words (``\\w+``), compared as bags of
 words: precision = shared words / extracted words, recall = shared words / gold words
@@ -21,7 +22,7 @@ the HTML as text and as bytes (the WARC reader's ``html`` column, decoded by the
 against resiliparse's ``extract_plain_text`` in a plain loop over the same pages; the
 ratio is the stage's speed over the loop's.
 
-Run: python -m benchmarks.extract [--data DIR] [--pages N] [--skip-trafilatura]
+Run: python -m benchmarks.extract [--data DIR] [--split even|odd|all] [--pages N] [--skip-trafilatura]
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from stages.extract.stage import Extract
 
 WORD = re.compile(r"\w+")
+SPLITS = ("even", "odd", "all")
 BATCH = 100
 
 
@@ -51,12 +53,14 @@ def default_data_dir() -> Path:
     return here if here.is_dir() else Path("/work/shared/data")
 
 
-def read_pages(data: Path, pages: int | None) -> tuple[list[str], list[str]]:
-    """(HTML, gold text) of the pages that have both, N of them evenly spaced."""
+def read_pages(data: Path, pages: int | None, split: str = "all") -> tuple[list[str], list[str]]:
+    """(HTML, gold text) of the pages that have both, in the split, N of them evenly spaced."""
     with gzip.open(data / "web" / "web_gold.jsonl.gz", "rt", encoding="utf-8") as f:
         gold = {row["id"]: row["text"] for row in map(json.loads, f)}
     with gzip.open(data / "web" / "web_html.jsonl.gz", "rt", encoding="utf-8") as f:
         both = [(row["text"], gold[row["id"]]) for row in map(json.loads, f) if WORD.search(gold.get(row["id"], ""))]
+    if split != "all":
+        both = both[SPLITS.index(split) :: 2]
     if pages is not None and pages < len(both):
         both = [both[i * len(both) // pages] for i in range(pages)]
     return [html for html, _ in both], [text for _, text in both]
@@ -110,11 +114,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=default_data_dir())
     parser.add_argument("--pages", type=int, default=None, help="evenly spaced pages (default: all 2,899)")
+    parser.add_argument("--split", choices=SPLITS, default="all", help="even- or odd-indexed pages only")
     parser.add_argument("--skip-trafilatura", action="store_true", help="only the resiliparse rows (seconds)")
     args = parser.parse_args()
     if not (args.data / "web" / "web_html.jsonl.gz").is_file():
         sys.exit(f"no shared pages at {args.data / 'web'}")
-    html, gold = read_pages(args.data, args.pages)
+    html, gold = read_pages(args.data, args.pages, args.split)
     print(f"{len(html):,} pages, {sum(map(len, html)) / 1e6:.1f} M characters of HTML\n")
 
     import trafilatura

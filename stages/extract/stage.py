@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from stages.extract import scan
+from stages.extract import boilerplate, scan
 from stages.extract.decode import bom_codec, codec_for, decode, is_wide
 from stages.extract.extractors import EXTRACTORS, MODES, RESILIPARSE, Extractor, missing_library
 
@@ -78,7 +78,7 @@ class Extract(Stage):
 
     @classmethod
     def warmups(cls, options: Extract.Options, source: str, input_bytes: float) -> list:
-        return [[warm_scan]]
+        return [[warm_scan, warm_link_lines]]
 
     def _html_column(self, batch: pa.RecordBatch) -> str:
         names = batch.schema.names
@@ -165,3 +165,8 @@ class Extract(Stage):
 def warm_scan() -> None:
     """Compile the scan kernel (a warmup step: ``Stage.warmups``)."""
     scan.PageScan(pa.array([b"<html><body><div><p>x</p></div></body></html>"]), 10, 100)
+
+
+def warm_link_lines() -> None:
+    """Compile the kernel that drops link-only and notice lines from resiliparse's text (a warmup step)."""
+    boilerplate.plain_text('<p><a href="/">x</a> y &amp; z</p>')
