@@ -7,6 +7,9 @@ starts from ``torch.manual_seed(seed)``, so every DATA of a seed starts from the
 weights. AdamW, a linear warmup over the first 5% of steps, then a cosine decay to a tenth
 of the peak; gradients clipped at norm 1.
 
+Evaluation reports nats per token and, for a set made from text, bits per byte
+(``evaluate``); the trial's records keep both curves.
+
 Timing: a step's time runs from asking the loader for a batch to the optimizer step done
 (``loss.item()`` waits for the device); its data wait is the part spent in the loader. The
 first step (workers starting, kernels compiling) is left out of both. Evaluation runs at
@@ -105,8 +108,8 @@ def run_trial(
     per_step = plan.batch_size * plan.seq_len
     eval_steps = {round(plan.steps * k / plan.eval_points) for k in range(1, plan.eval_points + 1)}
     monitor, curve = HealthMonitor(), _Curve(max(1, plan.steps // CURVE_POINTS))
-    evals = {eval_set.name: [] for eval_set in eval_sets}
-    _evaluate_all(model, eval_sets, table, device, autocast, 0, evals)
+    evals, bits = {eval_set.name: [] for eval_set in eval_sets}, {}
+    _evaluate_all(model, eval_sets, table, device, autocast, 0, evals, bits)
     wait = busy = 0.0
     stopped = None
     started = time.perf_counter()
@@ -141,7 +144,7 @@ def run_trial(
             break
         curve.add(step * per_step, value)
         if step in eval_steps:
-            _evaluate_all(model, eval_sets, table, device, autocast, step * per_step, evals)
+            _evaluate_all(model, eval_sets, table, device, autocast, step * per_step, evals, bits)
             shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in evals.items())
             rate = (step - 1) * per_step / busy if busy else 0.0
             progress(
@@ -164,6 +167,8 @@ def run_trial(
         "train_curve": curve.points,
         "eval": evals,
         "final": {} if stopped else {name: points[-1][1] for name, points in evals.items()},
+        "eval_bpb": bits,  # bits per byte, for the sets made from text
+        "final_bpb": {} if stopped else {name: points[-1][1] for name, points in bits.items()},
         "health": monitor.summary(share, stopped),
     }
 
@@ -199,10 +204,12 @@ class _Curve:
 
 
 @torch.no_grad()
-def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> float:
-    """Mean loss per token over the eval set, in nats."""
+def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> tuple[float, float | None]:
+    """Mean loss per token over the eval set's real labels, in nats, and bits per byte: the
+    text's own tokens' -log2 p summed over the UTF-8 bytes of the text (``None`` without text)."""
     model.eval()
-    total = 0.0
+    nats = text_nats = 0.0
+    masks = (eval_set.real, eval_set.text if eval_set.text is not None else eval_set.real)
     for begin in range(0, len(eval_set.inputs), EVAL_BATCH):
         rows = slice(begin, begin + EVAL_BATCH)
         inputs, positions, labels = _on_device(
@@ -214,11 +221,18 @@ def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> floa
             table,
         )
         with autocast:
-            total += model.loss(inputs, positions, labels).item() * labels.numel()
+            log_probs = model.label_log_probs(inputs, positions, labels).float()
+        real, text = (torch.from_numpy(np.ascontiguousarray(mask[rows])).to(device) for mask in masks)
+        nats -= log_probs[real].sum().item()
+        text_nats -= log_probs[text].sum().item()
     model.train()
-    return total / eval_set.tokens
+    bits_per_byte = text_nats / math.log(2) / eval_set.text_bytes if eval_set.text is not None else None
+    return nats / eval_set.tokens, bits_per_byte
 
 
-def _evaluate_all(model, eval_sets, table, device, autocast, tokens: int, evals: dict) -> None:
+def _evaluate_all(model, eval_sets, table, device, autocast, tokens: int, evals: dict, bits: dict) -> None:
     for eval_set in eval_sets:
-        evals[eval_set.name].append([tokens, evaluate(model, eval_set, table, device, autocast)])
+        nats, bits_per_byte = evaluate(model, eval_set, table, device, autocast)
+        evals[eval_set.name].append([tokens, nats])
+        if bits_per_byte is not None:
+            bits.setdefault(eval_set.name, []).append([tokens, bits_per_byte])

@@ -58,13 +58,15 @@ def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, 
            workers, device, threads, full_vocab, ledger, target_params, target_tokens, history) -> None:  # fmt: skip
     """Train the same small model on each DATA and compare them on held-out text.
 
-    Each DATA is a run folder, a token-shard folder or a prep mix folder, all tokenized
-    alike. Every trial starts from the same initialization (per seed) and trains the same
-    token budget through prep's loader; each is evaluated during training on every DATA's
-    held-out documents (chosen by id hash) and on each --eval file (JSON lines or Parquet
-    with a text field). The verdict says which DATA wins each eval set and whether the
-    difference exceeds the seed spread (--seeds 3 or more to know). Every trial is recorded
-    in the ledger (OUT/ledger); running the same command again skips finished trials.
+    Each DATA is a run folder, a token-shard folder or a prep mix folder. Every trial
+    starts from the same initialization (per seed) and trains the same token budget
+    through prep's loader; each is evaluated during training on every DATA's held-out
+    documents (chosen by id hash) and on each --eval file (JSON lines or Parquet with a
+    text field), in nats per token and bits per byte of the text. The verdict says which
+    DATA wins each eval set and whether the difference exceeds the seed spread (--seeds 3
+    or more to know); DATA tokenized differently are compared on bits per byte. Every
+    trial is recorded in the ledger (OUT/ledger); running the same command again skips
+    finished trials.
 
     \b
       prep ablate out/raw out/filtered --tokens 5M --seeds 3 --eval speeches.jsonl --out ablation
@@ -119,6 +121,7 @@ def _run(options) -> None:
     from pipeline.ablate.ablation import run_ablation
     from pipeline.ablate.data import AblationDataError
     from pipeline.ablate.evalsets import EvalSetError
+    from pipeline.ablate.evaltexts import EvalTextError
     from pipeline.ablate.projection import describe
     from pipeline.ablate.trial import TrialError
     from pipeline.formats.experiments import LedgerError
@@ -128,7 +131,7 @@ def _run(options) -> None:
 
     try:
         result = run_ablation(options, progress)
-    except (AblationDataError, EvalSetError, TrialError, LedgerError) as error:
+    except (AblationDataError, EvalSetError, EvalTextError, TrialError, LedgerError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"experiment {result.experiment}: {len(result.records)} trial(s), {result.trained} trained now")
     for record in result.records:
