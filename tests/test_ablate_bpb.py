@@ -20,6 +20,7 @@ from pipeline.formats.experiments import read_ledger
 from pipeline.formats.tokenizers import load_tokenizer
 
 EOD = 7
+MC_FIXTURE = REPO / "tests" / "data" / "multiple_choice.jsonl"
 CHARS = {"h": 1, "é": 3}  # a one-token-per-character tokenizer for the hand computation
 
 
@@ -87,18 +88,29 @@ def test_data_tokenized_differently_are_compared_on_bits_per_byte(tmp_path):
     gpt2, cl100k = _sample_run(tmp_path, "gpt2"), _sample_run(tmp_path, "cl100k_base")
     out = tmp_path / "ablation"
     args = [str(gpt2), str(cl100k), "--tokens", "16K", "--eval-tokens", "2048", "--eval-points", "1"]
-    result = CliRunner().invoke(main, ["ablate", *args, "--held-out", "0.1", "--out", str(out)])
+    args += ["--held-out", "0.1", "--held-out-weight", "0.5", "--eval-mc", f"{MC_FIXTURE}:2", "--out", str(out)]
+    result = CliRunner().invoke(main, ["ablate", *args])
     assert result.exit_code == 0, result.output
     assert "the DATA are tokenized differently (gpt2, cl100k_base): compared on bits per byte" in result.output
     assert "bits/byte" in result.output and "(mean final loss, nats/token)" in result.output
+    assert "skipped multiple_choice.jsonl line 4: not JSON" in result.output
     records = {record["data"]["name"]: record for record in read_ledger(out / "ledger")}
     assert records["gpt2"]["data"]["tokenizer"] == "gpt2" and records["cl100k_base"]["model"]["vocab"]["remapped"]
     sets = {"held-out:gpt2", "held-out:cl100k_base"}
     for record in records.values():
         assert set(record["final_bpb"]) == sets and all(0 < bpb < 10 for bpb in record["final_bpb"].values())
         assert set(record["final"]) == sets
+        assert record["eval_sets"]["mc:multiple_choice.jsonl"]["questions"] == 6
+        assert 0 <= record["final_mc"]["mc:multiple_choice.jsonl"]["accuracy"] <= 1
     # The same documents' text for both tokenizers: the same bytes, other token counts.
     by_tokenizer = [records[name]["eval_sets"]["held-out:gpt2"] for name in ("gpt2", "cl100k_base")]
     assert by_tokenizer[0]["text_bytes"] == by_tokenizer[1]["text_bytes"] > 0
     assert by_tokenizer[0]["documents"] == by_tokenizer[1]["documents"]
     assert by_tokenizer[0]["tokens"] != by_tokenizer[1]["tokens"]
+    # The objective: held-out bits per byte at 0.5 each, the right answers' nats/char at 2.
+    line = next(line for line in result.output.splitlines() if line.strip().startswith("objective:"))
+    for name, record in records.items():
+        mc = record["final_mc"]["mc:multiple_choice.jsonl"]["answer_nats_per_char"]
+        expected = (0.5 * sum(record["final_bpb"].values()) + 2 * mc) / 3
+        assert f"{name} {expected:.3f}" in line, line
+    assert "2 x mc:multiple_choice.jsonl" in line and "0.5 x held-out:gpt2" in line

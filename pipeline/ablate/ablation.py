@@ -15,9 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from pipeline import __version__
 from pipeline.ablate.data import open_data
 from pipeline.ablate.groups import TokenizerGroup, build_groups
+from pipeline.ablate.multiple_choice import MultipleChoiceSet
 from pipeline.ablate.presets import PRESETS
 from pipeline.ablate.projection import project
 from pipeline.ablate.trial import TrialPlan, choose_device, describe_device, run_trial
@@ -41,6 +44,9 @@ class AblationOptions:
     seeds: int = 1
     first_seed: int = 0
     eval_files: list[Path] = field(default_factory=list)
+    choice_files: list[Path] = field(default_factory=list)  # multiple-choice questions (--eval-mc)
+    weights: dict[str, float] = field(default_factory=dict)  # eval set name -> weight; default 1
+    held_out_weight: float = 1.0
     held_out: float = 0.02
     eval_tokens: int = 65_536
     eval_points: int = 8
@@ -90,12 +96,21 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
                 f"{data.name} is a --sample {data.sample:g} run: the projection scales its tokens to the full input"
             )
     seq_len = options.seq_len or PRESETS[options.preset].seq_len
-    groups = build_groups(datas, options.eval_files, seq_len, options.eval_tokens, options.remap_vocab, progress)
+    groups = build_groups(
+        datas, options.eval_files, options.choice_files, seq_len, options.eval_tokens, options.remap_vocab, progress
+    )
     if len(groups) > 1:
         names = ", ".join(group.name for group in groups)
         progress(f"the DATA use {len(groups)} tokenizers ({names}): the verdict compares bits per byte")
     for group in groups:
         for eval_set in group.sets:
+            if isinstance(eval_set, MultipleChoiceSet):
+                progress(f"eval set {eval_set.name} ({group.name}): {eval_set.questions:,} questions")
+                for problem in eval_set.problems if group is groups[0] else []:
+                    progress(f"  skipped {problem}")
+                if eval_set.skipped > len(eval_set.problems) and group is groups[0]:
+                    progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
+                continue
             size = f", {eval_set.text_bytes:,} bytes of text" if eval_set.text_bytes is not None else ", no text"
             progress(
                 f"eval set {eval_set.name} ({group.name}): {eval_set.tokens:,} tokens from "
@@ -110,11 +125,23 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
     return groups
 
 
+def _scored(eval_set) -> np.ndarray:
+    return eval_set.continuation if isinstance(eval_set, MultipleChoiceSet) else eval_set.real
+
+
+def weights_of(options: AblationOptions, groups: list[TokenizerGroup]) -> dict[str, float]:
+    """Every eval set's weight in the objective: ``--eval FILE:WEIGHT`` (1 by default),
+    ``--held-out-weight`` for the held-out sets."""
+    names = {s.name for group in groups for s in group.sets}
+    default = {name: options.held_out_weight if name.startswith("held-out:") else 1.0 for name in names}
+    return {name: options.weights.get(name, default[name]) for name in sorted(names)}
+
+
 def _group_settings(group: TokenizerGroup) -> dict:
     vocab = group.vocab
     return {
         "vocab": [vocab.size, fingerprint("ids", vocab.used.tobytes()) if vocab.used is not None else None],
-        "eval_sets": [(s.name, fingerprint("set", s.labels.tobytes(), s.real.tobytes())) for s in group.sets],
+        "eval_sets": [(s.name, fingerprint("set", s.labels.tobytes(), _scored(s).tobytes())) for s in group.sets],
     }
 
 
@@ -159,13 +186,15 @@ def run_ablation(options: AblationOptions, progress: Callable[[str], None] = pri
                 write_record(options.ledger_dir, record)
                 trained += 1
             records.append(record)
-    verdict = verdict_lines(records)
+    weights = weights_of(options, groups)
+    verdict = verdict_lines(records, weights)
     write_json_atomic(
         options.out / "ablation.json",
         {
             "experiment": experiment,
             "trials": [r["trial"] for r in records],
             "verdict": verdict,
+            "weights": weights,
             "settings": {**settings, "tokenizers": {group.name: own for group, own in zip(groups, per_group)}},
         },
     )

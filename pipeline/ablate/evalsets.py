@@ -156,8 +156,9 @@ class Vocabulary:
             self.table[used] = np.arange(len(used), dtype=np.int64)
 
     @classmethod
-    def occurring(cls, vocab_size: int, datas: list[AblationData], sets: list[EvalSet]) -> Vocabulary:
-        """Count every token of every DATA's shards (one pass, ~1 s a GB) and of the eval sets."""
+    def occurring(cls, vocab_size: int, datas: list[AblationData], sets: list) -> Vocabulary:
+        """Count every token of every DATA's shards (one pass, ~1 s a GB) and of the eval sets
+        (any with ``inputs`` and ``labels``: text and multiple-choice)."""
         counts = np.zeros(vocab_size, dtype=np.int64)
         arrays = [data.corpus.shard_tokens(shard) for data in datas for shard in range(len(data.corpus.prefixes))]
         arrays += [array for eval_set in sets for array in (eval_set.inputs, eval_set.labels)]

@@ -20,6 +20,7 @@ from pathlib import Path
 from pipeline.ablate.data import AblationData
 from pipeline.ablate.evalsets import EvalSet, EvalSetError, Vocabulary, held_out_token_set, text_set
 from pipeline.ablate.evaltexts import EvalTexts, file_texts, held_out_texts
+from pipeline.ablate.multiple_choice import MultipleChoiceSet, choice_set
 from pipeline.formats.token_shards import COMPATIBILITY_KEYS
 from pipeline.formats.tokenizers import load_tokenizer
 
@@ -28,7 +29,7 @@ from pipeline.formats.tokenizers import load_tokenizer
 class TokenizerGroup:
     tokenizer: dict  # the DATA's sidecar keys (tokenizer, spec, vocabulary, EOD, BOS)
     datas: list[AblationData]
-    sets: list[EvalSet]
+    sets: list[EvalSet | MultipleChoiceSet]
     vocab: Vocabulary
 
     @property
@@ -43,12 +44,14 @@ def tokenizer_key(tokenizer: dict) -> tuple:
 def build_groups(
     datas: list[AblationData],
     eval_files: list[Path],
+    choice_files: list[Path],
     seq_len: int,
     max_tokens: int,
     remap_vocab: bool,
     progress: Callable[[str], None],
 ) -> list[TokenizerGroup]:
-    """Group the DATA by tokenizer (first appearance first) and make each group's eval sets."""
+    """Group the DATA by tokenizer (first appearance first) and make each group's eval sets
+    (held-out, ``--eval`` texts, ``--eval-mc`` questions)."""
     by_key: dict[tuple, list[AblationData]] = {}
     for data in datas:
         by_key.setdefault(tokenizer_key(data.tokenizer), []).append(data)
@@ -71,6 +74,7 @@ def build_groups(
             else:
                 progress(f"held-out:{data.name} keeps no text, so the {meta.get('tokenizer')} models skip it")
         sets += [_text_set(texts, tok, meta, seq_len) for texts in files]
+        sets += [choice_set(path, tok, meta, seq_len) for path in choice_files]
         vocab_size = int(meta["vocab_size"])
         occurring = Vocabulary.occurring(vocab_size, members, sets) if remap_vocab else None
         groups.append(TokenizerGroup(meta, members, sets, occurring or Vocabulary(vocab_size, None)))

@@ -8,7 +8,8 @@ weights. AdamW, a linear warmup over the first 5% of steps, then a cosine decay 
 of the peak; gradients clipped at norm 1.
 
 Evaluation reports nats per token and, for a set made from text, bits per byte
-(``evaluate``); the trial's records keep both curves.
+(``evaluate``), and for a multiple-choice set its accuracy and the right answer's nats per
+character (``evaluate_choices``); the trial's record keeps every curve.
 
 Timing: a step's time runs from asking the loader for a batch to the optimizer step done
 (``loss.item()`` waits for the device); its data wait is the part spent in the loader. The
@@ -30,6 +31,7 @@ from pipeline.ablate.data import AblationData
 from pipeline.ablate.evalsets import EvalSet, Vocabulary
 from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import TinyGPT
+from pipeline.ablate.multiple_choice import MultipleChoiceSet, score
 from pipeline.ablate.presets import Preset
 from pipeline.loader import TokenDataset, build_dataloader
 
@@ -84,7 +86,7 @@ def build_model(plan: TrialPlan, vocab: Vocabulary, device: torch.device) -> Tin
 def run_trial(
     plan: TrialPlan,
     vocab: Vocabulary,
-    eval_sets: list[EvalSet],
+    eval_sets: list[EvalSet | MultipleChoiceSet],
     device: torch.device,
     progress: Callable[[str], None] = print,
 ) -> dict:
@@ -108,8 +110,8 @@ def run_trial(
     per_step = plan.batch_size * plan.seq_len
     eval_steps = {round(plan.steps * k / plan.eval_points) for k in range(1, plan.eval_points + 1)}
     monitor, curve = HealthMonitor(), _Curve(max(1, plan.steps // CURVE_POINTS))
-    evals, bits = {eval_set.name: [] for eval_set in eval_sets}, {}
-    _evaluate_all(model, eval_sets, table, device, autocast, 0, evals, bits)
+    curves = _EvalCurves(eval_sets)
+    curves.evaluate(model, table, device, autocast, 0)
     wait = busy = 0.0
     stopped = None
     started = time.perf_counter()
@@ -144,8 +146,8 @@ def run_trial(
             break
         curve.add(step * per_step, value)
         if step in eval_steps:
-            _evaluate_all(model, eval_sets, table, device, autocast, step * per_step, evals, bits)
-            shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in evals.items())
+            curves.evaluate(model, table, device, autocast, step * per_step)
+            shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in curves.nats.items())
             rate = (step - 1) * per_step / busy if busy else 0.0
             progress(
                 f"{plan.data.name} seed {plan.seed}: step {step:,}/{plan.steps:,}, train loss {value:.3f}, "
@@ -165,10 +167,12 @@ def run_trial(
         "tokens_per_s": timed * per_step / busy if busy else None,
         "data_wait_share": share,
         "train_curve": curve.points,
-        "eval": evals,
-        "final": {} if stopped else {name: points[-1][1] for name, points in evals.items()},
-        "eval_bpb": bits,  # bits per byte, for the sets made from text
-        "final_bpb": {} if stopped else {name: points[-1][1] for name, points in bits.items()},
+        "eval": curves.nats,
+        "final": {} if stopped else curves.final(curves.nats),
+        "eval_bpb": curves.bits,  # bits per byte, for the sets made from text
+        "final_bpb": {} if stopped else curves.final(curves.bits),
+        "eval_mc": curves.choices,  # multiple-choice sets: accuracy, right answer's nats/char
+        "final_mc": {} if stopped else curves.final(curves.choices),
         "health": monitor.summary(share, stopped),
     }
 
@@ -230,9 +234,48 @@ def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> tupl
     return nats / eval_set.tokens, bits_per_byte
 
 
-def _evaluate_all(model, eval_sets, table, device, autocast, tokens: int, evals: dict, bits: dict) -> None:
-    for eval_set in eval_sets:
-        nats, bits_per_byte = evaluate(model, eval_set, table, device, autocast)
-        evals[eval_set.name].append([tokens, nats])
-        if bits_per_byte is not None:
-            bits.setdefault(eval_set.name, []).append([tokens, bits_per_byte])
+@torch.no_grad()
+def evaluate_choices(model: TinyGPT, choice_set: MultipleChoiceSet, table, device, autocast) -> dict:
+    """Each choice's summed log-likelihood of its continuation, scored per character."""
+    model.eval()
+    sums = []
+    for begin in range(0, len(choice_set.inputs), EVAL_BATCH):
+        rows = slice(begin, begin + EVAL_BATCH)
+        inputs, positions, labels = _on_device(
+            *(
+                torch.from_numpy(np.ascontiguousarray(a[rows]))
+                for a in (choice_set.inputs, choice_set.position_ids, choice_set.labels)
+            ),
+            device,
+            table,
+        )
+        with autocast:
+            log_probs = model.label_log_probs(inputs, positions, labels).float()
+        mask = torch.from_numpy(np.ascontiguousarray(choice_set.continuation[rows])).to(device)
+        sums.append((log_probs * mask).sum(dim=1).double().cpu().numpy())
+    model.train()
+    return score(choice_set, np.concatenate(sums))
+
+
+class _EvalCurves:
+    """Every eval set's points over training: nats/token, bits/byte, multiple-choice scores."""
+
+    def __init__(self, eval_sets: list[EvalSet | MultipleChoiceSet]):
+        self.sets = eval_sets
+        self.nats = {s.name: [] for s in eval_sets if isinstance(s, EvalSet)}
+        self.bits: dict[str, list] = {}
+        self.choices = {s.name: [] for s in eval_sets if isinstance(s, MultipleChoiceSet)}
+
+    def evaluate(self, model, table, device, autocast, tokens: int) -> None:
+        for eval_set in self.sets:
+            if isinstance(eval_set, MultipleChoiceSet):
+                self.choices[eval_set.name].append([tokens, evaluate_choices(model, eval_set, table, device, autocast)])
+                continue
+            nats, bits_per_byte = evaluate(model, eval_set, table, device, autocast)
+            self.nats[eval_set.name].append([tokens, nats])
+            if bits_per_byte is not None:
+                self.bits.setdefault(eval_set.name, []).append([tokens, bits_per_byte])
+
+    @staticmethod
+    def final(curves: dict) -> dict:
+        return {name: points[-1][1] for name, points in curves.items()}

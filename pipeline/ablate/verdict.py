@@ -10,6 +10,10 @@ loss across seeds; a difference is measured against the larger spread of the two
 
 With one seed the spread is unknown, and the verdict says so.
 
+Each multiple-choice set is compared on its right answers' nats per character, and the
+DATA on the weighted objective: each trial's eval losses averaged with the sets' weights
+(``--eval FILE:WEIGHT``), over the sets every trial was scored on.
+
 The losses compared are nats per token when every DATA uses one tokenizer. When they do
 not, a token is not the same unit from one DATA to another, and the verdict compares bits
 per byte of the eval text instead (the same text for every tokenizer: ``evaltexts``), on
@@ -93,28 +97,75 @@ def final_losses(records: list[dict], key: str = "final") -> dict[str, dict[str,
     return table
 
 
-def compare(records: list[dict]) -> list[Comparison]:
+def choice_losses(records: list[dict]) -> dict[str, dict[str, list[float]]]:
+    """multiple-choice set -> DATA name -> the right answers' nats per character, per seed."""
+    table: dict[str, dict[str, list[float]]] = {}
+    for record in records:
+        if record["health"]["status"] == "ok":
+            for eval_set, scores in record.get("final_mc", {}).items():
+                table.setdefault(eval_set, {}).setdefault(record["data"]["name"], []).append(
+                    scores["answer_nats_per_char"]
+                )
+    return table
+
+
+def objective(records: list[dict], weights: dict[str, float]) -> tuple[dict[str, list[float]], list[str]]:
+    """DATA name -> the weighted mean of each healthy trial's eval losses (the verdict's unit
+    for text sets, nats/char for multiple choice), over the sets of positive weight that
+    every trial has; and those sets."""
     key = measure(records)
+    healthy = [r for r in records if r["health"]["status"] == "ok"]
+    losses = [
+        {**r.get(key, {}), **{n: s["answer_nats_per_char"] for n, s in r.get("final_mc", {}).items()}} for r in healthy
+    ]
+    common = set.intersection(*(set(found) for found in losses)) if losses else set()
+    sets = sorted(name for name in common if weights.get(name, 0) > 0)
+    total = sum(weights[name] for name in sets)
+    table: dict[str, list[float]] = {}
+    for record, found in zip(healthy, losses, strict=True):
+        if total:
+            value = sum(weights[name] * found[name] for name in sets) / total
+            table.setdefault(record["data"]["name"], []).append(value)
+    return table, sets
+
+
+def compare(records: list[dict], weights: dict[str, float] | None = None) -> list[Comparison]:
+    """Every comparison: per text set, per multiple-choice set, and of the weighted objective."""
+    key = measure(records)
+    tables = [(name, by_data, UNITS[key]) for name, by_data in sorted(final_losses(records, key).items())]
+    tables += [(name, by_data, "nats/char") for name, by_data in sorted(choice_losses(records).items())]
+    if weights is not None:
+        tables.append(("the weighted objective", objective(records, weights)[0], "(weighted loss)"))
+    return [c for name, by_data, unit in tables for c in _compare(name, by_data, unit)]
+
+
+def _compare(eval_set: str, by_data: dict[str, list[float]], unit: str) -> list[Comparison]:
     comparisons = []
-    for eval_set, by_data in sorted(final_losses(records, key).items()):
-        if len(by_data) < 2:
-            continue
-        means = {name: statistics.fmean(losses) for name, losses in by_data.items()}
-        ranked = sorted(means, key=means.get)
-        best = ranked[0]
-        for other in ranked[1:]:
-            seeds = min(len(by_data[best]), len(by_data[other]))
-            spread = None
-            if seeds >= 2:
-                spread = max(statistics.stdev(by_data[best]), statistics.stdev(by_data[other]))
-            difference = means[other] - means[best]
-            comparisons.append(Comparison(eval_set, best, other, difference, spread, seeds, UNITS[key]))
+    if len(by_data) < 2:
+        return comparisons
+    means = {name: statistics.fmean(losses) for name, losses in by_data.items()}
+    ranked = sorted(means, key=means.get)
+    best = ranked[0]
+    for other in ranked[1:]:
+        seeds = min(len(by_data[best]), len(by_data[other]))
+        spread = None
+        if seeds >= 2:
+            spread = max(statistics.stdev(by_data[best]), statistics.stdev(by_data[other]))
+        comparisons.append(Comparison(eval_set, best, other, means[other] - means[best], spread, seeds, unit))
     return comparisons
 
 
-def verdict_lines(records: list[dict]) -> list[str]:
+def _cells(by_data: dict[str, list[float]]) -> str:
+    cells = []
+    for name, losses in sorted(by_data.items()):
+        spread = f" ± {statistics.stdev(losses):.3f}" if len(losses) > 1 else ""
+        cells.append(f"{name} {statistics.fmean(losses):.3f}{spread}")
+    return ", ".join(cells)
+
+
+def verdict_lines(records: list[dict], weights: dict[str, float] | None = None) -> list[str]:
     """The verdict in words, one line per comparison, then the tables of mean losses."""
-    comparisons = compare(records)
+    comparisons = compare(records, weights)
     lines = []
     if measure(records) == "final_bpb":
         lines.append(
@@ -127,9 +178,17 @@ def verdict_lines(records: list[dict]) -> list[str]:
     lines.append("")
     for key, unit in UNITS.items():
         for eval_set, by_data in sorted(final_losses(records, key).items()):
-            cells = []
-            for name, losses in sorted(by_data.items()):
-                spread = f" ± {statistics.stdev(losses):.3f}" if len(losses) > 1 else ""
-                cells.append(f"{name} {statistics.fmean(losses):.3f}{spread}")
-            lines.append(f"{eval_set}: " + ", ".join(cells) + f" (mean final loss, {unit})")
+            lines.append(f"{eval_set}: {_cells(by_data)} (mean final loss, {unit})")
+    for eval_set, by_data in sorted(choice_losses(records).items()):
+        accuracy = {}
+        for record in records:
+            scores = record.get("final_mc", {}).get(eval_set)
+            if scores is not None and record["health"]["status"] == "ok":
+                accuracy.setdefault(record["data"]["name"], []).append(scores["accuracy"])
+        lines.append(f"{eval_set}: {_cells(by_data)} (the right answer's nats/char); accuracy {_cells(accuracy)}")
+    if weights is not None:
+        table, sets = objective(records, weights)
+        if table:
+            terms = " + ".join(f"{weights[name]:g} x {name}" for name in sets)
+            lines.append(f"objective: {_cells(table)} (weighted mean of {terms})")
     return lines
