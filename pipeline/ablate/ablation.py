@@ -99,6 +99,12 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
     groups = build_groups(
         datas, options.eval_files, options.choice_files, seq_len, options.eval_tokens, options.remap_vocab, progress
     )
+    _announce(groups, progress)
+    return groups
+
+
+def _announce(groups: list[TokenizerGroup], progress: Callable[[str], None]) -> None:
+    """Say what each tokenizer's eval sets hold (a file's malformed rows, once)."""
     if len(groups) > 1:
         names = ", ".join(group.name for group in groups)
         progress(f"the DATA use {len(groups)} tokenizers ({names}): the verdict compares bits per byte")
@@ -106,26 +112,26 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
         for eval_set in group.sets:
             if isinstance(eval_set, MultipleChoiceSet):
                 progress(f"eval set {eval_set.name} ({group.name}): {eval_set.questions:,} questions")
-                for problem in eval_set.problems if group is groups[0] else []:
-                    progress(f"  skipped {problem}")
-                if eval_set.skipped > len(eval_set.problems) and group is groups[0]:
-                    progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
+                if group is groups[0]:
+                    for problem in eval_set.problems:
+                        progress(f"  skipped {problem}")
+                    if eval_set.skipped > len(eval_set.problems):
+                        progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
                 continue
             size = f", {eval_set.text_bytes:,} bytes of text" if eval_set.text_bytes is not None else ", no text"
             progress(
                 f"eval set {eval_set.name} ({group.name}): {eval_set.tokens:,} tokens from "
                 f"{eval_set.documents:,} documents{size}"
             )
-        vocab = group.vocab
-        if vocab.used is not None:
+        if group.vocab.used is not None:
             progress(
-                f"vocabulary ({group.name}): the {vocab.size:,} of {vocab.vocab_size:,} token ids "
+                f"vocabulary ({group.name}): the {group.vocab.size:,} of {group.vocab.vocab_size:,} token ids "
                 "that occur in the DATA and eval sets"
             )
-    return groups
 
 
 def _scored(eval_set) -> np.ndarray:
+    """What decides a set's scores besides its labels: the real labels, or the continuations."""
     return eval_set.continuation if isinstance(eval_set, MultipleChoiceSet) else eval_set.real
 
 

@@ -52,7 +52,7 @@ def framed_counts(tokenizer, texts: list[str], framing: int) -> np.ndarray:
     return np.asarray(counts, dtype=np.int64) + framing
 
 
-def choose(name: str, texts: Iterable[str], tokenizer, framing: int, max_tokens: int, skipped=lambda: 0) -> EvalTexts:
+def choose(name: str, texts: Iterable[str], tokenizer, framing: int, max_tokens: int) -> EvalTexts:
     """Whole documents in order while they fit ``max_tokens``; the one that does not fit is cut
     to the budget left (a text prefix ending at a space), and the choice ends there."""
     chosen, total = [], 0
@@ -66,8 +66,8 @@ def choose(name: str, texts: Iterable[str], tokenizer, framing: int, max_tokens:
             cut = _cut(text, count, max_tokens - total, tokenizer, framing)
             if cut:
                 chosen.append(cut)
-            return EvalTexts(name, chosen, skipped())
-    return EvalTexts(name, chosen, skipped())
+            return EvalTexts(name, chosen)
+    return EvalTexts(name, chosen)
 
 
 def _chunks(texts: Iterable[str]) -> Iterator[list[str]]:
@@ -108,7 +108,8 @@ def file_texts(path: Path, tokenizer, framing: int, max_tokens: int) -> EvalText
                 yield from chunk.docs.column("text").to_pylist()
 
     try:
-        chosen = choose(name, texts(), tokenizer, framing, max_tokens, lambda: bad[0])
+        chosen = choose(name, texts(), tokenizer, framing, max_tokens)
+        chosen.skipped = bad[0]  # of the records read before the budget was full
     except ValueError as error:  # a file whose format cannot be told from its name
         raise EvalTextError(f"{name}: {error}") from None
     if not chosen.texts:
@@ -129,8 +130,7 @@ def held_out_texts(data: AblationData, tokenizer, framing: int, max_tokens: int)
     wanted = ids.take(pa.array(data.held_out_documents(), type=pa.int64()))
     found: dict[str, str] = {}
     for path in parquet_files(docs_folder):
-        table = pq.read_table(path, columns=["id", "text"])
-        table = table.filter(pc.is_in(table.column("id"), value_set=wanted))
+        table = pq.read_table(path, columns=["id", "text"], filters=pc.field("id").isin(wanted))
         found.update(zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True))
     missing = [doc_id for doc_id in wanted.to_pylist() if doc_id not in found]
     if missing:
