@@ -48,6 +48,11 @@ def test_bits_per_byte_divide_the_text_tokens_bits_by_the_texts_utf8_bytes():
     # nats/token count every real label (EOD included) and no padding.
     assert math.isclose(bits_per_byte, (1 + 3 + 1) / (3 + 1), rel_tol=1e-6)  # float32 log-probs
     assert math.isclose(nats, (1 + 3 + EOD + 1 + EOD) * math.log(2) / 5, rel_tol=1e-6)
+    # With a BOS before each document, the BOS labels are no text either: the same bits per byte.
+    framed = text_set(EvalTexts("eval:x", ["hé", "h"]), CharTokenizer(), {**meta, "bos_id": 8}, seq_len=4)
+    assert framed.labels[framed.real].tolist() == [8, 1, 3, EOD, 8, 1, EOD] and framed.text.sum() == 3
+    _, again = evaluate(BitsModel(), framed, None, "cpu", torch.autocast("cpu", enabled=False))
+    assert math.isclose(again, bits_per_byte, rel_tol=1e-6)
 
 
 def test_every_text_token_is_scored_once_and_a_token_set_has_no_bytes():

@@ -10,11 +10,14 @@ import math
 import numpy as np
 import pytest
 import torch
+from click.testing import CliRunner
 from conftest import REPO
 
 from pipeline.ablate.multiple_choice import MultipleChoiceError, choice_set, read_questions, score
 from pipeline.ablate.trial import evaluate_choices
 from pipeline.ablate.verdict import compare, objective, verdict_lines
+from pipeline.commands.main import main
+from pipeline.commands.options import WeightedFile
 
 FIXTURE = REPO / "tests" / "data" / "multiple_choice.jsonl"
 EOD = 9
@@ -90,3 +93,12 @@ def test_the_objective_is_the_weighted_mean_of_the_eval_losses():
     assert any(line.startswith("objective: a 1.600 ± 0.141, b") and "1 x eval:x + 3 x mc:q" in line for line in lines)
     assert any(line.startswith("mc:q: a 1.100") and "accuracy a 0.500" in line for line in lines)
     assert objective(records, {"eval:x": 0.0, "mc:q": 0.0}) == ({}, [])
+
+
+def test_an_eval_weight_is_read_after_the_last_colon_and_a_bad_one_refused(tmp_path):
+    runner = CliRunner()
+    good = WeightedFile().convert(f"{FIXTURE}:2.5", None, None)
+    assert good == (FIXTURE, 2.5) and WeightedFile().convert(str(FIXTURE), None, None) == (FIXTURE, 1.0)
+    for value, message in ((f"{FIXTURE}:nan", "not a finite number"), (f"{FIXTURE}:-1", "-1"), ("nofile:2", "no such")):
+        result = runner.invoke(main, ["ablate", str(tmp_path), "--out", str(tmp_path / "o"), "--eval-mc", value])
+        assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
