@@ -5,6 +5,7 @@ same text."""
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +120,17 @@ def test_data_tokenized_differently_are_compared_on_bits_per_byte(tmp_path):
         expected = (0.5 * sum(record["final_bpb"].values()) + 2 * mc) / 3
         assert f"{name} {expected:.3f}" in line, line
     assert "2 x mc:multiple_choice.jsonl" in line and "0.5 x held-out:gpt2" in line
+
+    # A run whose kept documents lost a held-out one is refused, naming it; a DATA without
+    # docs/ keeps no text: its held-out set is in tokens, its own tokenizer's models only.
+    for path in (gpt2 / "docs" / "web").glob("*.parquet"):
+        path.unlink()
+    again = CliRunner().invoke(main, ["ablate", *args[:-1], str(tmp_path / "again")])
+    assert again.exit_code == 1 and "is not in docs/" in again.output and "Traceback" not in again.output
+    shutil.rmtree(gpt2 / "docs")
+    tokens_only = CliRunner().invoke(main, ["ablate", *args[:-1], str(tmp_path / "tokens_only")])
+    assert tokens_only.exit_code == 0, tokens_only.output
+    assert "held-out:gpt2 keeps no text, so the cl100k_base models skip it" in tokens_only.output
+    records = {record["data"]["name"]: record for record in read_ledger(tmp_path / "tokens_only" / "ledger")}
+    assert "held-out:gpt2" in records["gpt2"]["final"] and "held-out:gpt2" not in records["gpt2"]["final_bpb"]
+    assert "held-out:gpt2" not in records["cl100k_base"]["final"]

@@ -11,7 +11,7 @@ Two sources of texts:
 - an ``--eval`` file (JSON lines or Parquet with ``text``), read through prep's readers: a
   bad record is skipped and counted, never a crash;
 - a run DATA's held-out documents: their ids (from the token shards' ``.docs.parquet``, in
-  the corpus's order) looked up in the run's kept documents (``docs/``). A token-shard or
+  the corpus's order) looked up in the same unit's kept documents (``docs/``). A token-shard or
   ``prep mix`` folder keeps no text, so its held-out set stays in tokens (``None`` here).
 """
 
@@ -27,8 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.ablate.data import AblationData
-from pipeline.formats.document_lookup import parquet_files
-from pipeline.formats.layout import Layout
+from pipeline.formats.layout import Layout, part_files
 from pipeline.formats.token_shards import docs_path
 from pipeline.readers import InputSpec, read_input
 
@@ -119,20 +118,30 @@ def file_texts(path: Path, tokenizer, framing: int, max_tokens: int) -> EvalText
 
 def held_out_texts(data: AblationData, tokenizer, framing: int, max_tokens: int) -> EvalTexts | None:
     """A run DATA's held-out documents as text, in corpus order, chosen to fit ``max_tokens``;
-    ``None`` for a DATA that keeps no text (token shards, a mixture)."""
-    docs_folder = Layout(data.path).docs_folder
-    if data.kind != "run" or not docs_folder.is_dir():
+    ``None`` for a DATA that keeps no text (token shards, a mixture). Shards are read one at
+    a time and only until the budget is full: a large run's text is not read for 64K tokens."""
+    layout = Layout(data.path)
+    if data.kind != "run" or not layout.docs_folder.is_dir():
         return None
+    return choose(f"held-out:{data.name}", _held_out_stream(data, layout), tokenizer, framing, max_tokens)
+
+
+def _held_out_stream(data: AblationData, layout: Layout) -> Iterator[str]:
+    """The held-out documents' texts, shard by shard: their ids from the shard's
+    ``.docs.parquet``, their text from the unit's kept documents (``docs/<source>/<unit>``)."""
     corpus = data.corpus
-    ids = pa.concat_arrays(
-        [pq.read_table(docs_path(prefix), columns=["id"]).column("id").combine_chunks() for prefix in corpus.prefixes]
-    )
-    wanted = ids.take(pa.array(data.held_out_documents(), type=pa.int64()))
-    found: dict[str, str] = {}
-    for path in parquet_files(docs_folder):
-        table = pq.read_table(path, columns=["id", "text"], filters=pc.field("id").isin(wanted))
-        found.update(zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True))
-    missing = [doc_id for doc_id in wanted.to_pylist() if doc_id not in found]
-    if missing:
-        raise EvalTextError(f"{data.path}: held-out document {missing[0]!r} is in tokens/ but not in docs/")
-    return choose(f"held-out:{data.name}", (found[i] for i in wanted.to_pylist()), tokenizer, framing, max_tokens)
+    bounds = zip(corpus.prefixes, corpus.shard_first_document[:-1], corpus.shard_first_document[1:], strict=True)
+    for prefix, first, end in bounds:
+        mask = data.held_out[first:end]
+        if not mask.any():
+            continue
+        ids = pq.read_table(docs_path(prefix), columns=["id"]).column("id").combine_chunks().filter(pa.array(mask))
+        shard = Path(prefix)
+        found: dict[str, str] = {}
+        for path in part_files(layout.docs(shard.parent.name), shard.name):
+            table = pq.read_table(path, columns=["id", "text"], filters=pc.field("id").isin(ids))
+            found.update(zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True))
+        for doc_id in ids.to_pylist():
+            if doc_id not in found:
+                raise EvalTextError(f"{data.path}: held-out document {doc_id!r} of {shard} is not in docs/")
+            yield found[doc_id]
