@@ -18,12 +18,14 @@ from click.testing import CliRunner
 from conftest import SHARED_DATA
 
 from pipeline.ablate.data import AblationDataError, held_out, open_data
-from pipeline.ablate.evalsets import EvalSetError, Vocabulary, file_set, windows
+from pipeline.ablate.evalsets import Vocabulary, windows
+from pipeline.ablate.evaltexts import EvalTextError, file_texts
 from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import document_mask
 from pipeline.ablate.verdict import Comparison, compare
 from pipeline.commands.main import main
 from pipeline.formats.experiments import REQUIRED_FIELDS, SUFFIX, read_ledger
+from pipeline.formats.tokenizers import load_tokenizer
 from pipeline.kernels.hashing import in_sample
 from pipeline.loader import TokenDataset
 
@@ -32,12 +34,10 @@ SPEECHES = Path("eval", "us_speeches.jsonl.gz")
 DOCUMENTS = 300
 
 
-def _prep_run(root: Path, name: str, docs: list[dict], tokenizer: str = "gpt2") -> Path:
+def _prep_run(root: Path, name: str, docs: list[dict]) -> Path:
     (root / f"{name}.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in docs))
     config = root / f"{name}.toml"
-    config.write_text(
-        f'[sources.web]\npaths = ["{name}.jsonl"]\n[[stages]]\nname = "tokenize"\ntokenizer = "{tokenizer}"\n'
-    )
+    config.write_text(f'[sources.web]\npaths = ["{name}.jsonl"]\n[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n')
     result = CliRunner().invoke(main, ["run", str(config), "--out", str(root / name)])
     assert result.exit_code == 0, result.output
     return root / name
@@ -135,11 +135,7 @@ def test_clean_text_beats_shuffled_words_beyond_the_seed_noise(runs):
     assert page.read_text().count("<svg") >= 4
 
 
-def test_data_tokenized_otherwise_or_without_sidecar_is_refused(runs, tmp_path):
-    docs = [{"id": f"d{i}", "text": "words of a small document " * 20} for i in range(20)]
-    other = _prep_run(tmp_path, "other", docs, tokenizer="cl100k_base")
-    result = _ablate(str(runs["clean"]), str(other), "--tokens", "10K", "--out", str(tmp_path / "a"))
-    assert result.exit_code == 1 and "tokenizer" in result.output and "Traceback" not in result.output
+def test_data_without_sidecar_is_refused(runs, tmp_path):
     bare = tmp_path / "bare"
     bare.mkdir()
     for path in (runs["clean"] / "tokens" / "web").glob("*"):
@@ -147,6 +143,7 @@ def test_data_tokenized_otherwise_or_without_sidecar_is_refused(runs, tmp_path):
             shutil.copy(path, bare / path.name)
     with pytest.raises(AblationDataError, match="without a prep sidecar"):
         open_data(bare, "bare", 0.02)
+    (tmp_path / "a").mkdir()
     result = _ablate(str(tmp_path / "a"), "--tokens", "10K", "--out", str(tmp_path / "b"))
     assert result.exit_code == 1 and "no token shards" in result.output
 
@@ -218,14 +215,13 @@ def test_verdict_weighs_differences_against_the_seed_spread():
 
 
 def test_an_eval_file_with_broken_records_is_read_around_them_and_an_empty_one_refused(tmp_path):
-    tokenizer = {"tokenizer": "gpt2", "tokenizer_spec": "gpt2", "eod_id": 50256, "bos_id": None}
+    gpt2 = load_tokenizer("gpt2")
     path = tmp_path / "eval.jsonl"
     good = json.dumps({"text": "A sentence of clean prose for the evaluation set. " * 20})
     path.write_bytes(b"\n".join([good.encode(), b'{"text": "cut short', b"\xff\xfe not json", good.encode()]) + b"\n")
-    ev = file_set(path, tokenizer, seq_len=32, max_tokens=10_000)
-    assert ev.documents == 2 and ev.skipped == 2 and ev.tokens > 0
-    assert ev.labels.max() < 50257
+    texts = file_texts(path, gpt2, framing=1, max_tokens=10_000)
+    assert len(texts.texts) == 2 and texts.skipped == 2
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
-    with pytest.raises(EvalSetError, match="no readable text"):
-        file_set(empty, tokenizer, seq_len=32, max_tokens=10_000)
+    with pytest.raises(EvalTextError, match="no readable text"):
+        file_texts(empty, gpt2, framing=1, max_tokens=10_000)

@@ -15,9 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from pipeline import __version__
-from pipeline.ablate.data import AblationData, check_same_tokenizer, open_data
-from pipeline.ablate.evalsets import EvalSet, Vocabulary, file_set, held_out_set
+from pipeline.ablate.data import open_data
+from pipeline.ablate.groups import TokenizerGroup, build_groups
+from pipeline.ablate.multiple_choice import MultipleChoiceSet
 from pipeline.ablate.presets import PRESETS
 from pipeline.ablate.projection import project
 from pipeline.ablate.trial import TrialPlan, choose_device, describe_device, run_trial
@@ -26,7 +29,7 @@ from pipeline.formats.experiments import LEDGER_DIR, find_trial, write_record
 from pipeline.loader.cache import fingerprint
 from pipeline.util.atomic import write_json_atomic
 
-TRIAL_SCHEME = 1  # bump when a change to the trainer changes what a trial computes
+TRIAL_SCHEME = 2  # bump when a change to the trainer changes what a trial computes
 
 
 @dataclass
@@ -41,6 +44,9 @@ class AblationOptions:
     seeds: int = 1
     first_seed: int = 0
     eval_files: list[Path] = field(default_factory=list)
+    choice_files: list[Path] = field(default_factory=list)  # multiple-choice questions (--eval-mc)
+    weights: dict[str, float] = field(default_factory=dict)  # eval set name -> weight; default 1
+    held_out_weight: float = 1.0
     held_out: float = 0.02
     eval_tokens: int = 65_536
     eval_points: int = 8
@@ -75,10 +81,8 @@ def data_names(paths: list[Path]) -> list[str]:
     return names
 
 
-def prepare(
-    options: AblationOptions, progress: Callable[[str], None]
-) -> tuple[list[AblationData], list[EvalSet], Vocabulary]:
-    """Open and check every DATA, build the eval sets and the vocabulary every trial shares."""
+def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[TokenizerGroup]:
+    """Open every DATA, group it by tokenizer, build each group's eval sets and vocabulary."""
     if options.preset not in PRESETS:
         raise ValueError(f"unknown model preset {options.preset!r}; choose one of {', '.join(PRESETS)}")
     cache = options.out / ".loader_cache"
@@ -86,26 +90,69 @@ def prepare(
         open_data(path, name, options.held_out, cache)
         for path, name in zip(options.data, data_names(options.data), strict=True)
     ]
-    check_same_tokenizer(datas)
     for data in datas:
         if data.sample:
             progress(
                 f"{data.name} is a --sample {data.sample:g} run: the projection scales its tokens to the full input"
             )
     seq_len = options.seq_len or PRESETS[options.preset].seq_len
-    sets = [held_out_set(data, seq_len, options.eval_tokens) for data in datas]
-    sets += [file_set(path, datas[0].tokenizer, seq_len, options.eval_tokens) for path in options.eval_files]
-    for eval_set in sets:
-        progress(f"eval set {eval_set.name}: {eval_set.tokens:,} tokens from {eval_set.documents:,} documents")
-    vocab_size = int(datas[0].tokenizer["vocab_size"])
-    vocab = Vocabulary.occurring(vocab_size, datas, sets) if options.remap_vocab else Vocabulary(vocab_size, None)
-    if vocab.used is not None:
-        progress(f"vocabulary: the {vocab.size:,} of {vocab_size:,} token ids that occur in the DATA and eval sets")
-    return datas, sets, vocab
+    groups = build_groups(
+        datas, options.eval_files, options.choice_files, seq_len, options.eval_tokens, options.remap_vocab, progress
+    )
+    _announce(groups, progress)
+    return groups
+
+
+def _announce(groups: list[TokenizerGroup], progress: Callable[[str], None]) -> None:
+    """Say what each tokenizer's eval sets hold (a file's malformed rows, once)."""
+    if len(groups) > 1:
+        names = ", ".join(group.name for group in groups)
+        progress(f"the DATA use {len(groups)} tokenizers ({names}): the verdict compares bits per byte")
+    for group in groups:
+        for eval_set in group.sets:
+            if isinstance(eval_set, MultipleChoiceSet):
+                progress(f"eval set {eval_set.name} ({group.name}): {eval_set.questions:,} questions")
+                if group is groups[0]:
+                    for problem in eval_set.problems:
+                        progress(f"  skipped {problem}")
+                    if eval_set.skipped > len(eval_set.problems):
+                        progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
+                continue
+            size = f", {eval_set.text_bytes:,} bytes of text" if eval_set.text_bytes is not None else ", no text"
+            progress(
+                f"eval set {eval_set.name} ({group.name}): {eval_set.tokens:,} tokens from "
+                f"{eval_set.documents:,} documents{size}"
+            )
+        if group.vocab.used is not None:
+            progress(
+                f"vocabulary ({group.name}): the {group.vocab.size:,} of {group.vocab.vocab_size:,} token ids "
+                "that occur in the DATA and eval sets"
+            )
+
+
+def _scored(eval_set) -> np.ndarray:
+    """What decides a set's scores besides its labels: the real labels, or the continuations."""
+    return eval_set.continuation if isinstance(eval_set, MultipleChoiceSet) else eval_set.real
+
+
+def weights_of(options: AblationOptions, groups: list[TokenizerGroup]) -> dict[str, float]:
+    """Every eval set's weight in the objective: ``--eval FILE:WEIGHT`` (1 by default),
+    ``--held-out-weight`` for the held-out sets."""
+    names = {s.name for group in groups for s in group.sets}
+    default = {name: options.held_out_weight if name.startswith("held-out:") else 1.0 for name in names}
+    return {name: options.weights.get(name, default[name]) for name in sorted(names)}
+
+
+def _group_settings(group: TokenizerGroup) -> dict:
+    vocab = group.vocab
+    return {
+        "vocab": [vocab.size, fingerprint("ids", vocab.used.tobytes()) if vocab.used is not None else None],
+        "eval_sets": [(s.name, fingerprint("set", s.labels.tobytes(), _scored(s).tobytes())) for s in group.sets],
+    }
 
 
 def run_ablation(options: AblationOptions, progress: Callable[[str], None] = print) -> AblationResult:
-    datas, sets, vocab = prepare(options, progress)
+    groups = prepare(options, progress)
     device = choose_device(options.device, options.threads)
     preset = PRESETS[options.preset]
     seq_len, batch_size = options.seq_len or preset.seq_len, options.batch_size or preset.batch_size
@@ -118,16 +165,19 @@ def run_ablation(options: AblationOptions, progress: Callable[[str], None] = pri
         "tokens": options.tokens,
         "held_out": options.held_out,
         "eval_points": options.eval_points,
-        "vocab": [vocab.size, fingerprint("ids", vocab.used.tobytes()) if vocab.used is not None else None],
-        "eval_sets": [(s.name, fingerprint("set", s.labels.tobytes())) for s in sets],
         "dtype": describe_device(device)["dtype"],
     }
+    per_group = [_group_settings(group) for group in groups]
+    datas = [(data, group, own) for group, own in zip(groups, per_group, strict=True) for data in group.datas]
+    order = data_names(options.data)
+    datas.sort(key=lambda item: order.index(item[0].name))  # the command line's order
     seeds = list(range(options.first_seed, options.first_seed + options.seeds))
-    experiment = "exp-" + fingerprint("experiment", settings, [d.fingerprint for d in datas], seeds)[:12]
+    fingerprints = [data.fingerprint for data, _, _ in datas]
+    experiment = "exp-" + fingerprint("experiment", settings, per_group, fingerprints, seeds)[:12]
     records, trained = [], 0
     for seed in seeds:
-        for data in datas:
-            trial = "trial-" + fingerprint("trial", settings, data.fingerprint, seed)[:16]
+        for data, group, own in datas:
+            trial = "trial-" + fingerprint("trial", {**settings, **own}, data.fingerprint, seed)[:16]
             record = find_trial(options.ledger_dir, trial)
             if record is not None:
                 progress(f"{data.name} seed {seed}: done before ({record['date']}), read from the ledger")
@@ -137,20 +187,27 @@ def run_ablation(options: AblationOptions, progress: Callable[[str], None] = pri
                     options.workers,
                 )  # fmt: skip
                 progress(f"{data.name} seed {seed}: training {plan.steps:,} steps of {batch_size} x {seq_len} tokens")
-                measured = run_trial(plan, vocab, sets, device, progress)
-                record = _record(options, experiment, trial, data, seed, plan, vocab, sets, device, measured)
+                measured = run_trial(plan, group.vocab, group.sets, device, progress)
+                record = _record(options, experiment, trial, data, seed, plan, group, device, measured)
                 write_record(options.ledger_dir, record)
                 trained += 1
             records.append(record)
-    verdict = verdict_lines(records)
+    weights = weights_of(options, groups)
+    verdict = verdict_lines(records, weights)
     write_json_atomic(
         options.out / "ablation.json",
-        {"experiment": experiment, "trials": [r["trial"] for r in records], "verdict": verdict, "settings": settings},
+        {
+            "experiment": experiment,
+            "trials": [r["trial"] for r in records],
+            "verdict": verdict,
+            "weights": weights,
+            "settings": {**settings, "tokenizers": {group.name: own for group, own in zip(groups, per_group)}},
+        },
     )
     return AblationResult(experiment, records, verdict, trained)
 
 
-def _record(options, experiment, trial, data, seed, plan, vocab, sets, device, measured) -> dict:
+def _record(options, experiment, trial, data, seed, plan, group, device, measured) -> dict:
     described = describe_device(device)
     wall_hours = measured["wall_s"] / 3600
     if described["kind"] == "cuda":
@@ -179,13 +236,13 @@ def _record(options, experiment, trial, data, seed, plan, vocab, sets, device, m
             "lr": plan.lr,
             "params": measured["params"],
             "output": measured["output"],
-            "vocab": vocab.describe(),
+            "vocab": group.vocab.describe(),
         },
         "device": described["device"],
         "dtype": described["dtype"],
         "host": os.uname().nodename,
         "seed": seed,
-        "eval_sets": {s.name: s.describe() for s in sets},
+        "eval_sets": {s.name: s.describe() for s in group.sets},
         **{key: measured[key] for key in measured if key not in ("params", "compute_params", "output")},
         **compute,
         "projection": projection,

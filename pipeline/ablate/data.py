@@ -1,10 +1,10 @@
 """What an ablation trains on: a DATA folder resolved, checked and described.
 
 A DATA is a run folder (``tokens/<source>/`` shards), a folder of token shards, or a
-``prep mix`` folder. Every DATA of one ablation must be tokenized alike (same vocabulary,
-EOD, BOS, dtype: the sidecars' compatibility keys), or their losses could not be compared;
-a shard without a sidecar is refused, since nothing would say how to tokenize the eval
-sets for it.
+``prep mix`` folder. The shards of one DATA must be tokenized alike (same vocabulary, EOD,
+BOS, dtype: the sidecars' compatibility keys); two DATA may differ (``groups``: the
+verdict then compares bits per byte). A shard without a sidecar is refused, since nothing
+would say how to tokenize the eval sets for it.
 
 The held-out slice: a document is held out when a hash of its id (salted, so that it is
 independent of ``prep run --sample``, which keeps documents by the same id hash) falls
@@ -46,7 +46,7 @@ HOLDOUT_SALT = np.uint64(0x5EED_AB1A_7E00_0001)
 
 
 class AblationDataError(ValueError):
-    """A DATA that cannot be used: not token shards, no sidecar, another tokenizer."""
+    """A DATA that cannot be used: not token shards, no sidecar, shards of two tokenizers."""
 
 
 def held_out(ids, fraction: float) -> np.ndarray:
@@ -127,6 +127,8 @@ class AblationData:
             "name": self.name,
             "path": str(self.path.resolve()),
             "kind": self.kind,
+            "tokenizer": self.tokenizer.get("tokenizer"),
+            "vocab_sha256": self.tokenizer.get("vocab_sha256"),
             "fingerprint": self.fingerprint,
             "shares": self.shares,
             "sample": self.sample,
@@ -167,16 +169,6 @@ def open_data(path: Path, name: str, held_out_fraction: float, cache_dir: Path |
         shares=_shares(path, kind, corpus),
         sample=_sample_fraction(path, kind),
     )
-
-
-def check_same_tokenizer(datas: list[AblationData]) -> None:
-    """Refuse DATA made by different tokenizers: their losses per token are not comparable."""
-    first = datas[0]
-    for data in datas[1:]:
-        try:
-            check_compatible(first.tokenizer, data.tokenizer, str(data.path))
-        except IncompatibleShards as error:
-            raise AblationDataError(f"{error}; every DATA of an ablation must use {first.path}'s tokenizer") from None
 
 
 def _common_tokenizer(corpus: ShardCorpus, path: Path) -> dict:

@@ -107,3 +107,17 @@ class TinyGPT(nn.Module):
         if self.head is not None:
             return self.head(hidden.float(), labels).loss
         return F.cross_entropy((hidden @ self.embed.weight.T).float(), labels)  # tied output embedding
+
+    def label_log_probs(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
+        """``[B, T]``: the natural log of the probability the model gives each label (for
+        evaluation, which sums them over a mask: real labels, the text's own tokens)."""
+        hidden = self(input_ids, position_ids)
+        flat, targets = hidden.view(-1, hidden.shape[-1]).float(), labels.reshape(-1)
+        if self.head is not None:
+            chosen = self.head(flat, targets).output
+        else:
+            logits = flat @ self.embed.weight.T.float()
+            chosen = torch.log_softmax(logits, dim=-1).gather(1, targets[:, None])[:, 0]
+        return chosen.view(labels.shape)

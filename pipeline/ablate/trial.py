@@ -7,6 +7,10 @@ starts from ``torch.manual_seed(seed)``, so every DATA of a seed starts from the
 weights. AdamW, a linear warmup over the first 5% of steps, then a cosine decay to a tenth
 of the peak; gradients clipped at norm 1.
 
+Evaluation reports nats per token and, for a set made from text, bits per byte
+(``evaluate``), and for a multiple-choice set its accuracy and the right answer's nats per
+character (``evaluate_choices``); the trial's record keeps every curve.
+
 Timing: a step's time runs from asking the loader for a batch to the optimizer step done
 (``loss.item()`` waits for the device); its data wait is the part spent in the loader. The
 first step (workers starting, kernels compiling) is left out of both. Evaluation runs at
@@ -27,6 +31,7 @@ from pipeline.ablate.data import AblationData
 from pipeline.ablate.evalsets import EvalSet, Vocabulary
 from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import TinyGPT
+from pipeline.ablate.multiple_choice import MultipleChoiceSet, score
 from pipeline.ablate.presets import Preset
 from pipeline.loader import TokenDataset, build_dataloader
 
@@ -81,7 +86,7 @@ def build_model(plan: TrialPlan, vocab: Vocabulary, device: torch.device) -> Tin
 def run_trial(
     plan: TrialPlan,
     vocab: Vocabulary,
-    eval_sets: list[EvalSet],
+    eval_sets: list[EvalSet | MultipleChoiceSet],
     device: torch.device,
     progress: Callable[[str], None] = print,
 ) -> dict:
@@ -105,8 +110,8 @@ def run_trial(
     per_step = plan.batch_size * plan.seq_len
     eval_steps = {round(plan.steps * k / plan.eval_points) for k in range(1, plan.eval_points + 1)}
     monitor, curve = HealthMonitor(), _Curve(max(1, plan.steps // CURVE_POINTS))
-    evals = {eval_set.name: [] for eval_set in eval_sets}
-    _evaluate_all(model, eval_sets, table, device, autocast, 0, evals)
+    curves = _EvalCurves(eval_sets)
+    curves.evaluate(model, table, device, autocast, 0)
     wait = busy = 0.0
     stopped = None
     started = time.perf_counter()
@@ -141,8 +146,8 @@ def run_trial(
             break
         curve.add(step * per_step, value)
         if step in eval_steps:
-            _evaluate_all(model, eval_sets, table, device, autocast, step * per_step, evals)
-            shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in evals.items())
+            curves.evaluate(model, table, device, autocast, step * per_step)
+            shown = ", ".join(f"{name} {points[-1][1]:.3f}" for name, points in curves.nats.items())
             rate = (step - 1) * per_step / busy if busy else 0.0
             progress(
                 f"{plan.data.name} seed {plan.seed}: step {step:,}/{plan.steps:,}, train loss {value:.3f}, "
@@ -162,8 +167,12 @@ def run_trial(
         "tokens_per_s": timed * per_step / busy if busy else None,
         "data_wait_share": share,
         "train_curve": curve.points,
-        "eval": evals,
-        "final": {} if stopped else {name: points[-1][1] for name, points in evals.items()},
+        "eval": curves.nats,
+        "final": {} if stopped else curves.final(curves.nats),
+        "eval_bpb": curves.bits,  # bits per byte, for the sets made from text
+        "final_bpb": {} if stopped else curves.final(curves.bits),
+        "eval_mc": curves.choices,  # multiple-choice sets: accuracy, right answer's nats/char
+        "final_mc": {} if stopped else curves.final(curves.choices),
         "health": monitor.summary(share, stopped),
     }
 
@@ -199,10 +208,12 @@ class _Curve:
 
 
 @torch.no_grad()
-def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> float:
-    """Mean loss per token over the eval set, in nats."""
+def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> tuple[float, float | None]:
+    """Mean loss per token over the eval set's real labels, in nats, and bits per byte: the
+    text's own tokens' -log2 p summed over the UTF-8 bytes of the text (``None`` without text)."""
     model.eval()
-    total = 0.0
+    nats = text_nats = 0.0
+    masks = (eval_set.real, eval_set.text if eval_set.text is not None else eval_set.real)
     for begin in range(0, len(eval_set.inputs), EVAL_BATCH):
         rows = slice(begin, begin + EVAL_BATCH)
         inputs, positions, labels = _on_device(
@@ -214,11 +225,57 @@ def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> floa
             table,
         )
         with autocast:
-            total += model.loss(inputs, positions, labels).item() * labels.numel()
+            log_probs = model.label_log_probs(inputs, positions, labels).float()
+        real, text = (torch.from_numpy(np.ascontiguousarray(mask[rows])).to(device) for mask in masks)
+        nats -= log_probs[real].sum().item()
+        text_nats -= log_probs[text].sum().item()
     model.train()
-    return total / eval_set.tokens
+    bits_per_byte = text_nats / math.log(2) / eval_set.text_bytes if eval_set.text is not None else None
+    return nats / eval_set.tokens, bits_per_byte
 
 
-def _evaluate_all(model, eval_sets, table, device, autocast, tokens: int, evals: dict) -> None:
-    for eval_set in eval_sets:
-        evals[eval_set.name].append([tokens, evaluate(model, eval_set, table, device, autocast)])
+@torch.no_grad()
+def evaluate_choices(model: TinyGPT, choice_set: MultipleChoiceSet, table, device, autocast) -> dict:
+    """Each choice's summed log-likelihood of its continuation, scored per character."""
+    model.eval()
+    sums = []
+    for begin in range(0, len(choice_set.inputs), EVAL_BATCH):
+        rows = slice(begin, begin + EVAL_BATCH)
+        inputs, positions, labels = _on_device(
+            *(
+                torch.from_numpy(np.ascontiguousarray(a[rows]))
+                for a in (choice_set.inputs, choice_set.position_ids, choice_set.labels)
+            ),
+            device,
+            table,
+        )
+        with autocast:
+            log_probs = model.label_log_probs(inputs, positions, labels).float()
+        mask = torch.from_numpy(np.ascontiguousarray(choice_set.continuation[rows])).to(device)
+        sums.append((log_probs * mask).sum(dim=1).double().cpu().numpy())
+    model.train()
+    return score(choice_set, np.concatenate(sums))
+
+
+class _EvalCurves:
+    """Every eval set's points over training: nats/token, bits/byte, multiple-choice scores."""
+
+    def __init__(self, eval_sets: list[EvalSet | MultipleChoiceSet]):
+        self.sets = eval_sets
+        self.nats = {s.name: [] for s in eval_sets if isinstance(s, EvalSet)}
+        self.bits: dict[str, list] = {}
+        self.choices = {s.name: [] for s in eval_sets if isinstance(s, MultipleChoiceSet)}
+
+    def evaluate(self, model, table, device, autocast, tokens: int) -> None:
+        for eval_set in self.sets:
+            if isinstance(eval_set, MultipleChoiceSet):
+                self.choices[eval_set.name].append([tokens, evaluate_choices(model, eval_set, table, device, autocast)])
+                continue
+            nats, bits_per_byte = evaluate(model, eval_set, table, device, autocast)
+            self.nats[eval_set.name].append([tokens, nats])
+            if bits_per_byte is not None:
+                self.bits.setdefault(eval_set.name, []).append([tokens, bits_per_byte])
+
+    @staticmethod
+    def final(curves: dict) -> dict:
+        return {name: points[-1][1] for name, points in curves.items()}

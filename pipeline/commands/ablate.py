@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.ablate.presets import PRESETS
-from pipeline.commands.options import Count, Finite
+from pipeline.commands.options import Count, Finite, WeightedFile
 
 
 @click.command()
@@ -27,8 +27,24 @@ from pipeline.commands.options import Count, Finite
     "--eval",
     "eval_files",
     multiple=True,
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="Also evaluate on this JSON lines or Parquet file of texts (repeatable).",
+    type=WeightedFile(),
+    help="Also evaluate on this JSON lines or Parquet file of texts; FILE:WEIGHT weighs it in the objective "
+    "(default 1; repeatable).",
+)
+@click.option(
+    "--eval-mc",
+    "choice_files",
+    multiple=True,
+    type=WeightedFile(),
+    help="Also score this JSON lines file of multiple-choice questions (HellaSwag, ARC, PIQA shapes; README); "
+    "FILE:WEIGHT as for --eval (repeatable).",
+)
+@click.option(
+    "--held-out-weight",
+    type=Finite(min=0),
+    default=1.0,
+    show_default=True,
+    help="Weight of each held-out set in the objective.",
 )
 @click.option(
     "--held-out",
@@ -54,20 +70,26 @@ from pipeline.commands.options import Count, Finite
 @click.option("--target-params", type=Count(), default="1B", show_default=True, help="Full run's model size.")
 @click.option("--target-tokens", type=Count(), help="Full run's tokens [default: each DATA's, full input].")
 @click.option("--history", type=click.Path(exists=True, file_okay=False, path_type=Path), help="Print a ledger.")
-def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, eval_points, seq_len, batch_size, lr,
-           workers, device, threads, full_vocab, ledger, target_params, target_tokens, history) -> None:  # fmt: skip
+def ablate(data, tokens, out, preset, seeds, eval_files, choice_files, held_out_weight, held_out, eval_tokens,
+           eval_points, seq_len, batch_size, lr, workers, device, threads, full_vocab, ledger, target_params,
+           target_tokens, history) -> None:  # fmt: skip
     """Train the same small model on each DATA and compare them on held-out text.
 
-    Each DATA is a run folder, a token-shard folder or a prep mix folder, all tokenized
-    alike. Every trial starts from the same initialization (per seed) and trains the same
-    token budget through prep's loader; each is evaluated during training on every DATA's
-    held-out documents (chosen by id hash) and on each --eval file (JSON lines or Parquet
-    with a text field). The verdict says which DATA wins each eval set and whether the
-    difference exceeds the seed spread (--seeds 3 or more to know). Every trial is recorded
-    in the ledger (OUT/ledger); running the same command again skips finished trials.
+    Each DATA is a run folder, a token-shard folder or a prep mix folder. Every trial
+    starts from the same initialization (per seed) and trains the same token budget
+    through prep's loader; each is evaluated during training on every DATA's held-out
+    documents (chosen by id hash) and on each --eval file (JSON lines or Parquet with a
+    text field), in nats per token and bits per byte of the text. The verdict says which
+    DATA wins each eval set and whether the difference exceeds the seed spread (--seeds 3
+    or more to know); DATA tokenized differently are compared on bits per byte. Each
+    --eval-mc file is scored as accuracy and the right answer's log-likelihood per
+    character, and the DATA on the objective (the eval losses weighted by FILE:WEIGHT).
+    Every trial is recorded in the ledger (OUT/ledger); running the same command again
+    skips finished trials.
 
     \b
-      prep ablate out/raw out/filtered --tokens 5M --seeds 3 --eval speeches.jsonl --out ablation
+      prep ablate out/raw out/filtered --tokens 5M --seeds 3 --eval speeches.jsonl:2 \\
+          --eval-mc hellaswag.jsonl --out ablation
       prep ablate --history ablation/ledger
       prep report ablation            # loss curves as an HTML page
 
@@ -96,7 +118,13 @@ def ablate(data, tokens, out, preset, seeds, eval_files, held_out, eval_tokens, 
         batch_size=batch_size,
         lr=lr,
         seeds=seeds,
-        eval_files=list(eval_files),
+        eval_files=[path for path, _ in eval_files],
+        choice_files=[path for path, _ in choice_files],
+        weights={
+            **{f"eval:{path.name}": weight for path, weight in eval_files},
+            **{f"mc:{path.name}": weight for path, weight in choice_files},
+        },
+        held_out_weight=held_out_weight,
         held_out=held_out,
         eval_tokens=eval_tokens,
         eval_points=eval_points,
@@ -119,6 +147,8 @@ def _run(options) -> None:
     from pipeline.ablate.ablation import run_ablation
     from pipeline.ablate.data import AblationDataError
     from pipeline.ablate.evalsets import EvalSetError
+    from pipeline.ablate.evaltexts import EvalTextError
+    from pipeline.ablate.multiple_choice import MultipleChoiceError
     from pipeline.ablate.projection import describe
     from pipeline.ablate.trial import TrialError
     from pipeline.formats.experiments import LedgerError
@@ -128,7 +158,7 @@ def _run(options) -> None:
 
     try:
         result = run_ablation(options, progress)
-    except (AblationDataError, EvalSetError, TrialError, LedgerError) as error:
+    except (AblationDataError, EvalSetError, EvalTextError, MultipleChoiceError, TrialError, LedgerError) as error:
         raise click.ClickException(str(error)) from None
     click.echo(f"experiment {result.experiment}: {len(result.records)} trial(s), {result.trained} trained now")
     for record in result.records:

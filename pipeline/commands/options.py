@@ -1,4 +1,4 @@
-"""Click parameter types for numbers, shared by every command.
+"""Click parameter types for numbers (and files with a weight), shared by every command.
 
 click's ``FLOAT`` and ``FloatRange`` read ``nan``, ``inf`` and ``1e999`` as floats, and a
 NaN passes every range check (each comparison with it is false): ``--max-epochs nan`` once
@@ -8,6 +8,8 @@ turned off the cap it sets. Every float option of every command is a ``Finite``
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 
@@ -47,3 +49,22 @@ class Count(click.ParamType):
             return parse_tokens(str(value))
         except MixError as error:
             self.fail(str(error), param, ctx)
+
+
+class WeightedFile(click.ParamType):
+    """``FILE`` or ``FILE:WEIGHT`` (a finite weight >= 0, 1 when not given): an eval file and
+    its weight in the objective. A path that exists as given is a file even if it holds a colon."""
+
+    name = "file[:weight]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        path = Path(value)
+        if path.is_file():
+            return path, 1.0
+        base, colon, weight = str(value).rpartition(":")
+        if not colon or not Path(base).is_file():
+            self.fail(f"{value}: no such file", param, ctx)
+        number = Finite(min=0).convert(weight, param, ctx)
+        return Path(base), float(number)
