@@ -11,8 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from conftest import SAMPLE_CONFIG, make_batch
 
+from pipeline.commands.main import main
 from pipeline.engine.run import run_pipeline
 from pipeline.stage import threshold_detail
 from stages.langid.stage import LangId
@@ -123,3 +125,41 @@ def test_every_threshold_drop_of_the_sample_run_says_why(sample_run):
             assert detail["label"] == row["reason"].removeprefix("lang:")
         if row["reason"] == "too-short":
             assert detail["value"] < detail["threshold"]
+
+
+def rejects_command(*args: str):
+    return CliRunner().invoke(main, ["rejects", *map(str, args)])
+
+
+def test_prep_rejects_lists_id_stage_reason_and_detail_one_line_each(sample_run):
+    result = rejects_command(sample_run, "--stage", "length", "--limit", "3")
+    assert result.exit_code == 0, result.output
+    header, *lines, more = result.output.splitlines()
+    assert header.split() == ["id", "stage", "reason", "detail"]
+    assert len(lines) == 3 and "there are more" in more
+    ledger = pq.read_table(sample_run / "rejects", columns=["id", "stage", "reason", "detail"])
+    by_id = {row["id"]: row for row in ledger.to_pylist()}
+    for line in lines:
+        doc_id, stage, reason, detail = line.split(maxsplit=3)
+        assert (stage, reason, json.loads(detail)) == ("length", "too-short", json.loads(by_id[doc_id]["detail"]))
+
+
+def test_prep_rejects_filters_by_reason_and_ends_without_a_note_when_all_are_shown(sample_run):
+    result = rejects_command(sample_run, "--reason", "exact-duplicate", "--limit", "100")
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()[1:]
+    ledger = pq.read_table(sample_run / "rejects", columns=["reason"]).column("reason").to_pylist()
+    assert len(lines) == ledger.count("exact-duplicate") > 0
+    assert all(line.split()[1:3] == ["dedup", "exact-duplicate"] for line in lines)
+
+
+def test_prep_rejects_says_what_the_ledger_holds_when_nothing_matches(sample_run):
+    result = rejects_command(sample_run, "--stage", "lenght")
+    assert result.exit_code == 1
+    assert "no reject" in result.output and "length (" in result.output and "Traceback" not in result.output
+
+
+def test_prep_rejects_refuses_a_folder_that_is_no_run(tmp_path):
+    result = rejects_command(tmp_path)
+    assert result.exit_code == 1
+    assert "is not a prep run" in result.output and "Traceback" not in result.output
