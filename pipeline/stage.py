@@ -15,6 +15,7 @@ checks every key against it, so a typo is an error naming the nearest valid key.
 from __future__ import annotations
 
 import dataclasses
+import json
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.util.atomic import temp_path
 
@@ -37,6 +39,33 @@ class StageOutput:
     counters: dict[str, int] = field(default_factory=dict)
     # Optional, aligned with rows: detail for the ledger of dropped rows (a survivor id, ...).
     detail: pa.Array | None = None
+
+
+def threshold_detail(value: pa.Array, threshold: pa.Array, label: pa.Array | None = None) -> pa.Array:
+    """The ledger ``detail`` of a threshold rule, aligned with the rows: JSON text
+    ``{"value": 12, "threshold": 50}`` (the signal a row had and the bound it failed)
+    where ``threshold`` is set, null where it is null (a kept row), with ``"label"`` where
+    ``label`` is set (langid's unwanted language). Built by Arrow's string kernels over
+    the whole batch, so a stage pays no Python step per document for it.
+    The numbers are written as Arrow writes them (the shortest decimal that reads back,
+    so a float32 0.73 stays 0.73); a non-finite one (no rule fires on NaN, but a user's
+    threshold may be inf) as JSON null, so the text always parses."""
+    value_text, threshold_text = (_json_number(array) for array in (value, threshold))
+    numbers = pc.binary_join_element_wise('{"value": ', value_text, ', "threshold": ', threshold_text, "")
+    plain = pc.binary_join_element_wise(numbers, "}", "")
+    if label is None:
+        return plain
+    # A label is any token of a user's model: json quotes it (the rows that have one only).
+    quoted = pa.array([None if text is None else json.dumps(text) for text in label.to_pylist()], pa.string())
+    labelled = pc.binary_join_element_wise(numbers, ', "label": ', quoted, "}", "")
+    return pc.if_else(pc.is_valid(quoted), labelled, plain)
+
+
+def _json_number(array: pa.Array) -> pa.Array:
+    text = pc.cast(array, pa.string())
+    if not pa.types.is_floating(array.type):
+        return text
+    return pc.if_else(pc.or_kleene(pc.is_finite(array), pc.is_null(array)), text, pa.scalar("null"))
 
 
 @dataclass

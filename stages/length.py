@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
-from pipeline.stage import Stage, StageOutput, register
+from pipeline.stage import Stage, StageOutput, register, threshold_detail
 
 N_CHARS = "n_chars"
 
@@ -39,9 +39,14 @@ class Length(Stage):
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         chars = pc.utf8_length(batch.column(TEXT))
         none = pa.scalar(None, pa.string())
-        reason = pc.if_else(pc.less(chars, self.options.min_chars), pa.scalar("too-short"), none)
+        too_short = pc.less(chars, self.options.min_chars)
+        reason = pc.if_else(too_short, pa.scalar("too-short"), none)
+        bound = pc.if_else(too_short, pa.scalar(self.options.min_chars, pa.int64()), pa.scalar(None, pa.int64()))
         if self.options.max_chars is not None:
             too_long = pc.greater(chars, self.options.max_chars)
             reason = pc.if_else(too_long, pa.scalar("too-long"), reason)
-        batch = set_column(batch, N_CHARS, chars.cast(pa.int64()))
-        return StageOutput(batch=batch, drop_reason=reason)
+            bound = pc.if_else(too_long, pa.scalar(self.options.max_chars, pa.int64()), bound)
+        chars = chars.cast(pa.int64())
+        batch = set_column(batch, N_CHARS, chars)
+        # The ledger says why: the document's length and the bound it crossed.
+        return StageOutput(batch=batch, drop_reason=reason, detail=threshold_detail(chars, bound))

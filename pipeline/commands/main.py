@@ -41,6 +41,7 @@ COMMANDS = {
     "estimate": "pipeline.commands.estimate:estimate",
     "mix": "pipeline.commands.mix:mix",
     "report": "pipeline.commands.report:report",
+    "rejects": "pipeline.commands.rejects:rejects",
     "shards": "pipeline.commands.shards:shards_group",
     "show": "pipeline.commands.show:show",
     "tokenizer": "pipeline.commands.tokenizer:tokenizer_group",

@@ -12,7 +12,7 @@ from pipeline.formats.document_lookup import Match, UnreadableRun, find_document
 from pipeline.util.printable import printable
 
 
-def _value(value, limit: int = 300) -> str:
+def field_text(value, limit: int = 300) -> str:
     """A field value on one line, cut at ``limit`` characters, safe to print."""
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -70,10 +70,10 @@ def echo_match(doc_id: str, match: Match, chars: int) -> None:
         )
     click.echo(f"  found in: {printable(match.path)}")
     if match.kind == "rejected" and row.get("detail"):
-        click.echo(f"  detail: {_value(row['detail'])}")
+        click.echo(f"  detail: {field_text(row['detail'])}")
     for field, value in row.items():
         if field not in ("id", "stage", "reason", "detail") and value is not None:
-            click.echo(f"  {printable(field)}: {_value(value)}")
+            click.echo(f"  {printable(field)}: {field_text(value)}")
     if text is not None:
         shown = text if chars <= 0 else text[:chars]
         click.echo(

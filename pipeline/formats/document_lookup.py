@@ -1,5 +1,5 @@
 """Finding a document by id in a run folder, kept (``docs/``) or rejected (``rejects/``),
-for ``prep show``.
+for ``prep show``, and listing the ledger's rejects, for ``prep rejects``.
 
 Apart from the command so that the search (every match, read with a Parquet filter, and
 a folder that cannot be listed never mistaken for an empty one) is library code that
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.layout import Layout
@@ -41,12 +42,7 @@ def find_documents(run: Path, doc_id: str) -> list[Match]:
     found = []
     layout = Layout(run)
     for kind, folder in (("kept", layout.docs_folder), ("rejected", layout.rejects_folder)):
-        try:
-            files = parquet_files(folder)
-        except OSError as error:  # a folder of the run that cannot be listed
-            where = error.filename or run
-            raise UnreadableRun(f"cannot read {printable(where)}: {printable(error_line(error))}") from None
-        for path in files:
+        for path in _listed(folder, run):
             found += [Match(kind, path, row) for row in read_rows(path, doc_id)]
     return found
 
@@ -76,3 +72,52 @@ def read_rows(path: Path, doc_id: str) -> list[dict]:
         return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
     except (OSError, pa.ArrowException) as error:
         raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
+
+
+# What ``prep rejects`` shows of a rejected row (the text stays in the file).
+LISTED = ("id", "stage", "reason", "detail")
+
+
+def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: int) -> list[dict]:
+    """The first ``limit`` rows of the run's ledger (files in sorted order) of ``stage``
+    and ``reason`` (None: any), with the ``LISTED`` fields only. Read in batches and
+    stopped at ``limit``: a ledger can hold millions of rows, a listing shows a few.
+    A folder that is no run (neither ``manifest.json`` nor ``rejects/``) is an
+    ``UnreadableRun`` that says so, not an empty listing."""
+    layout = Layout(run)
+    if not layout.manifest.exists() and not layout.rejects_folder.exists():
+        raise UnreadableRun(f"{printable(run)} is not a prep run: it has no {Layout.MANIFEST} and no {Layout.REJECTS}/")
+    rows: list[dict] = []
+    for path in _listed(layout.rejects_folder, run):
+        try:
+            for batch in pq.ParquetFile(path).iter_batches(columns=list(LISTED)):
+                for column, wanted in (("stage", stage), ("reason", reason)):
+                    if wanted is not None:
+                        batch = batch.filter(pc.fill_null(pc.equal(batch.column(column), wanted), False))
+                rows += batch.slice(0, limit - len(rows)).to_pylist()
+                if len(rows) >= limit:
+                    return rows
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
+    return rows
+
+
+def ledger_counts(run: Path, column: str) -> dict[str, int]:
+    """How many rejects of the run have each value of ``column`` (``stage``, ``reason``):
+    what ``prep rejects`` offers when a filter matches nothing."""
+    counts: dict[str, int] = {}
+    for path in _listed(Layout(run).rejects_folder, run):
+        try:
+            values = pq.read_table(path, columns=[column]).column(column)
+        except (OSError, pa.ArrowException) as error:
+            raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
+        for item in pc.value_counts(values).to_pylist():
+            counts[str(item["values"])] = counts.get(str(item["values"]), 0) + item["counts"]
+    return counts
+
+
+def _listed(folder: Path, run: Path) -> list[Path]:
+    try:
+        return parquet_files(folder)
+    except OSError as error:  # a folder of the run that cannot be listed
+        raise UnreadableRun(f"cannot read {printable(error.filename or run)}: {printable(error_line(error))}") from None

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
-from pipeline.stage import Stage, StageOutput, register
+from pipeline.stage import Stage, StageOutput, register, threshold_detail
 from stages.langid import second_opinion, thresholds
 from stages.langid.model import bundled_model_path, detect, load_model
 
@@ -110,7 +111,8 @@ class LangId(Stage):
         text = batch.column(TEXT)
         found = detect(self._model(), text, self.options.max_chars)
         labels = found.lang.to_pylist()
-        below = self._below(labels, found)
+        judged, limit = self._judged(labels, found)
+        below = [label is not None and bool(j < t) for label, j, t in zip(labels, judged, limit)]
         vouched = [False] * n
         if self.ask is not None:
             labels, vouched = second_opinion.settle(labels, below, text, self.options.max_chars, self.ask)
@@ -121,20 +123,39 @@ class LangId(Stage):
         values = (labels, scores, found.second, found.second_score)
         for (name, kind), column in zip(COLUMNS, values):
             batch = set_column(batch, name, pa.array(column, kind))
-        return StageOutput(batch=batch, drop_reason=self._reasons(labels, below, vouched))
+        reasons = self._reasons(labels, below, vouched)
+        return StageOutput(batch=batch, drop_reason=reasons, detail=self._detail(reasons, labels, scores, judged))
 
-    def _below(self, labels: list[str | None], found) -> list[bool]:
-        """Per document: is its score (its group's, for a group member) under its label's threshold?"""
-        out = []
-        for label, score, top in zip(labels, found.score, found.top):
+    def _judged(self, labels: list[str | None], found) -> tuple[np.ndarray, np.ndarray]:
+        """Per document: the score its label is judged on (its group's, for a group
+        member; its own, 0, without a label) and that label's threshold, as float32."""
+        judged = np.asarray(found.score, np.float32).copy()
+        limit = np.full(len(labels), self.default_threshold, np.float32)
+        for row, (label, top) in enumerate(zip(labels, found.top)):
             if label is None:
-                out.append(False)
                 continue
+            limit[row] = self.thresholds.get(label, self.default_threshold)
             # A relabelled document (ja without kana -> zh) has no group: its score is its own.
             group = self.membership.get(label)
-            judged = thresholds.group_score(top, group, self.membership) if group else float(score)
-            out.append(bool(np.float32(judged) < np.float32(self.thresholds.get(label, self.default_threshold))))
-        return out
+            if group:
+                judged[row] = thresholds.group_score(top, group, self.membership)
+        return judged, limit
+
+    def _detail(self, reasons: pa.Array, labels: list[str | None], scores: list[float], judged: np.ndarray) -> pa.Array:
+        """The ledger's why, against the final label's threshold: for ``lang:low-score``
+        the score it was judged on (the label is lid.176's, as below its threshold no
+        second opinion relabels it unvouched); for ``lang:<label>``, an unwanted language
+        whatever its score, that label and its ``lang_score``."""
+        dropped = pc.is_valid(reasons).to_numpy(zero_copy_only=False)
+        low = pc.fill_null(pc.equal(reasons, "lang:low-score"), False).to_numpy(zero_copy_only=False)
+        unwanted = dropped & ~low
+        value = np.where(unwanted, np.asarray(scores, np.float32), judged)
+        threshold = [self.thresholds.get(label, self.default_threshold) for label in labels]
+        return threshold_detail(
+            pa.array(value, pa.float32()),
+            pa.array(threshold, pa.float32(), mask=~dropped),
+            pa.array(labels, pa.string(), mask=~unwanted),
+        )
 
     def _reasons(self, labels: list[str | None], below: list[bool], vouched: list[bool]) -> pa.Array:
         """``lang:<label>`` for an unwanted language, ``lang:low-score`` below its threshold."""

@@ -182,15 +182,22 @@ class QualityOptions:
 
 
 class Decider:
-    """Walks rules in order and keeps, per document, the first one that fires."""
+    """Walks rules in order and keeps, per document, the first one that fires, with the
+    signal value and the threshold that decided it (the ledger's ``detail``). A rule on a
+    flag (lorem ipsum found, a generator's marker) reads as its value over a threshold of 0."""
 
     def __init__(self, n_documents: int):
         self.code = np.zeros(n_documents, np.int32)  # 0: keep, else 1 + index into names
         self.names: list[str] = []
+        self.value = np.full(n_documents, np.nan)  # where code > 0: the deciding signal
+        self.threshold = np.full(n_documents, np.nan)  # and the bound it crossed
 
-    def rule(self, name: str, fires: np.ndarray) -> None:
+    def rule(self, name: str, fires: np.ndarray, value: np.ndarray, threshold: float) -> None:
         self.names.append(name)
-        self.code[(self.code == 0) & fires] = len(self.names)
+        first = (self.code == 0) & fires
+        self.code[first] = len(self.names)
+        self.value[first] = value[first]
+        self.threshold[first] = threshold
 
 
 class _Only:
@@ -199,8 +206,8 @@ class _Only:
     def __init__(self, decider: Decider, mask: np.ndarray):
         self.decider, self.mask = decider, mask
 
-    def rule(self, name: str, fires: np.ndarray) -> None:
-        self.decider.rule(name, self.mask & fires)
+    def rule(self, name: str, fires: np.ndarray, value: np.ndarray, threshold: float) -> None:
+        self.decider.rule(name, self.mask & fires, value, threshold)
 
 
 # How a rule compares its signal with its threshold (NaN, a signal not computed, never fires).
@@ -219,10 +226,14 @@ class Rule:
     words_only: bool = False
 
     def fires(self, signals: np.ndarray) -> np.ndarray:
-        values = signals[:, self.column]
-        if self.op == GREATER:
-            return values > self.threshold
-        return values < self.threshold if self.op == LESS else values == self.threshold
+        return compare(signals[:, self.column], self.op, self.threshold)
+
+
+def compare(values: np.ndarray, op: int, threshold: float) -> np.ndarray:
+    """Where ``values <op> threshold`` (NaN: never)."""
+    if op == GREATER:
+        return values > threshold
+    return values < threshold if op == LESS else values == threshold
 
 
 def gopher_rules(options: QualityOptions) -> list[Rule]:
@@ -279,45 +290,58 @@ def decide_web(options: QualityOptions, signals: np.ndarray, decider: Decider) -
     words = ~(signals[:, NO_SPACE_FRAC] >= options.no_space_script_min_frac)  # word rules apply
     word_rules = _Only(decider, words)
     for rule in gopher_rules(options):
-        (word_rules if rule.words_only else decider).rule(rule.name, rule.fires(signals))
+        rules = word_rules if rule.words_only else decider
+        rules.rule(rule.name, rule.fires(signals), signals[:, rule.column], rule.threshold)
     if options.c4:
         event = signals[:, C4_EVENT]
-        word_rules.rule("c4:lorem_ipsum", event == C4_LOREM)
-        word_rules.rule("c4:curly_bracket", event == C4_CURLY)
-        word_rules.rule("c4:too_few_sentences", signals[:, C4_SENTENCES] < options.c4_min_num_sentences)
+        lorem, curly = event == C4_LOREM, event == C4_CURLY
+        word_rules.rule("c4:lorem_ipsum", lorem, lorem.astype(np.float64), 0)
+        word_rules.rule("c4:curly_bracket", curly, curly.astype(np.float64), 0)
+        sentences, least = signals[:, C4_SENTENCES], options.c4_min_num_sentences
+        word_rules.rule("c4:too_few_sentences", sentences < least, sentences, least)
     if options.fineweb:
-        decider.rule("fineweb:empty", signals[:, FW_LINES] == 0)
-        punct = signals[:, FW_LINE_PUNCT_RATIO]
+        lines = signals[:, FW_LINES]
+        decider.rule("fineweb:empty", lines == 0, lines, 0)
+        punct, least = signals[:, FW_LINE_PUNCT_RATIO], options.fineweb_line_punct_thr
         exempt = (punct == 0) & options.fineweb_line_punct_exclude_zero
-        decider.rule("fineweb:line_punct_ratio", words & (punct < options.fineweb_line_punct_thr) & ~exempt)
-        short_lines = signals[:, FW_SHORT_LINE_RATIO]
-        decider.rule("fineweb:short_line_ratio", short_lines > options.fineweb_short_line_thr)
-        char_dups = signals[:, FW_CHAR_DUP_RATIO]
-        decider.rule("fineweb:char_dup_ratio", char_dups > options.fineweb_char_duplicates_ratio)
-        decider.rule("fineweb:list_ratio", words & (signals[:, FW_LIST_RATIO] > options.fineweb_new_line_ratio))
+        decider.rule("fineweb:line_punct_ratio", words & (punct < least) & ~exempt, punct, least)
+        for name, column, most in (
+            ("short_line_ratio", FW_SHORT_LINE_RATIO, options.fineweb_short_line_thr),
+            ("char_dup_ratio", FW_CHAR_DUP_RATIO, options.fineweb_char_duplicates_ratio),
+        ):
+            decider.rule(f"fineweb:{name}", signals[:, column] > most, signals[:, column], most)
+        lists, most = signals[:, FW_LIST_RATIO], options.fineweb_new_line_ratio
+        decider.rule("fineweb:list_ratio", words & (lists > most), lists, most)
+
+
+def _threshold_rule(decider: Decider, name: str, signal: np.ndarray, op: int, threshold: float) -> None:
+    """The rule ``signal <op> threshold``, its signal the value the ledger keeps."""
+    decider.rule(name, compare(signal, op, threshold), signal, threshold)
 
 
 def decide_code(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    decider.rule("code:empty", signals[:, NONSPACE_CHARS] == 0)
+    _threshold_rule(decider, "code:empty", signals[:, NONSPACE_CHARS], EQUAL, 0)
     if options.code_max_blob_chars:  # before line length: a blob is usually one long line
-        decider.rule("code:encoded_blob", signals[:, BLOB_LEN] >= options.code_max_blob_chars)
-    if options.code_max_line_length:
-        decider.rule("code:max_line_length", signals[:, CODE_MAX_LINE_LEN] > options.code_max_line_length)
-    if options.code_max_mean_line_length:
-        mean = signals[:, CODE_MEAN_LINE_LEN]
-        decider.rule("code:mean_line_length", mean > options.code_max_mean_line_length)
-    if options.code_min_alnum_frac:
-        decider.rule("code:alnum_frac", signals[:, CODE_ALNUM_FRAC] < options.code_min_alnum_frac)
-    decider.rule("code:auto_generated", signals[:, CODE_AUTOGEN] > 0)
+        blob = signals[:, BLOB_LEN]
+        decider.rule("code:encoded_blob", blob >= options.code_max_blob_chars, blob, options.code_max_blob_chars)
+    for name, column, op, threshold in (
+        ("max_line_length", CODE_MAX_LINE_LEN, GREATER, options.code_max_line_length),
+        ("mean_line_length", CODE_MEAN_LINE_LEN, GREATER, options.code_max_mean_line_length),
+        ("alnum_frac", CODE_ALNUM_FRAC, LESS, options.code_min_alnum_frac),
+    ):
+        if threshold:
+            _threshold_rule(decider, f"code:{name}", signals[:, column], op, threshold)
+    _threshold_rule(decider, "code:auto_generated", signals[:, CODE_AUTOGEN], GREATER, 0)
 
 
 def decide_math(options: QualityOptions, signals: np.ndarray, decider: Decider) -> None:
-    decider.rule("math:empty", signals[:, NONSPACE_CHARS] == 0)
+    _threshold_rule(decider, "math:empty", signals[:, NONSPACE_CHARS], EQUAL, 0)
     if options.math_max_blob_chars:
-        decider.rule("math:encoded_blob", signals[:, BLOB_LEN] >= options.math_max_blob_chars)
+        blob = signals[:, BLOB_LEN]
+        decider.rule("math:encoded_blob", blob >= options.math_max_blob_chars, blob, options.math_max_blob_chars)
     if options.math_max_dup_line_char_frac:
-        dup_line_chars = signals[:, GR_DUP_LINE_CHAR_FRAC]
-        decider.rule("math:dup_line_char_frac", dup_line_chars > options.math_max_dup_line_char_frac)
+        most = options.math_max_dup_line_char_frac
+        _threshold_rule(decider, "math:dup_line_char_frac", signals[:, GR_DUP_LINE_CHAR_FRAC], GREATER, most)
 
 
 DECIDE = {"web": decide_web, "code": decide_code, "math": decide_math}

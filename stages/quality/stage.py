@@ -5,7 +5,8 @@ Each document's signals become columns (``gq_*`` Gopher quality, ``gr_*`` Gopher
 repetition, ``c4_*``, ``fw_*`` FineWeb, ``code_*``, ``blob_len``; null where a rule set
 does not compute them), so thresholds can be changed later without recomputing. A web
 page a Gopher rule drops is judged no further (no C4, no FineWeb), as in datatrove's
-chain of filters: the ledger keeps a dropped page's reason and text, not its signals. For
+chain of filters: the ledger keeps a dropped page's reason, text and, as ``detail``, the
+value and threshold of the rule that dropped it (``{"value": 12, "threshold": 50}``). For
 web sources C4 removes lines: kept documents carry C4's rewritten text and count as
 ``changed``; rejected ones keep their original text for the ledger.
 
@@ -28,7 +29,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
-from pipeline.stage import Stage, StageOutput, register
+from pipeline.stage import Stage, StageOutput, register, threshold_detail
 from stages.quality import kernels, warmup
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import DECIDE, Decider, QualityOptions, gopher_rules, rule_table
@@ -142,7 +143,10 @@ class QualityStage(Stage):
                 values = values.astype(np.float32)
             batch = set_column(batch, name, pa.array(values, column_type, mask=missing))
         counters = {f"quality.{rule_set}.{name}": count for name, count in _reason_counts(decider).items()}
-        return StageOutput(batch=batch, drop_reason=reasons, changed=changed, counters=counters)
+        dropped = decider.code > 0
+        value = pa.array(decider.value, mask=~dropped)
+        detail = threshold_detail(value, pa.array(decider.threshold, mask=~dropped))
+        return StageOutput(batch=batch, drop_reason=reasons, changed=changed, counters=counters, detail=detail)
 
     def _check_skipped(self, signals: np.ndarray, decider: Decider) -> None:
         """Every page the kernel stopped judging (FineWeb never ran: no line count) is dropped
