@@ -77,11 +77,12 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
             stage["counters"].update(tally["counters"])
             by_reason[stats["source"]].update({rule_name(label, r): n for r, n in tally["rejected"].items()})
     for label, counters in global_stats.items():
-        stages.setdefault(
+        stage = stages.setdefault(
             label,
             {"input": 0, "output": 0, "rejected": Counter(), "changed": 0, "counters": Counter(), "by_source": {}},
         )
-        stages[label]["counters"].update(counters)
+        _check_counted_once(label, counters, stage["counters"])
+        stage["counters"].update(counters)
     balance = {key: sum(s[key] for s in sources.values()) for key in ("input", "output", "rejected")}
     _check_balance(balance, sources, stages)
     ordered_stages = {label: _plain(stages[label]) for label in labels if label in stages}
@@ -131,6 +132,14 @@ def _plain(stage: dict) -> dict:
         "counters": dict(sorted(stage["counters"].items())),
         "by_source": dict(sorted(stage["by_source"].items())),
     }
+
+
+def _check_counted_once(label: str, whole_run: dict, per_unit: Counter) -> None:
+    """A global stage's counter comes from its whole-run phases or from its units' filter,
+    never both: added from both, each removed duplicate was counted twice (issue 48)."""
+    both = sorted(set(whole_run) & set(per_unit))
+    if both:
+        raise BalanceError(f"stage {label}: counters {both} came from both its whole-run phases and its units")
 
 
 def _check_balance(balance: dict, sources: dict, stages: dict) -> None:

@@ -108,7 +108,11 @@ class Clusters:
 
 def duplicate_clusters(files: list[Path], max_rows: int = MAX_DUPLICATE_ROWS) -> Clusters | None:
     """Cluster sizes from the duplicates the ledger names: each removed row's ``detail``
-    names its survivor, so a survivor with k removed rows heads a cluster of k + 1."""
+    names its survivor, so a survivor with k removed rows heads a cluster of k + 1.
+
+    A cluster is thus a survivor with at least one removed duplicate, the manifest's
+    ``dedup.clusters`` too (not dedup's LSH components, ``dedup.components``, some of
+    which remove nothing and some several survivors' duplicates)."""
     survivors: Counter[str] = Counter()
     read, truncated = 0, False
     wanted = pa.array(DUPLICATE_REASONS)

@@ -30,7 +30,11 @@ Rounds, each planned from what the rounds before returned (the driver reads no f
    document's range.
 6. ``regroup``, a task per document range ``r``: range ``r`` of every decide file,
    sorted by gid, as ``decisions/r<r>.arrow``.
-7. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for.
+7. ``done``, one task: ``done.json`` with the counters, which the filter phase waits for
+   and the manifest shows: ``dedup.exact_removed`` / ``near_removed`` (the ledger's
+   ``exact-duplicate`` / ``near-duplicate`` rows), ``dedup.clusters`` (survivors with at
+   least one removed duplicate: the report's duplicate clusters) and
+   ``dedup.components`` (LSH candidate components, see ``_decide``).
 
 Each round names the files its tasks read (fetched when the work folder is on an object
 store: of the partitioned files, just the task's range; of the docs files, only by the
@@ -47,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.stage import FinalizeRound
@@ -110,6 +115,7 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     summary = {
         "dedup.documents": units["documents"],
         "dedup.clusters": sum(r["clusters"] for r in after[2]),
+        "dedup.components": sum(r["components"] for r in after[2]),
         "dedup.exact_removed": sum(r["exact"] for r in after[3]),
         "dedup.near_removed": sum(r["near"] for r in after[3]),
         "dedup.cc_steps": step - 1,
@@ -194,13 +200,23 @@ def _member_schema(stage) -> pa.Schema:
 
 
 def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
-    """Survivors and removals of the clusters whose centre hashes to ``q`` (``clusters.hash_partition``)."""
+    """Survivors and removals of the components whose centre hashes to ``q`` (``clusters.hash_partition``).
+
+    Returns two counts that differ: ``components``, the connected components of the LSH
+    candidate graph (two or more documents each), and ``clusters``, the survivors that had
+    at least one document removed for them, by id, which is what the ledger's ``detail``
+    names and ``prep report`` counts. A component can hold no cluster (its candidates all
+    below ``min_similarity``) or several (greedy star clustering, ``survivors``); a
+    component lies in one task, so the sums over tasks count each once."""
     P, o = stage.partitions(), stage.options
     members = shipping.read_tables(_range_files(work_dir, "members", P), q, _member_schema(stage))
     decisions = decide(members, imported=imported, verify=o.verify, min_similarity=o.min_similarity, exact=o.exact)
     gid = decisions.column("gid").to_numpy()
     shipping.write_tables(_range_file(work_dir / "decided", q), decisions, clusters.node_partition(gid, total, P), P)
-    return {"clusters": len(np.unique(members.column("comp").to_numpy()))}
+    return {
+        "components": len(np.unique(members.column("comp").to_numpy())),
+        "clusters": pc.count_distinct(decisions.column("survivor")).as_py(),
+    }
 
 
 def _regroup(work_dir: Path, r: int, partitions: int) -> dict:
