@@ -298,8 +298,7 @@ def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
     FIFO) was planned with size 0 (``input_stat``), which ``parsed_bytes`` never opens."""
     pieces = Counter((unit.source, unit.first_index) for unit in units)
     return {
-        (u.source, u.name): sum(parsed_bytes(f.path, f.size) for f in u.files)
-        / pieces[u.source, u.first_index]
+        (u.source, u.name): sum(parsed_bytes(f.path, f.size) for f in u.files) / pieces[u.source, u.first_index]
         for u in units
     }
 
