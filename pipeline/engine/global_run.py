@@ -95,7 +95,7 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
         step = replace(step, drops=dropped)
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
-        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
+        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode, step=True)
         tasks = [(finalize_task, (config, store, segment.index, step.for_task(t), k, t)) for t in todo]
         results = executor.run(tasks, bar)
         bar.close()
