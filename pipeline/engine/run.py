@@ -89,7 +89,7 @@ def run_pipeline(
             config.stages[int(index)].options.update(values)
         if asked and not quiet and executor == "local":
             for line in worker_notes(asked, len(units), os.cpu_count() or 1):
-                print(line, file=sys.stderr)
+                print(json.dumps({"note": line}) if progress == "json" else line, file=sys.stderr)
         return _run_claimed(
             config, store, units, sizes, workers, strict, quiet, executor, address, sample, progress, wall_start
         )

@@ -59,6 +59,33 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         w(f"{line}\n")
 
 
+def print_summary_json(manifest: dict, out: str | Path, stream=None) -> None:
+    """``--progress json``'s last line: the summary as one JSON object, so that every line
+    on the stream is one (a log reader takes the last for the run's outcome)."""
+    cost = _read_cost(out) or {}
+    stages = {
+        label: {key: stage[key] for key in ("input", "rejected", "changed")}
+        for label, stage in manifest["stages"].items()
+    }
+    record = {
+        "phase": "done",
+        "out": str(out),
+        "outputs": {name: f"{out}/{name}" for name in (*Layout.OUTPUT_FOLDERS, Layout.MANIFEST, Layout.COST_SUMMARY)},
+        "balance": manifest["balance"],
+        "sources": manifest["sources"],
+        "stages": stages,
+        "bad_input": manifest["bad_input"],
+        "skipped": manifest.get("skipped", {}),
+        "warnings": manifest["warnings"],
+        "output_tokens": sum(stage.get("counters", {}).get("tokens", 0) for stage in manifest["stages"].values()),
+        **{key: cost.get(key) for key in ("wall_seconds", RESUMED, WORK_DISK, TASK_RETRIES, STORE_RETRIES)},
+    }
+    if manifest.get("sample", 1.0) < 1:
+        record["projection"] = cost.get("projection")
+    w = (stream or sys.stderr).write
+    w(json.dumps(record) + "\n")
+
+
 def resumed_lines(cost: dict | None) -> list[str]:
     """What earlier runs into the folder had done (cost.json's ``resumed``): "already
     complete" when this run had nothing left to do; nothing for a run that started fresh."""
