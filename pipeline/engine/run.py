@@ -155,7 +155,7 @@ def _run_claimed(
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
     done_before = tally["done_before"]
-    complete = done_before == tally["units"] and not tally["global_tasks_run"]
+    complete = 0 < done_before == tally["units"] and not tally["global_tasks_run"]  # a fresh run is no rerun
     cost[RESUMED] = {"units": tally["units"], "done_before": done_before, "complete_before": complete}
     write_manifest(layout.manifest, manifest, files_read(store, units))
     write_json_atomic(layout.cost_summary, cost)
