@@ -248,7 +248,9 @@ def test_json_progress_lines(tmp_path):
     result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(tmp_path / "o"), "-w", "1", "--progress", "json")
     assert result.returncode == 0, result.stderr
     records = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
-    assert records and records[-1]["fraction"] == 1.0 and records[-1]["units_done"] == records[-1]["units_total"]
+    assert records[-1]["phase"] == "done"  # the summary (tests/test_progress_json.py)
+    last = records[-2]
+    assert last["fraction"] == 1.0 and last["units_done"] == last["units_total"]
 
 
 def test_a_phase_without_input_bytes_counts_progress_in_units():

@@ -137,7 +137,7 @@ def main() -> None:
     type=click.Choice(["bar", "json", "none"]),
     default="bar",
     show_default=True,
-    help="Live progress on stderr: a bar, or one JSON line a second for logs.",
+    help="Live progress on stderr: a bar, or one JSON line a second for logs, the summary the last one.",
 )
 @click.option(
     "--sample",
@@ -179,9 +179,9 @@ def run(
         stop.resume_hint = "finished units are kept; run the same command again to resume"
         raise
     if not quiet:
-        from pipeline.engine.summary import print_summary
+        from pipeline.engine.summary import print_summary, print_summary_json
 
-        print_summary(manifest, out)
+        (print_summary_json if progress == "json" else print_summary)(manifest, out)
 
 
 def program() -> None:

@@ -32,6 +32,11 @@ STORE_RETRIES = "store_retries"
 # manifest (which is byte-identical however the run went).
 TASK_RETRIES = "task_retries"
 
+# cost.json's key for what earlier runs into the folder had done: {"units": every unit of
+# every per-unit phase, "done_before": those with a marker at their phase's start,
+# "complete_before": nothing at all was left to run}. It differs run to run like the rest.
+RESUMED = "resumed"
+
 
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""

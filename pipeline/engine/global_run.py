@@ -10,6 +10,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import PurePosixPath
 
@@ -46,17 +47,21 @@ def _matching(folder: str, patterns: tuple[str, ...]):
     return lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns)
 
 
-def run_global(config: Config, store: RunStore, segment: Segment, units, executor, mode, disk: WorkDisk) -> dict:
-    """Map over the previous segment's output, reduce each partition, finalize in rounds."""
+def run_global(
+    config: Config, store: RunStore, segment: Segment, units, executor, mode, disk: WorkDisk, tally: Counter
+) -> dict:
+    """Map over the previous segment's output, reduce each partition, finalize in rounds.
+    ``tally`` counts the map's units, those an earlier run did, and the reduce and
+    finalize tasks this run has left (``cost.RESUMED``)."""
     layout = Layout(store.root)
     stage_config = segment.entry
     index = config.stages.index(stage_config)
     phase = Layout.map_phase(segment.index)
     store.sync(layout.key(layout.markers(phase)))
     store.sync(layout.key(layout.global_markers(segment.index)))
-    todo = [
-        u for u in units if stage_config.applies_to(u.source) and not layout.marker(phase, u.source, u.name).exists()
-    ]
+    applies = [u for u in units if stage_config.applies_to(u.source)]
+    todo = [u for u in applies if not layout.marker(phase, u.source, u.name).exists()]
+    tally.update(units=len(applies), done_before=len(applies) - len(todo))
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
@@ -68,6 +73,7 @@ def run_global(config: Config, store: RunStore, segment: Segment, units, executo
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
+    tally.update(global_tasks_run=len(partitions) + (not marker.exists()))
     if not marker.exists():
         counters = _finalize(config, store, segment, stage, executor, mode, disk)
         write_json_atomic(marker, {"counters": counters})
@@ -95,7 +101,7 @@ def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor
         step = replace(step, drops=dropped)
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
-        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode)
+        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode, step=True)
         tasks = [(finalize_task, (config, store, segment.index, step.for_task(t), k, t)) for t in todo]
         results = executor.run(tasks, bar)
         bar.close()

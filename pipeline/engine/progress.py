@@ -1,8 +1,12 @@
 """Live progress on stderr: documents/s, MB/s, units done and an ETA from input bytes.
 
-Modes: "bar" redraws one line in place a few times a second on a terminal, and prints a
-plain line every few seconds in a log (not a TTY) so CI logs stay short; "json" prints
-one JSON object a second for machines; "none" prints nothing.
+Modes: "bar" redraws one line in place a few times a second on a terminal; in a log (not
+a TTY) it prints a plain line at most every ``LOG_INTERVAL`` seconds and the phase's last
+line when it ends, never the same line twice; a step of a phase (a global stage's finalize
+round, many of them short) prints in a log only when no line came for that long, its last
+line too. So a short run's log has a line a phase and CI logs stay short. "json" prints
+one JSON object a second for machines; "none" prints nothing. A phase with no task
+planned (all done by an earlier run) prints nothing.
 """
 
 from __future__ import annotations
@@ -11,17 +15,30 @@ import json
 import sys
 import time
 
+LOG_INTERVAL = 5.0  # seconds between a phase's lines in a log (stderr not a terminal)
+
 
 def _rate(value: float, seconds: float) -> float:
     return value / seconds if seconds > 0 else 0.0
 
 
 class ProgressBar:
+    # When this process last wrote a line in a log: what a step waits on.
+    last_log_line = float("-inf")
+
     def __init__(
-        self, label: str, total_bytes: int, total_units: int, mode: str = "bar", stream=None, quiet_for: float = 0.0
+        self,
+        label: str,
+        total_bytes: int,
+        total_units: int,
+        mode: str = "bar",
+        stream=None,
+        quiet_for: float = 0.0,
+        step: bool = False,
     ):
         """``quiet_for``: seconds to wait before the first line, so a phase that is usually
-        instant (loading compiled kernels) says nothing unless it is not."""
+        instant (loading compiled kernels) says nothing unless it is not. ``step``: one of
+        a phase's rounds; in a log it waits on every bar's last line, not its own."""
         if mode not in ("bar", "json", "none"):
             raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
@@ -33,10 +50,15 @@ class ProgressBar:
         self.mode = mode
         self.enabled = mode != "none"
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
-        self.interval = 1.0 if mode == "json" else 0.2 if self.tty else 5.0
+        self.interval = 1.0 if mode == "json" else 0.2 if self.tty else LOG_INTERVAL
         self.start = time.monotonic()
         self.quiet_until = self.start + quiet_for
-        self.last_draw = 0.0
+        # In a log the first line waits an interval too: a phase shorter than that prints
+        # only its last line (``close``).
+        self.log = mode == "bar" and not self.tty
+        self.step = step and self.log
+        self.last_draw = self.start if self.log else 0.0
+        self.last_line = ""
         self.documents = 0
         self.bytes = 0  # read by this process: what rates are made of
         self.resumed_bytes = 0  # of units a previous run finished: they count as done, not as speed
@@ -57,9 +79,9 @@ class ProgressBar:
 
     def _maybe_draw(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not self.enabled or now < self.quiet_until or (not force and now - self.last_draw < self.interval):
+        last = max(self.last_draw, ProgressBar.last_log_line) if self.step else self.last_draw
+        if not self.enabled or now < self.quiet_until or ((self.step or not force) and now - last < self.interval):
             return
-        self.last_draw = now
         elapsed = now - self.start
         if self.by_units:
             done = self.units / self.total_units if self.total_units else 1.0
@@ -84,8 +106,7 @@ class ProgressBar:
                 "fraction": round(done, 4),
                 "eta_s": None if eta != eta else round(eta, 1),
             }
-            self.stream.write(json.dumps(record) + "\n")
-            self.stream.flush()
+            self._write(json.dumps(record) + "\n", now)
             return
         eta_text = "--" if eta != eta else f"{eta:,.0f}s"
         line = (
@@ -95,16 +116,25 @@ class ProgressBar:
             + (f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s | " if self.tokens else "")
             + f"ETA {eta_text}"
         )
-        if self.tty:
-            self.stream.write("\r\x1b[2K" + line)
-        else:
-            self.stream.write(line + "\n")
+        self._write("\r\x1b[2K" + line if self.tty else line + "\n", now)
+
+    def _write(self, text: str, now: float) -> None:
+        """Write ``text`` unless it is the line written last (a phase that ended between
+        two lines would repeat its last one)."""
+        self.last_draw = now
+        if text == self.last_line:
+            return
+        self.last_line = text
+        if self.log:
+            ProgressBar.last_log_line = now
+        self.stream.write(text)
         self.stream.flush()
 
     def close(self) -> None:
-        if not self.enabled:
+        """The phase's last line; none for a phase that had nothing to do."""
+        if not self.enabled or not self.total_units:
             return
         self._maybe_draw(force=True)
-        if self.tty and self.mode == "bar" and self.last_draw:
+        if self.tty and self.mode == "bar" and self.last_line:
             self.stream.write("\n")
         self.stream.flush()

@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, summarize_cost
+from pipeline.engine.cost import RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
@@ -89,7 +89,7 @@ def run_pipeline(
             config.stages[int(index)].options.update(values)
         if asked and not quiet and executor == "local":
             for line in worker_notes(asked, len(units), os.cpu_count() or 1):
-                print(line, file=sys.stderr)
+                print(json.dumps({"note": line}) if progress == "json" else line, file=sys.stderr)
         return _run_claimed(
             config, store, units, sizes, workers, strict, quiet, executor, address, sample, progress, wall_start
         )
@@ -130,15 +130,16 @@ def _run_claimed(
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     disk = WorkDisk(store)
+    tally: Counter[str] = Counter()  # what earlier runs had done (``RESUMED``)
     try:
         warm_up(config, units, runner, mode, sizes)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
-                global_stats[label] = run_global(config, store, segment, units, runner, mode, disk)
+                global_stats[label] = run_global(config, store, segment, units, runner, mode, disk, tally)
             input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
             unit_stats += _run_segment(
-                config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes
+                config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes, tally
             )
             sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
             disk.note()
@@ -153,6 +154,9 @@ def _run_claimed(
     cost[WORK_DISK] = disk.figures()
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
+    done_before = tally["done_before"]
+    complete = 0 < done_before == tally["units"] and not tally["global_tasks_run"]  # a fresh run is no rerun
+    cost[RESUMED] = {"units": tally["units"], "done_before": done_before, "complete_before": complete}
     write_manifest(layout.manifest, manifest, files_read(store, units))
     write_json_atomic(layout.cost_summary, cost)
     store.push([layout.cost_summary], marker=layout.manifest)
@@ -312,10 +316,21 @@ def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> li
 
 
 def _run_segment(
-    config, store: RunStore, segment: Segment, units, labels, executor, strict, mode, sample, input_bytes: int, sizes
+    config,
+    store: RunStore,
+    segment: Segment,
+    units,
+    labels,
+    executor,
+    strict,
+    mode,
+    sample,
+    input_bytes: int,
+    sizes,
+    tally: Counter,
 ) -> list[dict]:
     """Run the units of a segment that have no marker, largest first; their stats in
-    ``units`` order, ``without_files``."""
+    ``units`` order, ``without_files``; ``tally`` counts the units and those done before."""
     phase = Layout.segment_phase(segment.index)
     layout = Layout(store.root)
     store.sync(layout.key(layout.markers(phase)))
@@ -330,6 +345,7 @@ def _run_segment(
             done.append(without_files(stats))
         else:
             todo.append(unit)
+    tally.update(units=len(units), done_before=len(done))
     todo = _largest_first(todo, sizes)
     tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
     results = executor.run(tasks, bar)

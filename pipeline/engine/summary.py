@@ -1,5 +1,6 @@
 """The lines ``prep run`` prints when a run ends: what each source and stage kept and
-dropped, bad input, warnings, the disk the work files took, the object-store requests
+dropped, bad input, warnings, what an earlier run had done, the wall time, the tokens
+written and where the output is, the disk the work files took, the object-store requests
 tried again, and for a sampled run what it projects for the full input."""
 
 from __future__ import annotations
@@ -8,7 +9,15 @@ import json
 import sys
 from pathlib import Path
 
-from pipeline.engine.cost import STORE_RETRIES, TASK_RETRIES, _bytes, _is_number, projection_lines
+from pipeline.engine.cost import (
+    RESUMED,
+    STORE_RETRIES,
+    TASK_RETRIES,
+    _bytes,
+    _duration,
+    _is_number,
+    projection_lines,
+)
 from pipeline.engine.storage import RunStore
 from pipeline.engine.work_disk import WORK_DISK
 from pipeline.formats.layout import Layout
@@ -44,9 +53,65 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     for warning in manifest["warnings"]:
         w(f"  warning: {printable(warning)}\n")
     cost = _read_cost(out)
-    counts = work_disk_lines(cost) + task_retry_lines(cost) + store_retry_lines(cost)
+    counts = resumed_lines(cost) + output_lines(manifest, cost, out)
+    counts += work_disk_lines(cost) + task_retry_lines(cost) + store_retry_lines(cost)
     for line in counts + projection_lines(manifest, cost):
         w(f"{line}\n")
+
+
+def print_summary_json(manifest: dict, out: str | Path, stream=None) -> None:
+    """``--progress json``'s last line: the summary as one JSON object, so that every line
+    on the stream is one (a log reader takes the last for the run's outcome)."""
+    cost = _read_cost(out) or {}
+    stages = {
+        label: {key: stage[key] for key in ("input", "rejected", "changed")}
+        for label, stage in manifest["stages"].items()
+    }
+    record = {
+        "phase": "done",
+        "out": str(out),
+        "outputs": {name: f"{out}/{name}" for name in (*Layout.OUTPUT_FOLDERS, Layout.MANIFEST, Layout.COST_SUMMARY)},
+        "balance": manifest["balance"],
+        "sources": manifest["sources"],
+        "stages": stages,
+        "bad_input": manifest["bad_input"],
+        "skipped": manifest.get("skipped", {}),
+        "warnings": manifest["warnings"],
+        "output_tokens": sum(stage.get("counters", {}).get("tokens", 0) for stage in manifest["stages"].values()),
+        **{key: cost.get(key) for key in ("wall_seconds", RESUMED, WORK_DISK, TASK_RETRIES, STORE_RETRIES)},
+    }
+    if manifest.get("sample", 1.0) < 1:
+        record["projection"] = cost.get("projection")
+    w = (stream or sys.stderr).write
+    w(json.dumps(record) + "\n")
+
+
+def resumed_lines(cost: dict | None) -> list[str]:
+    """What earlier runs into the folder had done (cost.json's ``resumed``): "already
+    complete" when this run had nothing left to do; nothing for a run that started fresh."""
+    figures = cost.get(RESUMED) if isinstance(cost, dict) else None
+    if not isinstance(figures, dict) or not all(isinstance(figures.get(k), int) for k in ("units", "done_before")):
+        return []
+    if figures.get("complete_before") is True:
+        return ["  already complete: an earlier run did every unit; nothing was run again"]
+    if figures["done_before"] > 0:
+        units, done = figures["units"], figures["done_before"]
+        return [f"  resumed: {done:,} of {units:,} units were already done (a unit counts once per phase it runs in)"]
+    return []
+
+
+def output_lines(manifest: dict, cost: dict | None, out: str | Path) -> list[str]:
+    """The wall time (cost.json's), the tokens written, and where each output is."""
+    tokenized = any("tokens" in stage.get("counters", {}) for stage in manifest["stages"].values())
+    tokens = sum(stage.get("counters", {}).get("tokens", 0) for stage in manifest["stages"].values())
+    wall = cost.get("wall_seconds") if isinstance(cost, dict) else None
+    took = f"wall time {_duration(wall)}" if _is_number(wall) else "wall time unknown (no cost.json)"
+    written = f"{tokens:,} tokens written to {out}/{Layout.TOKENS}" if tokenized else "no tokenize stage, so no shards"
+    return [
+        f"  {took}; {written}",
+        f"  output: documents in {out}/{Layout.DOCS}, the rejects ledger in {out}/{Layout.REJECTS}, "
+        f"counts in {out}/{Layout.MANIFEST}, timings in {out}/{Layout.COST_SUMMARY}",
+    ]
 
 
 def task_retry_lines(cost: dict | None) -> list[str]:

@@ -1,0 +1,73 @@
+"""The end-of-run summary tells a person what they need first: how long the run took,
+the tokens it wrote, where each output is, and whether an earlier run had done the work."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from conftest import write_config, write_jsonl
+
+from pipeline.engine.run import run_pipeline
+from pipeline.engine.summary import print_summary
+from pipeline.formats.layout import Layout
+
+CONFIG = """
+[run]
+group_bytes = 0  # a unit per file, so a rerun can find one done and one not
+
+[sources.web]
+paths = ["in/*.jsonl"]
+
+[[stages]]
+name = "tokenize"
+tokenizer = "cl100k_base"
+"""
+
+
+def _two_files(tmp_path):
+    """A config over two small files, each its own unit."""
+    for name in ("a", "b"):
+        records = [{"text": f"document {name} {k} of some words"} for k in range(5)]
+        write_jsonl(tmp_path / "in" / f"{name}.jsonl", records)
+    return write_config(tmp_path / "run.toml", CONFIG)
+
+
+def _summary(config, out) -> str:
+    manifest = run_pipeline(config, out, workers=1, progress="none")
+    stream = io.StringIO()
+    print_summary(manifest, out, stream)
+    return stream.getvalue()
+
+
+def test_the_summary_says_wall_time_tokens_and_where_the_output_is(tmp_path):
+    config = _two_files(tmp_path)
+    out = tmp_path / "out"
+    summary = _summary(config, out)
+    assert "  wall time " in summary and " s; " in summary
+    stages = json.loads((out / Layout.MANIFEST).read_text())["stages"]
+    tokens = sum(stage["counters"].get("tokens", 0) for stage in stages.values())
+    assert tokens > 0 and f"{tokens:,} tokens written to {out}/{Layout.TOKENS}" in summary
+    assert f"documents in {out}/{Layout.DOCS}, the rejects ledger in {out}/{Layout.REJECTS}" in summary
+    assert "resumed" not in summary and "already complete" not in summary  # nothing was there before
+
+
+def test_a_rerun_says_what_was_already_done_or_that_the_run_was_complete(tmp_path):
+    config = _two_files(tmp_path)
+    out = tmp_path / "out"
+    _summary(config, out)
+    assert "  already complete: an earlier run did every unit; nothing was run again\n" in _summary(config, out)
+    markers = sorted((out / "stats" / Layout.segment_phase(0)).rglob("*.json"))
+    assert len(markers) == 2
+    markers[0].unlink()  # as a kill after one unit's marker leaves it
+    again = _summary(config, out)
+    assert "  resumed: 1 of 2 units were already done" in again and "already complete" not in again
+
+
+def test_a_summary_without_cost_json_still_says_where_the_output_is(tmp_path):
+    manifest = {"balance": {"input": 0, "output": 0, "rejected": 0}, "sources": {}, "stages": {}}
+    manifest |= {"bad_input": {}, "warnings": []}
+    stream = io.StringIO()
+    print_summary(manifest, tmp_path, stream)
+    assert "wall time unknown (no cost.json)" in stream.getvalue()
+    assert f"documents in {tmp_path}/{Layout.DOCS}" in stream.getvalue()
