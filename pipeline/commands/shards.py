@@ -81,7 +81,8 @@ def _print_info(info: dict[str, Any]) -> None:
     click.echo(f"  tokenizer  {tokenizer}")
     click.echo(f"  eod id     {info['eod_id']}    bos id {info['bos_id']}")
     if "bin_sha256" in info:
-        click.echo(f"  bin sha256 {info['bin_sha256']}")
+        verdict = "matches its sidecar" if info["bin_sha256_matches"] else "not checked: no checksum in a sidecar"
+        click.echo(f"  bin sha256 {info['bin_sha256']}  ({verdict})")
 
 
 @shards_group.command("merge")

@@ -66,7 +66,8 @@ def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
 
     The checks are the ones every reader gets (``IndexedShard``; ``verify_bin`` for the
     sidecar's checksum with ``verify``). A shard without a sidecar has no checksum to
-    verify against: ``verify`` then only reports its sha256.
+    verify against: ``verify`` then only reports its sha256, with ``bin_sha256_matches``
+    None rather than True, so that a reader never takes an unchecked shard for a checked one.
     """
     shard = IndexedShard(prefix)
     meta = shard.meta or {}
@@ -88,10 +89,10 @@ def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
         "sidecar": bool(meta),
     }
     if verify and meta.get("bin_sha256"):
-        verify_bin(prefix, meta)
-        info["bin_sha256"] = meta["bin_sha256"]
+        verify_bin(prefix, meta)  # a mismatch raises, naming both sums
+        info["bin_sha256"], info["bin_sha256_matches"] = meta["bin_sha256"], True
     elif verify:
-        info["bin_sha256"] = file_sha256(shard_paths(prefix)[0])
+        info["bin_sha256"], info["bin_sha256_matches"] = file_sha256(shard_paths(prefix)[0]), None
     # Kept for scripts that read --json: a shard with a problem now fails to open instead.
     info["problems"] = []
     return info
