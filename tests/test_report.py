@@ -475,6 +475,23 @@ def test_report_of_a_real_run_and_mixture(sample_report):
     assert "before (kept + rejected)" in lengths_section and "Tokens per document" in lengths_section
 
 
+def test_drops_per_stage_are_in_pipeline_order(sample_report):
+    # manifest.json's keys are sorted; its stage_order keeps the chain's order, which the chart follows.
+    chain = ["normalize", "length", "langid", "quality", "pii", "dedup", "tokenize"]
+    on_disk = json.loads((sample_report["run"] / "manifest.json").read_text())
+    assert on_disk["stage_order"] == chain and list(on_disk["stages"]) == sorted(chain)
+    chart = sample_report["page"].split('id="drops-stage"')[1].split("</section>")[0]
+    labels = [t for t in texts(parse_svg(re.search(r"<svg.*?</svg>", chart, flags=re.S).group(0))) if t in chain]
+    assert labels == chain
+
+
+def test_stage_order_tolerates_an_old_or_edited_manifest():
+    stages = {"dedup": {}, "length": {}, "quality": {}}
+    assert collect.stage_order({"stages": stages}) == ["dedup", "length", "quality"]  # before stage_order
+    edited = {"stages": stages, "stage_order": ["quality", "gone", "quality", "length"]}
+    assert collect.stage_order(edited) == ["quality", "length", "dedup"]
+
+
 def test_mixture_composition_matches_the_plan(sample_report):
     mix, description = read_mixture(sample_report["mix"]), sample_report["description"]
     assert len(mix.centres) == 200 and mix.tokens == description["tokens"]
