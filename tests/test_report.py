@@ -234,7 +234,8 @@ def test_stage_sections_from_their_outputs(staged_run):
     duplicates = page.split('id="duplicates"')[1].split("</section>")[0]
     assert "2 clusters" in duplicates and "3 removed duplicates" in duplicates
     bars = parse_svg(re.search(r"<svg.*?</svg>", duplicates).group(0))
-    assert texts(bars) == ["2", "1", "3", "1"]  # label, count per row
+    # Both axes say what they count: the rows are sizes in documents, the bars clusters.
+    assert texts(bars) == ["cluster size (documents)", "clusters of that size", "2", "1", "3", "1"]
     languages = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="languages"')[1]).group(0))
     assert {"en", "(none)", "fr", "5"} <= set(texts(languages))
     pii = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="pii"')[1]).group(0))

@@ -16,6 +16,7 @@ from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture
 
 MAX_LANGUAGES = 20
+CLUSTER_AXES = ("cluster size (documents)", "clusters of that size")
 
 
 @dataclass
@@ -186,7 +187,10 @@ def duplicate_clusters(ctx: Context) -> Section | None:
     if clusters.truncated:
         caption += f" Only the first {clusters.rows_read:,} duplicate rows of the ledger were read."
     return Section(
-        "duplicates", "Duplicate clusters", caption, svg.hbars(labels, {"clusters": counts}, "Clusters per size")
+        "duplicates",
+        "Duplicate clusters",
+        caption,
+        svg.hbars(labels, {"clusters": counts}, "Clusters per size", axes=CLUSTER_AXES),
     )
 
 

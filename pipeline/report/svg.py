@@ -90,22 +90,34 @@ def nice_ticks(high: float, count: int = 5) -> list[float]:
     return [step * i for i in range(int(math.ceil(high / step - 1e-9)) + 1)]
 
 
-def hbars(labels: Sequence[str], series: dict[str, Sequence[float]], title: str, unit: str = "") -> str:
+def hbars(
+    labels: Sequence[str],
+    series: dict[str, Sequence[float]],
+    title: str,
+    unit: str = "",
+    axes: tuple[str, str] | None = None,
+) -> str:
     """Horizontal bars, one row per label, the series stacked left to right.
 
     A legend appears when there is more than one series; the total is written at the end
-    of each bar.
+    of each bar. ``axes`` (what the rows are, what a bar's length counts) labels both axes,
+    for rows whose labels are bare numbers (cluster sizes) that say neither.
     """
     labels = [str(label) for label in labels]
     names = list(series)
     values = np.array([[float(v) for v in series[name]] for name in names]).reshape(len(names), len(labels))
     totals = values.sum(axis=0) if len(names) else np.zeros(len(labels))
     label_width = min(max((len(_clip(label)) for label in labels), default=4), MAX_LABEL_CHARS) * CHAR_WIDTH + 12
-    top = 28 if len(names) > 1 else 8
+    top = (28 if len(names) > 1 else 8) + (18 if axes else 0)
     row, bar = 22, 16
     chart_width = WIDTH - label_width - 70
     scale = chart_width / max(float(totals.max()) if len(labels) else 0.0, 1e-12)
     body = _legend(names, label_width, 16) if len(names) > 1 else []
+    height = top + len(labels) * row + 6 + (22 if axes else 0)
+    if axes:
+        rows_label, values_label = axes
+        body.append(_text(label_width - 6, top - 6, rows_label, "end", ' font-weight="bold"'))
+        body.append(_text(label_width + chart_width / 2, height - 8, values_label, "middle"))
     for i, label in enumerate(labels):
         y = top + i * row
         body.append(_text(label_width - 6, y + bar - 4, _clip(label), "end", f' data-full="{esc(label)}"'))
@@ -117,7 +129,7 @@ def hbars(labels: Sequence[str], series: dict[str, Sequence[float]], title: str,
                 body.append(_rect(x, y, width, bar, colour(j), tip))
             x += width
         body.append(_text(x + 4, y + bar - 4, fmt(totals[i]) + unit, extra=' fill="#333"'))
-    return _document(WIDTH, top + len(labels) * row + 6, title, body)
+    return _document(WIDTH, height, title, body)
 
 
 class _Plot:
