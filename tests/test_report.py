@@ -25,6 +25,7 @@ import pipeline.report.html as report_html
 from pipeline.commands.report import report
 from pipeline.engine.run import run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
@@ -505,6 +506,29 @@ def test_mixture_composition_matches_the_plan(sample_report):
         # (a bin where none of a source's documents starts has no mean: long code files span many).
         means = mix.key_means[name][np.isfinite(mix.key_means[name])]
         assert len(means) > 5 and np.all(np.diff(means) >= 0), name
+
+
+def test_mixture_chart_draws_each_phases_target_shares(sample_report, tmp_path):
+    description, order = plan_mixture([sample_report["run"]], {}, phase_weights="code=0.1,math=0.05;code=0.4,math=0.3")
+    write_mix(tmp_path / "mix", description, order)
+    mix = read_mixture(tmp_path / "mix")
+    (a0, a1, first), (b0, b1, second) = mix.targets
+    assert (first, second) == tuple(phase["weights"] for phase in description["phases"])
+    # The second phase starts at the token where its first document does: what came before.
+    phase_one = slice(0, description["phases"][1]["start"])
+    names = list(description["sources"])
+    lengths = {n: np.concatenate([IndexedShard(p).sizes for p in description["sources"][n]["shards"]]) for n in names}
+    source = np.load(tmp_path / "mix" / "order_source.npy")[phase_one]
+    document = np.load(tmp_path / "mix" / "order_document.npy")[phase_one]
+    before = sum(int(lengths[names[s]][d]) for s, d in zip(source, document))
+    assert (a0, a1, b0, b1) == (0, before, before, mix.tokens) and 0 < before < mix.tokens
+    root = parse_svg(svg.stacked_area(mix.centres, mix.shares, "mix", "tokens", (0, mix.tokens), mix.targets))
+    dashed = [line for line in root.iter(f"{SVG_NS}line") if line.get("stroke-dasharray")]
+    assert len(dashed) == 2 * (len(names) - 1)  # a boundary between each two bands, per phase
+    plot = svg._Plot((0, mix.tokens), 1.0)
+    assert float(dashed[0].get("y1")) == pytest.approx(plot.y(first[names[0]]), abs=0.1)
+    assert f"target share of {names[0]}: {first[names[0]]:.1%}" in dashed[0].find(f"{SVG_NS}title").text
+    assert 'id="mixture"' in sample_report["page"] and "dashed lines are the target shares" in sample_report["page"]
 
 
 def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):

@@ -230,9 +230,15 @@ def mixture(ctx: Context) -> list[Section]:
             "mixture",
             "Mixture composition",
             f"Share of each source's tokens over training ({mix.tokens:,} tokens, {mix.positions:,} documents, "
-            f"{len(mix.centres)} bins).",
+            f"{len(mix.centres)} bins); the dashed lines are the target shares (the mix's weights, per phase), "
+            "where each band's top edge should lie.",
             svg.stacked_area(
-                mix.centres, mix.shares, "Source shares over training position", "training tokens", (0, mix.tokens)
+                mix.centres,
+                mix.shares,
+                "Source shares over training position",
+                "training tokens",
+                (0, mix.tokens),
+                mix.targets,
             ),
         )
     ]

@@ -244,11 +244,18 @@ def _marks(plot: _Plot, marks: Sequence[tuple[float, str]]) -> list[str]:
 
 
 def stacked_area(
-    x: np.ndarray, shares: dict[str, np.ndarray], title: str, x_label: str, x_range: tuple[float, float] | None = None
+    x: np.ndarray,
+    shares: dict[str, np.ndarray],
+    title: str,
+    x_label: str,
+    x_range: tuple[float, float] | None = None,
+    targets: Sequence[tuple[float, float, dict[str, float]]] = (),
 ) -> str:
     """Shares (summing to 1 at each x) stacked bottom to top: a mixture over training.
 
-    ``x_range`` sets the axis (e.g. 0 to all tokens when ``x`` are bin centres)."""
+    ``x_range`` sets the axis (e.g. 0 to all tokens when ``x`` are bin centres). Each of
+    ``targets``, (x from, x to, share per series), draws the target shares over its span
+    as dashed lines at the stacked boundaries, where each band's top edge should lie."""
     x = np.asarray(x, dtype=np.float64)
     plot = _Plot(x_range or (float(x[0]), float(x[-1])), 1.0)
     body = plot.axes(_linear_ticks(plot), x_label, "share of tokens", lambda v: f"{v:.0%}")
@@ -264,6 +271,16 @@ def stacked_area(
             f"<title>{esc(name)}: {mean:.1%} on average</title></path>"
         )
         bottom = top
+    for start, end, wanted in targets:
+        boundary = 0.0
+        for name in list(shares)[:-1]:  # the last band's top is always 100%
+            boundary += wanted.get(name, 0.0)
+            y = plot.y(boundary)
+            body.append(
+                f'<line x1="{plot.x(start):.1f}" y1="{y:.1f}" x2="{plot.x(end):.1f}" y2="{y:.1f}" stroke="#000" '
+                f'stroke-width="1.5" stroke-dasharray="5 3"><title>target share of {esc(name)}: '
+                f"{wanted.get(name, 0.0):.1%} (top of its band at {boundary:.1%})</title></line>"
+            )
     body += _legend(list(shares), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)
 
