@@ -116,7 +116,7 @@ def hbars(
     height = top + len(labels) * row + 6 + (22 if axes else 0)
     if axes:
         rows_label, values_label = axes
-        body.append(_text(label_width - 6, top - 6, rows_label, "end", ' font-weight="bold"'))
+        body.append(_text(4, top - 6, rows_label, extra=' font-weight="bold"'))  # on its own line: any length fits
         body.append(_text(label_width + chart_width / 2, height - 8, values_label, "middle"))
     for i, label in enumerate(labels):
         y = top + i * row
