@@ -463,11 +463,19 @@ def test_report_of_a_real_run_and_mixture(sample_report):
         parse_svg(svg_markup)
     b = manifest["balance"]
     assert f"<td>{b['input']:,}</td><td>{b['output']:,}</td><td>{b['rejected']:,}</td>" in page
-    for rule in manifest["sources"]["web"]["rejected_by"]:
-        assert f"<h3>{html.escape(rule)}</h3>" in page
-    examples = page.split('id="examples"')[1]
-    for chunk in examples.split("<h3>")[1:]:
-        assert 1 <= chunk.count('class="example"') <= ledger.EXAMPLES_PER_RULE
+    examples = page.split('id="examples"')[1].split("</section>")[0]
+    # Each rule is folded (<details>, closed), its summary naming the rule and its count.
+    folds = re.findall(r"<details>(.*?)</details>", examples, flags=re.S)
+    assert folds and re.findall(r"<details[^>]*>", examples) == ["<details>"] * len(folds)  # none open
+    rejected = Counter()
+    for source in manifest["sources"].values():
+        rejected.update(source["rejected_by"])
+    summaries = {}
+    for fold in folds:
+        rule, count = re.match(r"<summary><b>(.*?)</b> · ([\d,]+) rejected, \d shown</summary>", fold).groups()
+        summaries[html.unescape(rule)] = int(count.replace(",", ""))
+        assert 1 <= fold.count('class="example"') <= ledger.EXAMPLES_PER_RULE
+    assert summaries == {rule: n for rule, n in rejected.items() if n}
     for text in re.findall(r"<pre>(.*?)</pre>", examples, flags=re.S):
         assert len(html.unescape(text)) <= ledger.EXAMPLE_CHARS + 1
     total_tokens = sum(s["tokens_available"] for s in sample_report["description"]["sources"].values())
