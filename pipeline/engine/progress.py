@@ -18,10 +18,20 @@ def _rate(value: float, seconds: float) -> float:
 
 class ProgressBar:
     def __init__(
-        self, label: str, total_bytes: int, total_units: int, mode: str = "bar", stream=None, quiet_for: float = 0.0
+        self,
+        label: str,
+        total_bytes: int,
+        total_units: int,
+        mode: str = "bar",
+        stream=None,
+        quiet_for: float = 0.0,
+        eta: bool = True,
     ):
         """``quiet_for``: seconds to wait before the first line, so a phase that is usually
-        instant (loading compiled kernels) says nothing unless it is not."""
+        instant (loading compiled kernels) says nothing unless it is not. ``eta=False``
+        for a phase whose units differ too much for the share done to foretell the rest:
+        a compile step takes 0.1 s or 20 s, so "3 of 7 steps in 19 s" said "ETA 76s" for a
+        compile that ended at 38 s; no ETA beats a wrong one."""
         if mode not in ("bar", "json", "none"):
             raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
@@ -34,6 +44,7 @@ class ProgressBar:
         self.enabled = mode != "none"
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = 1.0 if mode == "json" else 0.2 if self.tty else 5.0
+        self.eta = eta
         self.start = time.monotonic()
         self.quiet_until = self.start + quiet_for
         self.last_draw = 0.0
@@ -82,19 +93,22 @@ class ProgressBar:
                 "tokens": self.tokens,
                 "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
                 "fraction": round(done, 4),
-                "eta_s": None if eta != eta else round(eta, 1),
+                "eta_s": None if eta != eta or not self.eta else round(eta, 1),
             }
             self.stream.write(json.dumps(record) + "\n")
             self.stream.flush()
             return
-        eta_text = "--" if eta != eta else f"{eta:,.0f}s"
-        line = (
-            f"{self.label}: {done:6.1%} | units {self.units}/{self.total_units} | "
-            f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s | "
-            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s | "
-            + (f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s | " if self.tokens else "")
-            + f"ETA {eta_text}"
-        )
+        fields = [
+            f"{self.label}: {done:6.1%}",
+            f"units {self.units}/{self.total_units}",
+            f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s",
+            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s",
+        ]
+        if self.tokens:
+            fields.append(f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s")
+        if self.eta:
+            fields.append("ETA --" if eta != eta else f"ETA {eta:,.0f}s")
+        line = " | ".join(fields)
         if self.tty:
             self.stream.write("\r\x1b[2K" + line)
         else:
