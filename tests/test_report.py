@@ -537,6 +537,10 @@ def test_mixture_chart_draws_each_phases_target_shares(sample_report, tmp_path):
     assert float(dashed[0].get("y1")) == pytest.approx(plot.y(first[names[0]]), abs=0.1)
     assert f"target share of {names[0]}: {first[names[0]]:.1%}" in dashed[0].find(f"{SVG_NS}title").text
     assert 'id="mixture"' in sample_report["page"] and "dashed lines are the target shares" in sample_report["page"]
+    edited = json.loads((tmp_path / "mix" / "mix.json").read_text())
+    edited["phases"][1]["start"] = 10**30  # past the order, and past int64: an empty last phase, not a traceback
+    (tmp_path / "mix" / "mix.json").write_text(json.dumps(edited))
+    assert [span[:2] for span in read_mixture(tmp_path / "mix").targets] == [(0, mix.tokens), (mix.tokens, mix.tokens)]
 
 
 def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):

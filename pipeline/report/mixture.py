@@ -64,7 +64,8 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     key_sums = np.zeros((bins, len(names)))
     key_counts = np.zeros((bins, len(names)))
     phases = mix.get("phases", [])
-    later_starts = np.array([phase["start"] for phase in phases[1:]], dtype=np.int64)  # positions
+    # Positions where the later phases begin, kept to the order's (an edited mix.json's too).
+    later_starts = np.array([min(max(p["start"], 0), len(order_source)) for p in phases[1:]], dtype=np.int64)
     later_tokens = np.full(len(later_starts), float(mix["tokens"]))  # a phase starting past the end is empty
     for a in range(0, len(order_source), CHUNK):
         source = np.asarray(order_source[a : a + CHUNK], dtype=np.int64)
