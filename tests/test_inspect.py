@@ -265,3 +265,5 @@ def test_estimate(tmp_path):
     out = CliRunner().invoke(main, ["estimate", str(tmp_path), "--params", "1B", "--gpus", "8", "--mfu", "0.4"])
     assert out.exit_code == 0, out.output
     assert f"{result['gpu_hours']:,.4g} GPU-hours" in out.output
+    # The line shows the whole 6·N·D product, so a reader can redo it: 6 x 1e9 x 2e10 = 1.2e20.
+    assert "6 x 1,000,000,000 parameters x 20,000,000,000 tokens = 1.200e+20 FLOPs" in out.output

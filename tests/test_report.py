@@ -25,6 +25,7 @@ import pipeline.report.html as report_html
 from pipeline.commands.report import report
 from pipeline.engine.run import run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
@@ -234,7 +235,8 @@ def test_stage_sections_from_their_outputs(staged_run):
     duplicates = page.split('id="duplicates"')[1].split("</section>")[0]
     assert "2 clusters" in duplicates and "3 removed duplicates" in duplicates
     bars = parse_svg(re.search(r"<svg.*?</svg>", duplicates).group(0))
-    assert texts(bars) == ["2", "1", "3", "1"]  # label, count per row
+    # Both axes say what they count: the rows are sizes in documents, the bars clusters.
+    assert texts(bars) == ["cluster size (documents)", "clusters of that size", "2", "1", "3", "1"]
     languages = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="languages"')[1]).group(0))
     assert {"en", "(none)", "fr", "5"} <= set(texts(languages))
     pii = parse_svg(re.search(r"<svg.*?</svg>", page.split('id="pii"')[1]).group(0))
@@ -461,11 +463,19 @@ def test_report_of_a_real_run_and_mixture(sample_report):
         parse_svg(svg_markup)
     b = manifest["balance"]
     assert f"<td>{b['input']:,}</td><td>{b['output']:,}</td><td>{b['rejected']:,}</td>" in page
-    for rule in manifest["sources"]["web"]["rejected_by"]:
-        assert f"<h3>{html.escape(rule)}</h3>" in page
-    examples = page.split('id="examples"')[1]
-    for chunk in examples.split("<h3>")[1:]:
-        assert 1 <= chunk.count('class="example"') <= ledger.EXAMPLES_PER_RULE
+    examples = page.split('id="examples"')[1].split("</section>")[0]
+    # Each rule is folded (<details>, closed), its summary naming the rule and its count.
+    folds = re.findall(r"<details>(.*?)</details>", examples, flags=re.S)
+    assert folds and re.findall(r"<details[^>]*>", examples) == ["<details>"] * len(folds)  # none open
+    rejected = Counter()
+    for source in manifest["sources"].values():
+        rejected.update(source["rejected_by"])
+    summaries = {}
+    for fold in folds:
+        rule, count = re.match(r"<summary><b>(.*?)</b> · ([\d,]+) rejected, \d shown</summary>", fold).groups()
+        summaries[html.unescape(rule)] = int(count.replace(",", ""))
+        assert 1 <= fold.count('class="example"') <= ledger.EXAMPLES_PER_RULE
+    assert summaries == {rule: n for rule, n in rejected.items() if n}
     for text in re.findall(r"<pre>(.*?)</pre>", examples, flags=re.S):
         assert len(html.unescape(text)) <= ledger.EXAMPLE_CHARS + 1
     total_tokens = sum(s["tokens_available"] for s in sample_report["description"]["sources"].values())
@@ -473,6 +483,23 @@ def test_report_of_a_real_run_and_mixture(sample_report):
     # Before (kept + rejected with text) and after (kept) length histograms.
     lengths_section = page.split('id="lengths"')[1].split("</section>")[0]
     assert "before (kept + rejected)" in lengths_section and "Tokens per document" in lengths_section
+
+
+def test_drops_per_stage_are_in_pipeline_order(sample_report):
+    # manifest.json's keys are sorted; its stage_order keeps the chain's order, which the chart follows.
+    chain = ["normalize", "length", "langid", "quality", "pii", "dedup", "tokenize"]
+    on_disk = json.loads((sample_report["run"] / "manifest.json").read_text())
+    assert on_disk["stage_order"] == chain and list(on_disk["stages"]) == sorted(chain)
+    chart = sample_report["page"].split('id="drops-stage"')[1].split("</section>")[0]
+    labels = [t for t in texts(parse_svg(re.search(r"<svg.*?</svg>", chart, flags=re.S).group(0))) if t in chain]
+    assert labels == chain
+
+
+def test_stage_order_tolerates_an_old_or_edited_manifest():
+    stages = {"dedup": {}, "length": {}, "quality": {}}
+    assert collect.stage_order({"stages": stages}) == ["dedup", "length", "quality"]  # before stage_order
+    edited = {"stages": stages, "stage_order": ["quality", "gone", "quality", "length"]}
+    assert collect.stage_order(edited) == ["quality", "length", "dedup"]
 
 
 def test_mixture_composition_matches_the_plan(sample_report):
@@ -487,6 +514,33 @@ def test_mixture_composition_matches_the_plan(sample_report):
         # (a bin where none of a source's documents starts has no mean: long code files span many).
         means = mix.key_means[name][np.isfinite(mix.key_means[name])]
         assert len(means) > 5 and np.all(np.diff(means) >= 0), name
+
+
+def test_mixture_chart_draws_each_phases_target_shares(sample_report, tmp_path):
+    description, order = plan_mixture([sample_report["run"]], {}, phase_weights="code=0.1,math=0.05;code=0.4,math=0.3")
+    write_mix(tmp_path / "mix", description, order)
+    mix = read_mixture(tmp_path / "mix")
+    (a0, a1, first), (b0, b1, second) = mix.targets
+    assert (first, second) == tuple(phase["weights"] for phase in description["phases"])
+    # The second phase starts at the token where its first document does: what came before.
+    phase_one = slice(0, description["phases"][1]["start"])
+    names = list(description["sources"])
+    lengths = {n: np.concatenate([IndexedShard(p).sizes for p in description["sources"][n]["shards"]]) for n in names}
+    source = np.load(tmp_path / "mix" / "order_source.npy")[phase_one]
+    document = np.load(tmp_path / "mix" / "order_document.npy")[phase_one]
+    before = sum(int(lengths[names[s]][d]) for s, d in zip(source, document))
+    assert (a0, a1, b0, b1) == (0, before, before, mix.tokens) and 0 < before < mix.tokens
+    root = parse_svg(svg.stacked_area(mix.centres, mix.shares, "mix", "tokens", (0, mix.tokens), mix.targets))
+    dashed = [line for line in root.iter(f"{SVG_NS}line") if line.get("stroke-dasharray")]
+    assert len(dashed) == 2 * (len(names) - 1)  # a boundary between each two bands, per phase
+    plot = svg._Plot((0, mix.tokens), 1.0)
+    assert float(dashed[0].get("y1")) == pytest.approx(plot.y(first[names[0]]), abs=0.1)
+    assert f"target share of {names[0]}: {first[names[0]]:.1%}" in dashed[0].find(f"{SVG_NS}title").text
+    assert 'id="mixture"' in sample_report["page"] and "dashed lines are the target shares" in sample_report["page"]
+    edited = json.loads((tmp_path / "mix" / "mix.json").read_text())
+    edited["phases"][1]["start"] = 10**30  # past the order, and past int64: an empty last phase, not a traceback
+    (tmp_path / "mix" / "mix.json").write_text(json.dumps(edited))
+    assert [span[:2] for span in read_mixture(tmp_path / "mix").targets] == [(0, mix.tokens), (mix.tokens, mix.tokens)]
 
 
 def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):

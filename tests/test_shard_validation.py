@@ -36,6 +36,7 @@ from pipeline.formats.token_shards import (
     sidecar_path,
     write_sidecar,
 )
+from pipeline.kernels.hashing import file_sha256
 from pipeline.loader import TokenDataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -269,6 +270,7 @@ def test_a_bin_changed_after_open_is_refused_when_mapped(tmp_path):
 
 OPEN_AND_READ = """
 import sys
+from pipeline.kernels.hashing import file_sha256
 from pipeline.loader import TokenDataset
 dataset = TokenDataset(sys.argv[1], seq_len=3, shuffle_block=1)
 for i in range(len(dataset)):
@@ -315,6 +317,7 @@ RANDOM_DAMAGE = """
 import json, shutil, sys
 from pathlib import Path
 import numpy as np
+from pipeline.kernels.hashing import file_sha256
 from pipeline.loader import TokenDataset
 from pipeline.formats.token_shards import ShardError
 
@@ -465,6 +468,20 @@ def test_inspect_verify_prints_one_line_for_a_flipped_byte(tmp_path):
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [result.output.strip()]
     assert result.output.startswith(f"Error: {files(prefix).bin}: sha256 "), result.output
+
+
+def test_inspect_verify_says_whether_the_sha256_matched(tmp_path):
+    prefix = make_shard(tmp_path)
+    digest = file_sha256(files(prefix).bin)
+    result = CliRunner().invoke(shards_group, ["inspect", str(prefix), "--verify"])
+    assert result.exit_code == 0 and f"bin sha256 {digest}  (matches its sidecar)" in result.output, result.output
+    info = json.loads(CliRunner().invoke(shards_group, ["inspect", str(prefix), "--verify", "--json"]).output)
+    assert (info["bin_sha256"], info["bin_sha256_matches"]) == (digest, True)
+    files(prefix).json.unlink()  # nothing to compare with: say so, never "matches"
+    result = CliRunner().invoke(shards_group, ["inspect", str(prefix), "--verify"])
+    assert result.exit_code == 0 and f"{digest}  (not checked: no checksum in a sidecar)" in result.output
+    info = json.loads(CliRunner().invoke(shards_group, ["inspect", str(prefix), "--verify", "--json"]).output)
+    assert (info["bin_sha256"], info["bin_sha256_matches"]) == (digest, None)
 
 
 def test_inspect_names_a_shard_whose_bin_is_missing(tmp_path):

@@ -239,8 +239,9 @@ def test_inspect_and_merge_commands(tmp_path):
     assert result.exit_code == 0, result.output
     assert result.output == texts[2] + "<|endoftext|>"
 
-    result = runner.invoke(shards_group, ["inspect", str(tmp_path / "tokens" / "web")])
-    assert result.exit_code == 0 and "total: 2 shards" in result.output
+    for folder in (tmp_path / "tokens" / "web", tmp_path / "tokens", tmp_path):  # shards, tokens/, the run
+        result = runner.invoke(shards_group, ["inspect", str(folder)])
+        assert result.exit_code == 0 and "total: 2 shards" in result.output, (folder, result.output)
 
     result = runner.invoke(shards_group, ["inspect", str(a), "--decode", "99"])
     assert result.exit_code != 0 and "out of range" in result.output
@@ -251,6 +252,12 @@ def test_inspect_and_merge_commands(tmp_path):
     assert len(IndexedShard(out)) == len(texts)
     decoded = runner.invoke(shards_group, ["inspect", str(out), "--decode", "6"]).output
     assert decoded == texts[6] + "<|endoftext|>"
+
+
+def test_inspect_on_a_folder_without_shards_says_where_it_looked(tmp_path):
+    (tmp_path / "docs" / "web").mkdir(parents=True)
+    result = CliRunner().invoke(shards_group, ["inspect", str(tmp_path)])
+    assert result.exit_code == 2 and f"no shard (.bin + .idx) in {tmp_path}, its tokens/" in result.output
 
 
 def test_inspect_reports_a_damaged_bin(tmp_path):

@@ -4,6 +4,8 @@ waiting only for the steps it needs."""
 from __future__ import annotations
 
 import functools
+import io
+import json
 import os
 import subprocess
 import sys
@@ -127,6 +129,39 @@ def test_a_free_worker_takes_the_next_ready_task_while_an_earlier_one_waits(tmp_
     finally:
         executor.close()
     assert results == [a, b, c, d]
+
+
+class _CountingExecutor:
+    """Ticks the bar once a step, as the workers' results would, without compiling."""
+
+    same_machine = False
+
+    def run(self, tasks, bar, after):
+        for _ in tasks:
+            bar.unit_done()
+
+
+def _bar_to(stream, *args, **kwargs) -> ProgressBar:
+    return ProgressBar(*args, **{**kwargs, "stream": stream, "quiet_for": 0.0})
+
+
+@pytest.mark.parametrize("mode", ["bar", "json"])
+def test_the_compile_line_gives_no_eta(tmp_path, monkeypatch, mode):
+    # Steps take 0.1 s to 20 s, so steps done did not foretell the rest ("ETA 76s" for a 38 s compile).
+    config, units = _config(tmp_path)
+    stream = io.StringIO()
+    monkeypatch.setattr(warmup, "ProgressBar", functools.partial(_bar_to, stream))
+    warmup.warm_up(config, units, _CountingExecutor(), mode, {})
+    lines = stream.getvalue().splitlines()
+    steps = len(warmup_plan(config, units)[0])
+    assert lines and all("compile kernels" in line for line in lines)
+    if mode == "json":
+        assert [json.loads(line)["eta_s"] for line in lines] == [None] * len(lines)
+    else:
+        assert f"units {steps}/{steps}" in lines[-1] and not any("ETA" in line for line in lines), lines
+    other = io.StringIO()  # a phase of like units (after dedup) keeps its ETA
+    ProgressBar("stages after dedup", 0, 2, stream=other).unit_done()
+    assert "| ETA " in other.getvalue()
 
 
 def test_one_source_kind_warms_only_its_kernels(tmp_path):

@@ -40,7 +40,7 @@ def estimate(mix_dir: Path, params: int, gpus: int, mfu: float, gpu: str, peak_f
     peak = peak_flops or GPU_PEAK_FLOPS[gpu]
     result = estimate_hours(tokens, params, gpus, mfu, peak)
     click.echo(
-        f"{tokens:,} tokens x {params:,} parameters = {result['flops']:.3e} FLOPs\n"
+        f"6 x {params:,} parameters x {tokens:,} tokens = {result['flops']:.3e} FLOPs\n"
         f"at MFU {mfu:g} on {gpus} x {'custom' if peak_flops else gpu} ({peak:.3g} FLOP/s each): "
         f"{result['gpu_hours']:,.4g} GPU-hours, {result['wall_hours']:,.4g} hours of wall time"
     )

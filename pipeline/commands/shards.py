@@ -35,7 +35,7 @@ def shards_group() -> None:
 @click.option("--verify", is_flag=True, help="Recompute the .bin's sha256 and compare it with the sidecar.")
 @click.option("--json", "as_json", is_flag=True, help="Print the description as JSON.")
 def inspect_command(path: str, decode_k: int | None, verify: bool, as_json: bool) -> None:
-    """Counts, dtype and tokenizer of a shard (a prefix, one of its files, or a folder of shards)."""
+    """Counts, dtype and tokenizer of a shard: a prefix, one of its files, a folder of shards, a run or its tokens/."""
     try:
         _inspect(path, decode_k, verify, as_json)
     except ShardError as e:  # one line naming the file and the problem, not a traceback
@@ -81,7 +81,8 @@ def _print_info(info: dict[str, Any]) -> None:
     click.echo(f"  tokenizer  {tokenizer}")
     click.echo(f"  eod id     {info['eod_id']}    bos id {info['bos_id']}")
     if "bin_sha256" in info:
-        click.echo(f"  bin sha256 {info['bin_sha256']}")
+        verdict = "matches its sidecar" if info["bin_sha256_matches"] else "not checked: no checksum in a sidecar"
+        click.echo(f"  bin sha256 {info['bin_sha256']}  ({verdict})")
 
 
 @shards_group.command("merge")

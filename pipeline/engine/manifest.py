@@ -100,6 +100,8 @@ def build_manifest(config: Config, labels: list[str], unit_stats: list[dict], gl
             for name in sorted(sources)
         },
         "stages": ordered_stages,
+        # The file's keys are sorted (equal runs, equal bytes), so the chain's order is a list.
+        "stage_order": list(ordered_stages),
         "bad_input": dict(sorted(bad_input.items())),
         "skipped": dict(sorted(skipped.items())),
         "warnings": _warnings(config, labels, ordered_stages) + sorted(read_warnings),

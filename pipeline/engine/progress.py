@@ -35,10 +35,14 @@ class ProgressBar:
         stream=None,
         quiet_for: float = 0.0,
         step: bool = False,
+        eta: bool = True,
     ):
         """``quiet_for``: seconds to wait before the first line, so a phase that is usually
         instant (loading compiled kernels) says nothing unless it is not. ``step``: one of
-        a phase's rounds; in a log it waits on every bar's last line, not its own."""
+        a phase's rounds; in a log it waits on every bar's last line, not its own.
+        ``eta=False`` for a phase whose units differ too much for the share done to foretell
+        the rest: a compile step takes 0.1 s or 20 s, so "3 of 7 steps in 19 s" said "ETA
+        76s" for a compile that ended at 38 s; no ETA beats a wrong one."""
         if mode not in ("bar", "json", "none"):
             raise ValueError(f"progress mode must be bar, json or none, not {mode!r}")
         self.label = label
@@ -51,6 +55,7 @@ class ProgressBar:
         self.enabled = mode != "none"
         self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
         self.interval = 1.0 if mode == "json" else 0.2 if self.tty else LOG_INTERVAL
+        self.eta = eta
         self.start = time.monotonic()
         self.quiet_until = self.start + quiet_for
         # In a log the first line waits an interval too: a phase shorter than that prints
@@ -104,18 +109,21 @@ class ProgressBar:
                 "tokens": self.tokens,
                 "tokens_per_s": round(_rate(self.tokens, elapsed), 1),
                 "fraction": round(done, 4),
-                "eta_s": None if eta != eta else round(eta, 1),
+                "eta_s": None if eta != eta or not self.eta else round(eta, 1),
             }
             self._write(json.dumps(record) + "\n", now)
             return
-        eta_text = "--" if eta != eta else f"{eta:,.0f}s"
-        line = (
-            f"{self.label}: {done:6.1%} | units {self.units}/{self.total_units} | "
-            f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s | "
-            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s | "
-            + (f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s | " if self.tokens else "")
-            + f"ETA {eta_text}"
-        )
+        fields = [
+            f"{self.label}: {done:6.1%}",
+            f"units {self.units}/{self.total_units}",
+            f"{self.documents:,} docs {_rate(self.documents, elapsed):,.0f}/s",
+            f"{_rate(self.bytes, elapsed) / 1e6:,.1f} MB/s",
+        ]
+        if self.tokens:
+            fields.append(f"{_rate(self.tokens, elapsed) / 1e6:,.2f}M tokens/s")
+        if self.eta:
+            fields.append("ETA --" if eta != eta else f"ETA {eta:,.0f}s")
+        line = " | ".join(fields)
         self._write("\r\x1b[2K" + line if self.tty else line + "\n", now)
 
     def _write(self, text: str, now: float) -> None:

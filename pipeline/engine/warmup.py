@@ -136,7 +136,7 @@ def warm_up(config: Config, units: list[Unit], executor, mode: str, sizes: dict[
     marks = mark_names(steps) if executor.same_machine else []
     if marks and all_marked(marks):
         return
-    bar = ProgressBar("compile kernels", 0, len(steps), mode=mode, quiet_for=2.0)
+    bar = ProgressBar("compile kernels", 0, len(steps), mode=mode, quiet_for=2.0, eta=False)
     executor.run([(warmup_task, (step,)) for step in steps], bar, after=after)
     bar.close()
     mark(marks)

@@ -26,6 +26,7 @@ MIX_RECORD = {
     "curriculum": Optional(str),
     "sources": Each({"shards": [str], "shard_documents": [int]}),
     "order": Optional({"source": str, "document": str}),
+    "phases": Optional([{"start": int, "weights": Each(float)}]),
 }
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.formats.indexed_shard import IndexedShard, verify_bin
+from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, shard_paths, shard_prefix, sidecar_path
 from pipeline.formats.tokenizers import TokenizerError, load_tokenizer
 from pipeline.kernels.hashing import file_sha256
@@ -29,15 +30,18 @@ class DecodeError(ValueError):
 
 
 def resolve_shards(path: str | os.PathLike) -> list[str]:
-    """Shard prefixes named by ``path``: a folder (every shard in it), a prefix, or one of its files.
+    """Shard prefixes named by ``path``: a folder, a prefix, or one of its files.
 
-    A shard with some of its files missing is still named: opening it says which.
+    A folder is a folder of shards, a run folder (the shards of ``tokens/<source>/``) or a
+    run's ``tokens/`` (those of each ``<source>/``): the folders ``prep run`` prints are
+    the ones a user passes. A shard with some of its files missing is still named: opening
+    it says which.
     """
     path = Path(path)
     if path.is_dir():
-        found = list_shards(path)
+        found = _folder_shards(path)
         if not found:
-            raise FileNotFoundError(f"no shard (.bin + .idx) in {path}")
+            raise FileNotFoundError(f"no shard (.bin + .idx) in {path}, its tokens/<source>/ or its <source>/ folders")
         return found
     prefix = shard_prefix(path)
     bin_path, idx_path = shard_paths(prefix)
@@ -46,12 +50,24 @@ def resolve_shards(path: str | os.PathLike) -> list[str]:
     return [prefix]
 
 
+def _folder_shards(folder: Path) -> list[str]:
+    """The shards in ``folder`` itself, else in each source folder of the run's tokens/
+    (``folder`` a run) or of ``folder`` (a tokens/ folder)."""
+    found = list_shards(folder)
+    if found:
+        return found
+    tokens = Layout(folder).tokens_folder
+    sources = tokens if tokens.is_dir() else folder
+    return [prefix for sub in sorted(sources.iterdir()) if sub.is_dir() for prefix in list_shards(sub)]
+
+
 def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
     """Counts from the index and what the sidecar says; ``ShardError`` for a damaged shard.
 
     The checks are the ones every reader gets (``IndexedShard``; ``verify_bin`` for the
     sidecar's checksum with ``verify``). A shard without a sidecar has no checksum to
-    verify against: ``verify`` then only reports its sha256.
+    verify against: ``verify`` then only reports its sha256, with ``bin_sha256_matches``
+    None rather than True, so that a reader never takes an unchecked shard for a checked one.
     """
     shard = IndexedShard(prefix)
     meta = shard.meta or {}
@@ -73,10 +89,10 @@ def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:
         "sidecar": bool(meta),
     }
     if verify and meta.get("bin_sha256"):
-        verify_bin(prefix, meta)
-        info["bin_sha256"] = meta["bin_sha256"]
+        verify_bin(prefix, meta)  # a mismatch raises, naming both sums
+        info["bin_sha256"], info["bin_sha256_matches"] = meta["bin_sha256"], True
     elif verify:
-        info["bin_sha256"] = file_sha256(shard_paths(prefix)[0])
+        info["bin_sha256"], info["bin_sha256_matches"] = file_sha256(shard_paths(prefix)[0]), None
     # Kept for scripts that read --json: a shard with a problem now fails to open instead.
     info["problems"] = []
     return info

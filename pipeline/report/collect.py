@@ -45,6 +45,7 @@ MANIFEST = {
     "balance": COUNTS,
     "sources": Each({**COUNTS, "rejected_by": Each(int)}),
     "stages": Each({"rejected": Each(int), "counters": Each(float), "by_source": Each({"rejected": Optional(int)})}),
+    "stage_order": Optional([str]),
     "config_file": Optional(str),
     "sample": Optional(float),
     "config": Optional(dict),
@@ -69,11 +70,19 @@ def balance(manifest: dict) -> Bars:
     )
 
 
+def stage_order(manifest: dict) -> list[str]:
+    """The manifest's stages in pipeline order: its ``stage_order`` (``stages`` is written
+    with sorted keys), then any stage it does not name (a manifest from before the list)."""
+    stages = manifest["stages"]
+    order = list(dict.fromkeys(s for s in manifest.get("stage_order", []) if s in stages))
+    return order + [s for s in stages if s not in order]
+
+
 def drops_per_stage(manifest: dict) -> Bars:
-    """Documents each stage dropped, per source (every configured stage, zeros included:
-    a stage that dropped nothing is worth seeing)."""
+    """Documents each stage dropped, per source, in pipeline order (every configured stage,
+    zeros included: a stage that dropped nothing is worth seeing)."""
     sources = list(manifest["sources"])
-    labels = [READ_STAGE] + list(manifest["stages"])
+    labels = [READ_STAGE] + stage_order(manifest)
     series = {}
     for source in sources:
         rejected_by = manifest["sources"][source]["rejected_by"]

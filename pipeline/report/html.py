@@ -25,6 +25,7 @@ svg{display:block;margin:.6em 0;max-width:100%;height:auto}
 table{border-collapse:collapse;font-size:.9em;margin:.6em 0} \
 th,td{padding:.2em .8em;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child{text-align:left}
+summary{cursor:pointer;margin:.3em 0}
 .example{margin:.4em 0 .8em} .where{font-size:.8em;color:#555;word-break:break-all}
 pre{white-space:pre-wrap;word-break:break-word;background:#f6f6f6;padding:.5em;margin:.2em 0;font-size:.85em}
 """

@@ -40,6 +40,9 @@ class Composition:
     key_means: dict[str, np.ndarray]  # source -> mean key of its documents per bin (NaN: none)
     tokens: int
     positions: int
+    # Per phase of the mix: the training tokens it spans and each source's target share
+    # (its weight), to set against the shares the order achieved.
+    targets: list[tuple[float, float, dict[str, float]]]
 
 
 def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
@@ -60,6 +63,10 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     cumulative = _Cumulative(edges, len(names))
     key_sums = np.zeros((bins, len(names)))
     key_counts = np.zeros((bins, len(names)))
+    phases = mix.get("phases", [])
+    # Positions where the later phases begin, kept to the order's (an edited mix.json's too).
+    later_starts = np.array([min(max(p["start"], 0), len(order_source)) for p in phases[1:]], dtype=np.int64)
+    later_tokens = np.full(len(later_starts), float(mix["tokens"]))  # a phase starting past the end is empty
     for a in range(0, len(order_source), CHUNK):
         source = np.asarray(order_source[a : a + CHUNK], dtype=np.int64)
         document = np.asarray(order_document[a : a + CHUNK])
@@ -72,6 +79,8 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
             if keys is not None:
                 key[here] = keys[s][document[here]]
         starts = cumulative.add(source, tokens)
+        begins_here = (later_starts >= a) & (later_starts < a + len(source))
+        later_tokens[begins_here] = starts[later_starts[begins_here] - a]
         # The key is a per-document value: each document counts once, in the bin it starts in.
         cell = np.minimum(starts * bins // total, bins - 1) * len(names) + source
         key_sums += np.bincount(cell, weights=key, minlength=bins * len(names)).reshape(bins, len(names))
@@ -88,7 +97,15 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
         key_means={name: means[:, i] for i, name in enumerate(names)} if keys is not None else {},
         tokens=int(mix["tokens"]),
         positions=int(len(order_source)),
+        targets=_targets(phases, later_tokens, int(mix["tokens"])),
     )
+
+
+def _targets(phases: list[dict], later_tokens: np.ndarray, total: int) -> list[tuple[float, float, dict[str, float]]]:
+    """Each phase's span in training tokens (from the token at which its first document
+    starts) and its weights."""
+    edges = [0.0, *later_tokens.tolist(), float(total)]
+    return [(edges[i], edges[i + 1], dict(phase["weights"])) for i, phase in enumerate(phases)]
 
 
 class _Cumulative:

@@ -16,6 +16,7 @@ from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture
 
 MAX_LANGUAGES = 20
+CLUSTER_AXES = ("cluster size (documents)", "clusters of that size")
 
 
 @dataclass
@@ -186,7 +187,10 @@ def duplicate_clusters(ctx: Context) -> Section | None:
     if clusters.truncated:
         caption += f" Only the first {clusters.rows_read:,} duplicate rows of the ledger were read."
     return Section(
-        "duplicates", "Duplicate clusters", caption, svg.hbars(labels, {"clusters": counts}, "Clusters per size")
+        "duplicates",
+        "Duplicate clusters",
+        caption,
+        svg.hbars(labels, {"clusters": counts}, "Clusters per size", axes=CLUSTER_AXES),
     )
 
 
@@ -226,9 +230,15 @@ def mixture(ctx: Context) -> list[Section]:
             "mixture",
             "Mixture composition",
             f"Share of each source's tokens over training ({mix.tokens:,} tokens, {mix.positions:,} documents, "
-            f"{len(mix.centres)} bins).",
+            f"{len(mix.centres)} bins); the dashed lines are the target shares (the mix's weights, per phase), "
+            "where each band's top edge should lie.",
             svg.stacked_area(
-                mix.centres, mix.shares, "Source shares over training position", "training tokens", (0, mix.tokens)
+                mix.centres,
+                mix.shares,
+                "Source shares over training position",
+                "training tokens",
+                (0, mix.tokens),
+                mix.targets,
             ),
         )
     ]
@@ -274,18 +284,24 @@ def rejected_examples(ctx: Context) -> Section | None:
     if not found:
         ctx.missing.append("rejected examples (the ledger is empty)")
         return None
+    # Folded, one <details> a rule, closed: open they were four fifths of the page's height.
     parts = []
     for rule, examples in found.items():
-        parts.append(f"<h3>{svg.esc(rule)}</h3>")
+        rejected = sum(source["rejected_by"].get(rule, 0) for source in ctx.manifest["sources"].values())
+        items = []
         for example in examples:
             meta = " · ".join(svg.esc(x) for x in dict.fromkeys((example.id, example.where, example.detail)) if x)
-            parts.append(
+            items.append(
                 f'<div class="example"><div class="where">{meta}</div>'
                 f"<pre>{svg.esc(example.text) or '<i>(no text)</i>'}</pre></div>"
             )
+        parts.append(
+            f"<details><summary><b>{svg.esc(rule)}</b> · {rejected:,} rejected, {len(examples)} shown</summary>"
+            f"{''.join(items)}</details>"
+        )
     caption = (
         f"Up to {ledger.EXAMPLES_PER_RULE} documents per rule (those whose ids hash lowest), "
-        f"cut at {ledger.EXAMPLE_CHARS} characters."
+        f"cut at {ledger.EXAMPLE_CHARS} characters; open a rule to see them."
     )
     return Section("examples", "Rejected examples", caption, "".join(parts))
 

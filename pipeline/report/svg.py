@@ -90,22 +90,34 @@ def nice_ticks(high: float, count: int = 5) -> list[float]:
     return [step * i for i in range(int(math.ceil(high / step - 1e-9)) + 1)]
 
 
-def hbars(labels: Sequence[str], series: dict[str, Sequence[float]], title: str, unit: str = "") -> str:
+def hbars(
+    labels: Sequence[str],
+    series: dict[str, Sequence[float]],
+    title: str,
+    unit: str = "",
+    axes: tuple[str, str] | None = None,
+) -> str:
     """Horizontal bars, one row per label, the series stacked left to right.
 
     A legend appears when there is more than one series; the total is written at the end
-    of each bar.
+    of each bar. ``axes`` (what the rows are, what a bar's length counts) labels both axes,
+    for rows whose labels are bare numbers (cluster sizes) that say neither.
     """
     labels = [str(label) for label in labels]
     names = list(series)
     values = np.array([[float(v) for v in series[name]] for name in names]).reshape(len(names), len(labels))
     totals = values.sum(axis=0) if len(names) else np.zeros(len(labels))
     label_width = min(max((len(_clip(label)) for label in labels), default=4), MAX_LABEL_CHARS) * CHAR_WIDTH + 12
-    top = 28 if len(names) > 1 else 8
+    top = (28 if len(names) > 1 else 8) + (18 if axes else 0)
     row, bar = 22, 16
     chart_width = WIDTH - label_width - 70
     scale = chart_width / max(float(totals.max()) if len(labels) else 0.0, 1e-12)
     body = _legend(names, label_width, 16) if len(names) > 1 else []
+    height = top + len(labels) * row + 6 + (22 if axes else 0)
+    if axes:
+        rows_label, values_label = axes
+        body.append(_text(4, top - 6, rows_label, extra=' font-weight="bold"'))  # on its own line: any length fits
+        body.append(_text(label_width + chart_width / 2, height - 8, values_label, "middle"))
     for i, label in enumerate(labels):
         y = top + i * row
         body.append(_text(label_width - 6, y + bar - 4, _clip(label), "end", f' data-full="{esc(label)}"'))
@@ -117,7 +129,7 @@ def hbars(labels: Sequence[str], series: dict[str, Sequence[float]], title: str,
                 body.append(_rect(x, y, width, bar, colour(j), tip))
             x += width
         body.append(_text(x + 4, y + bar - 4, fmt(totals[i]) + unit, extra=' fill="#333"'))
-    return _document(WIDTH, top + len(labels) * row + 6, title, body)
+    return _document(WIDTH, height, title, body)
 
 
 class _Plot:
@@ -232,11 +244,18 @@ def _marks(plot: _Plot, marks: Sequence[tuple[float, str]]) -> list[str]:
 
 
 def stacked_area(
-    x: np.ndarray, shares: dict[str, np.ndarray], title: str, x_label: str, x_range: tuple[float, float] | None = None
+    x: np.ndarray,
+    shares: dict[str, np.ndarray],
+    title: str,
+    x_label: str,
+    x_range: tuple[float, float] | None = None,
+    targets: Sequence[tuple[float, float, dict[str, float]]] = (),
 ) -> str:
     """Shares (summing to 1 at each x) stacked bottom to top: a mixture over training.
 
-    ``x_range`` sets the axis (e.g. 0 to all tokens when ``x`` are bin centres)."""
+    ``x_range`` sets the axis (e.g. 0 to all tokens when ``x`` are bin centres). Each of
+    ``targets``, (x from, x to, share per series), draws the target shares over its span
+    as dashed lines at the stacked boundaries, where each band's top edge should lie."""
     x = np.asarray(x, dtype=np.float64)
     plot = _Plot(x_range or (float(x[0]), float(x[-1])), 1.0)
     body = plot.axes(_linear_ticks(plot), x_label, "share of tokens", lambda v: f"{v:.0%}")
@@ -252,6 +271,16 @@ def stacked_area(
             f"<title>{esc(name)}: {mean:.1%} on average</title></path>"
         )
         bottom = top
+    for start, end, wanted in targets:
+        boundary = 0.0
+        for name in list(shares)[:-1]:  # the last band's top is always 100%
+            boundary += wanted.get(name, 0.0)
+            y = plot.y(boundary)
+            body.append(
+                f'<line x1="{plot.x(start):.1f}" y1="{y:.1f}" x2="{plot.x(end):.1f}" y2="{y:.1f}" stroke="#000" '
+                f'stroke-width="1.5" stroke-dasharray="5 3"><title>target share of {esc(name)}: '
+                f"{wanted.get(name, 0.0):.1%} (top of its band at {boundary:.1%})</title></line>"
+            )
     body += _legend(list(shares), plot.left, 16)
     return _document(WIDTH, plot.height, title, body)
 
