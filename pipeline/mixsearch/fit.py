@@ -14,6 +14,8 @@ square of those errors is the figure to compare a predicted difference with.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 EPS = 1e-3
@@ -49,12 +51,15 @@ class GaussianProcess:
     name = "gaussian process"
 
     def fit(self, shares: np.ndarray, losses: np.ndarray) -> GaussianProcess:
+        from sklearn.exceptions import ConvergenceWarning
         from sklearn.gaussian_process import GaussianProcessRegressor
         from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 
         kernel = ConstantKernel(1.0, (1e-3, 1e3)) * RBF(0.3, (1e-2, 1e2)) + WhiteKernel(1e-3, (1e-8, 1.0))
         self.model = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0, n_restarts_optimizer=2)
-        self.model.fit(np.asarray(shares, dtype=np.float64), np.asarray(losses, dtype=np.float64))
+        with warnings.catch_warnings():  # a hyperparameter at its bound (no noise, say) is a fit, not a fault
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            self.model.fit(np.asarray(shares, dtype=np.float64), np.asarray(losses, dtype=np.float64))
         return self
 
     def predict(self, shares: np.ndarray) -> np.ndarray:
