@@ -8,6 +8,7 @@ import gzip
 import json
 import random
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,12 @@ def test_a_search_killed_midway_resumes_without_training_finished_trials_again(s
     assert planned.exit_code == 0, planned.output
     for name, share in zip(result.sources, result.proposal, strict=True):
         assert f"{name} " in planned.output and abs(_table_share(planned.output, name) - share) < 2e-4
+    # Validation: the proposed, natural and baseline mixtures, two seeds each, judged as prep ablate judges.
+    validated = run_search(replace(options, seeds=2, baseline={"web": 0.5}), progress=lambda line: None)
+    assert validated.trained == 6 and len(trainings) == 10
+    judged = [line for line in validated.verdict if line.startswith("on the weighted objective: ")]
+    assert len(judged) == 2 and all("over 2 seeds" in line for line in judged)
+    assert {"proposed", "natural", "baseline"} <= set(" ".join(judged).replace(",", " ").split())
 
 
 def _table_share(table: str, source: str) -> float:

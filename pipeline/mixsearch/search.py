@@ -46,7 +46,7 @@ class SearchResult:
     sources: list[str]
     shares: np.ndarray  # the trials' mixtures, one row each
     records: list[dict]
-    trained: int
+    trained: int  # trainings this call ran (search trials and validation), the rest read from the ledger
     eval_sets: list[str]
     measured: dict[str, np.ndarray]  # eval set -> each healthy trial's final loss
     objective: np.ndarray  # each healthy trial's weighted loss
@@ -99,7 +99,8 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
         if options.baseline is not None:
             named = resolve_weights(options.baseline, inventory, None, "--baseline")
             mixtures["baseline"] = np.array([named[name] for name in space.sources])
-        result.verdict = validate(settings, space.sources, mixtures, options.seeds, progress).verdict
+        validation = validate(settings, space.sources, mixtures, options.seeds, progress)
+        result.verdict, result.trained = validation.verdict, result.trained + validation.trained
     write_json_atomic(settings.out / "search.json", describe(result, settings))
     return result
 
