@@ -133,6 +133,7 @@ def _run(options) -> None:
         result = run_search(options, progress)
     except (*errors, SearchError) as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"{len(result.records)} trial(s), {result.trained} trained now; ledger {options.settings.out}/ledger")
+    out = options.settings.out
+    click.echo(f"{len(result.records)} trial(s); {result.trained} training(s) run now, the rest read from {out}/ledger")
     for line in result_lines(result):
         click.echo(line)
