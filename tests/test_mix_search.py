@@ -174,3 +174,14 @@ def test_a_search_killed_midway_resumes_without_training_finished_trials_again(s
 def _table_share(table: str, source: str) -> float:
     row = next(line for line in table.splitlines() if line.startswith(source + " "))
     return float(row.split()[1].rstrip("%")) / 100
+
+
+def test_the_command_refuses_bad_bounds_and_unknown_sources_in_one_line(sample_run, tmp_path):
+    base = ["mix", "search", str(sample_run["run"]), "--eval", str(sample_run["eval"]), "--out", str(tmp_path)]
+    bad = CliRunner().invoke(main, [*base, "--bound", "web=0.6:0.2"])
+    assert bad.exit_code == 1 and "--bound 'web=0.6:0.2': need 0 <= MIN <= MAX <= 1" in bad.output
+    unknown = CliRunner().invoke(main, [*base, "--bound", "code=0.1:0.2"])
+    assert unknown.exit_code == 1 and "unknown source 'code' (the runs have: math, noise, web)" in unknown.output
+    tight = CliRunner().invoke(main, [*base, "--target-tokens", "1B", "--bound", "math=0.2:1"])
+    assert tight.exit_code == 1 and "source 'math' needs a share of at least 0.2" in tight.output
+    assert "Traceback" not in bad.output + unknown.output + tight.output and not (tmp_path / "trials").exists()
