@@ -27,8 +27,11 @@ MAY_IMPORT = {
     # prep ablate: trains through the loader, evaluates text read by the readers and framed
     # as the tokenize stage frames it, projects with prep estimate's formula.
     "ablate": {"loader", "mix", "readers", "stages", "formats", "kernels", "util"},
+    # prep mix search: makes mixtures as prep mix does and trains them as prep ablate does.
+    "mixsearch": {"ablate", "mix", "loader", "formats", "kernels", "util"},
     "engine": {"contract", "readers", "formats", "kernels", "util"},
     "commands": {
+        "mixsearch",
         "ablate",
         "engine",
         "report",
@@ -155,6 +158,7 @@ TORCH_IMPORTERS = {
     "pipeline.ablate.model",
     "pipeline.ablate.trial",
     "pipeline.commands.ablate",  # inside the command, to say how to install it when missing
+    "pipeline.commands.mix_search",  # the same
 }
 
 

@@ -43,7 +43,25 @@ def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float
     return runs, weights
 
 
-@click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+SEARCH = "search"
+
+
+class MixCommand(click.Command):
+    """``prep mix``, which also answers ``prep mix search`` (``pipeline.commands.mix_search``).
+
+    A click group cannot hold both: ``prep mix`` takes free ``--SOURCE WEIGHT`` options and
+    run folders as its arguments, so the first word decides (a run folder named ``search``
+    is reached as ``./search``)."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == SEARCH:
+            from pipeline.commands.mix_search import mix_search
+
+            return mix_search.make_context(f"{info_name} {SEARCH}", list(args[1:]), parent=parent, **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
+@click.command(cls=MixCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
 @click.option(
     "--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order)."
@@ -78,6 +96,7 @@ def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase
     named share the rest in proportion to their tokens. Documents are down- or up-sampled
     to hit the shares exactly (up to one document), picked by a hash of their id and the
     seed, and interleaved so that every window of the mixture holds the target shares.
+    To find the shares instead of guessing them: prep mix search RUN_DIR... (see its --help).
     """
     from pipeline.formats.mix import MixLayout
     from pipeline.mix import inventory as inv

@@ -1,0 +1,168 @@
+"""The whole of ``prep mix search`` short of printing: sample, train, fit, propose, validate.
+
+The result is also written to ``OUT/search.json`` (atomically) for ``prep report`` and
+for a reader who wants the numbers; the trials themselves live in ``OUT/ledger``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.mix.inventory import take_inventory
+from pipeline.mix.plan import resolve_weights
+from pipeline.mixsearch.fit import MODELS, Objective
+from pipeline.mixsearch.propose import command_weights, mix_command, propose
+from pipeline.mixsearch.sampling import make_space, sample
+from pipeline.mixsearch.trials import TrialSettings, run_trials, validate
+from pipeline.util.atomic import write_json_atomic
+
+MIN_TRIALS = 4  # fewer healthy trials than this leave a leave-one-out error meaningless
+
+
+class SearchError(ValueError):
+    """A search that cannot go on as asked; the message says why."""
+
+
+@dataclass
+class SearchOptions:
+    trials: int
+    settings: TrialSettings
+    target_tokens: int | None = None  # default: every token of the runs
+    max_epochs: float = 4.0
+    bounds: dict[str, tuple[float, float]] = field(default_factory=dict)
+    prior: dict[str, float] | None = None
+    concentration: float = 3.0
+    candidates: int = 20_000
+    seeds: int = 0  # validation seeds (0: no validation)
+    baseline: dict[str, float] | None = None
+
+
+@dataclass
+class SearchResult:
+    sources: list[str]
+    shares: np.ndarray  # the trials' mixtures, one row each
+    records: list[dict]
+    trained: int  # trainings this call ran (search trials and validation), the rest read from the ledger
+    eval_sets: list[str]
+    measured: dict[str, np.ndarray]  # eval set -> each healthy trial's final loss
+    objective: np.ndarray  # each healthy trial's weighted loss
+    fits: list[Objective]
+    chosen: Objective  # the fit of least leave-one-out error on the objective
+    proposal: np.ndarray
+    natural: np.ndarray
+    predicted: dict[str, float]  # "proposal", "natural" -> predicted objective
+    command: str
+    notes: list[str]
+    verdict: list[str] | None = None
+
+
+def run_search(options: SearchOptions, progress: Callable[[str], None] = print) -> SearchResult:
+    settings = options.settings
+    if not settings.eval_files:
+        raise SearchError("give at least one --eval FILE: the search minimizes the loss on it")
+    if options.trials < MIN_TRIALS:
+        raise SearchError(f"--trials {options.trials}: at least {MIN_TRIALS} are needed to fit and cross-validate")
+    inventory = take_inventory(settings.runs)
+    tokens = {name: source.tokens for name, source in inventory.sources.items()}
+    target = options.target_tokens or sum(tokens.values())
+    space = make_space(tokens, options.bounds, target, options.max_epochs, options.prior)
+    shares = sample(space, options.trials, options.concentration, settings.seed)
+    settings.target_tokens = target
+    records, trained = run_trials(settings, space.sources, shares, progress)
+    healthy = [i for i, record in enumerate(records) if record["health"]["status"] == "ok"]
+    notes = []
+    if len(healthy) < len(records):
+        notes.append(f"{len(records) - len(healthy)} trial(s) were unhealthy and left out of the fit")
+    if len(healthy) < MIN_TRIALS:
+        raise SearchError(f"only {len(healthy)} healthy trials: too few to fit; see prep ablate --history")
+    eval_sets = sorted(settings.weights)
+    measured = {name: np.array([records[i]["final"][name] for i in healthy]) for name in eval_sets}
+    fitted = shares[healthy]
+    fits = [Objective(model, fitted, measured, settings.weights) for model in MODELS]
+    chosen = min(fits, key=lambda fit: fit.error)
+    proposal = propose(space, chosen.predict, fitted, options.candidates, settings.seed + 1)
+    natural = space.natural
+    predicted = {"proposal": float(chosen.predict(proposal)[0]), "natural": float(chosen.predict(natural)[0])}
+    notes += _comparison_notes(space, natural, predicted, chosen)
+    weights = command_weights(space.sources, proposal)
+    command = mix_command(settings.runs, inventory, weights, target, options.max_epochs)
+    result = SearchResult(
+        space.sources, shares, records, trained, eval_sets, measured, _objective(chosen, measured),
+        fits, chosen, proposal, natural, predicted, command, notes,
+    )  # fmt: skip
+    if options.seeds:
+        mixtures = {"proposed": proposal, "natural": natural}
+        if options.baseline is not None:
+            named = resolve_weights(options.baseline, inventory, None, "--baseline")
+            mixtures["baseline"] = np.array([named[name] for name in space.sources])
+        validation = validate(settings, space.sources, mixtures, options.seeds, progress)
+        result.verdict, result.trained = validation.verdict, result.trained + validation.trained
+    write_json_atomic(settings.out / "search.json", describe(result, settings))
+    return result
+
+
+def _objective(fit: Objective, measured: dict[str, np.ndarray]) -> np.ndarray:
+    return sum(fit.weights[name] * values for name, values in measured.items())
+
+
+def _comparison_notes(space, natural: np.ndarray, predicted: dict[str, float], chosen: Objective) -> list[str]:
+    notes = []
+    if not space.allowed(natural):
+        notes.append("the natural mixture is outside the bounds or --max-epochs: it is shown for reference only")
+    gain = predicted["natural"] - predicted["proposal"]
+    if gain <= chosen.error:
+        notes.append(
+            f"the proposal's predicted gain over the natural mixture ({gain:.4f}) is within the {chosen.name} "
+            f"fit's cross-validated error ({chosen.error:.4f}): the proxy cannot tell them apart; "
+            "add trials or validate with --seeds 3"
+        )
+    else:
+        notes.append(
+            f"the proposal's predicted gain over the natural mixture ({gain:.4f}) exceeds the {chosen.name} "
+            f"fit's cross-validated error ({chosen.error:.4f})"
+        )
+    return notes
+
+
+def describe(result: SearchResult, settings: TrialSettings) -> dict:
+    def shares(row) -> dict[str, float]:
+        return {name: round(float(share), 6) for name, share in zip(result.sources, row, strict=True)}
+
+    return {
+        "format": "prep-mix-search",
+        "version": 1,
+        "runs": [str(Path(run).resolve()) for run in settings.runs],
+        "tokens": settings.tokens,
+        "target_tokens": settings.target_tokens,
+        "weights": result.chosen.weights,
+        "trials": [
+            {
+                "trial": record["trial"],
+                "mixture": record["data"]["name"],
+                "shares": shares(row),
+                "final": record["final"],
+                "health": record["health"]["status"],
+            }
+            for row, record in zip(result.shares, result.records, strict=True)
+        ],
+        "fits": [
+            {
+                "model": fit.name,
+                "loo_error": fit.error,
+                "loo_errors": fit.errors,
+                "loo_objective": [float(value) for value in fit.loo_objective],
+            }
+            for fit in result.fits
+        ],
+        "chosen": result.chosen.name,
+        "proposal": shares(result.proposal),
+        "natural": shares(result.natural),
+        "predicted": result.predicted,
+        "notes": result.notes,
+        "verdict": result.verdict,
+        "command": result.command,
+    }
