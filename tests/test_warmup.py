@@ -160,7 +160,9 @@ def test_the_compile_line_gives_no_eta(tmp_path, monkeypatch, mode):
     else:
         assert f"units {steps}/{steps}" in lines[-1] and not any("ETA" in line for line in lines), lines
     other = io.StringIO()  # a phase of like units (after dedup) keeps its ETA
-    ProgressBar("stages after dedup", 0, 2, stream=other).unit_done()
+    after_dedup = ProgressBar("stages after dedup", 0, 2, stream=other)
+    after_dedup.unit_done()
+    after_dedup.close()  # in a log, a phase's last line comes when it ends
     assert "| ETA " in other.getvalue()
 
 
