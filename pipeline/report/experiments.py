@@ -18,8 +18,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.formats.experiments import SUFFIX, LedgerError, find_ledger, read_ledger
 from pipeline.report import svg
-from pipeline.report.html import STYLE, ReportError, _write_failure
-from pipeline.util.atomic import atomic_path
+from pipeline.report.html import STYLE, ReportError, write_page
 
 MAX_POINTS = 400  # a longer curve is drawn as the means of runs of consecutive points
 DASH = "–"
@@ -68,14 +67,7 @@ def render_experiments(ledger_dir: Path) -> str:
 
 def write_experiments_report(ledger_dir: Path, out: Path) -> Path:
     """Render and write atomically; ``ReportError`` naming ``out`` when it cannot be written."""
-    text = render_experiments(ledger_dir)
-    out = Path(out)
-    try:
-        with atomic_path(out) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise ReportError(f"cannot write {out}: {_write_failure(out, error)}") from error
-    return out
+    return write_page(render_experiments(ledger_dir), out)
 
 
 def _experiment(index: int, name: str, trials: list[dict]) -> str:

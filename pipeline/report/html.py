@@ -76,7 +76,11 @@ def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
     A page that cannot be written (a read-only folder, ``out`` a directory, a parent that
     cannot be created, a full disk) raises ``ReportError`` naming ``out`` and the OS reason,
     so the command line says so in one line instead of a traceback."""
-    text = render_report(run_dir, mix_dir)
+    return write_page(render_report(run_dir, mix_dir), out)
+
+
+def write_page(text: str, out: Path) -> Path:
+    """Write a rendered page atomically; ``ReportError`` naming ``out`` when it cannot be."""
     out = Path(out)
     try:
         with atomic_path(out) as tmp:

@@ -137,14 +137,14 @@ class _Plot:
 
     left, right, top, bottom = 64, 16, 28, 42
 
-    def __init__(self, x_range: tuple[float, float], y_high: float, height: int = 260):
-        self.height = height
+    def __init__(self, x_range: tuple[float, float], y_high: float, height: int = 260, width: int = WIDTH):
+        self.height, self.width = height, width
         self.x0, self.x1 = x_range
         if self.x1 <= self.x0:
             self.x1 = self.x0 + 1
         self.y_ticks = nice_ticks(y_high)
         self.y1 = self.y_ticks[-1]
-        self.inner_w = WIDTH - self.left - self.right
+        self.inner_w = width - self.left - self.right
         self.inner_h = height - self.top - self.bottom
 
     def x(self, value: float) -> float:
