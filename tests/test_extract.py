@@ -333,6 +333,6 @@ def test_a_missing_library_is_a_config_error_naming_the_extra(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trafilatura" else real(name))
-    with pytest.raises(ValueError, match=r"needs trafilatura: pip install 'prep\[commoncrawl\]'"):
+    with pytest.raises(ValueError, match=r'needs trafilatura: pip install -e "\.\[commoncrawl\]"'):
         Extract.Options(extractor="trafilatura")
     Extract.Options()  # resiliparse alone is enough for the default

@@ -416,5 +416,5 @@ def test_a_run_without_hub_paths_does_not_import_huggingface_hub(tmp_path):
 
 def test_without_huggingface_hub_installed_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # an import of it fails
-    with pytest.raises(hub.HubError, match=r"hf:// paths need huggingface_hub: pip install 'prep\[hub\]'"):
+    with pytest.raises(hub.HubError, match=r'hf:// paths need huggingface_hub: pip install -e "\.\[hub\]"'):
         hub.filesystem.__wrapped__()

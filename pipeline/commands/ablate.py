@@ -8,6 +8,7 @@ import click
 
 from pipeline.ablate.presets import PRESETS
 from pipeline.commands.options import Count, Finite, WeightedFile
+from pipeline.util.extras import require
 
 
 @click.command()
@@ -107,6 +108,7 @@ def ablate(data, tokens, out, preset, seeds, eval_files, choice_files, held_out_
         return
     if len(data) < 1 or out is None:
         raise click.UsageError("give one or more DATA folders and --out (or --history LEDGER)")
+    require("prep ablate", "ablate", "torch")
     from pipeline.ablate.ablation import AblationOptions
 
     options = AblationOptions(
@@ -140,10 +142,6 @@ def ablate(data, tokens, out, preset, seeds, eval_files, choice_files, held_out_
 
 
 def _run(options) -> None:
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        raise click.ClickException('prep ablate needs torch: pip install -e ".[ablate]"') from None
     from pipeline.ablate.ablation import run_ablation
     from pipeline.ablate.data import AblationDataError
     from pipeline.ablate.evalsets import EvalSetError

@@ -226,8 +226,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from pipeline.engine.config import ConfigError
     from pipeline.engine.executor import WorkerDied
     from pipeline.engine.runlock import OutputBusy
+    from pipeline.util.extras import MissingExtra
 
-    return (ConfigError, OutputBusy, WorkerDied, OSError, ValueError)
+    return (ConfigError, MissingExtra, OutputBusy, WorkerDied, OSError, ValueError)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import click
 
 from pipeline.ablate.presets import PRESETS
 from pipeline.commands.options import Count, Finite, WeightedFile
+from pipeline.util.extras import require
 
 
 def _shares(text: str, where: str) -> dict[str, float]:
@@ -71,6 +72,7 @@ def mix_search(runs, trials, tokens, eval_files, out, target_tokens, max_epochs,
       prep mix search out/web out/code out/math --trials 16 --tokens 1M \\
           --eval speeches.jsonl:2 --eval code_eval.jsonl --out search --seeds 3
     """
+    require("prep mix search", "ablate", "torch", "sklearn")
     from pipeline.mix.inventory import MixError
     from pipeline.mixsearch.sampling import SamplingError, parse_bound
     from pipeline.mixsearch.search import SearchOptions
@@ -110,11 +112,6 @@ def mix_search(runs, trials, tokens, eval_files, out, target_tokens, max_epochs,
 
 
 def _run(options) -> None:
-    try:
-        import sklearn  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError:
-        raise click.ClickException('prep mix search needs torch and scikit-learn: pip install -e ".[ablate]"') from None
     from pipeline.ablate.data import AblationDataError
     from pipeline.ablate.evalsets import EvalSetError
     from pipeline.ablate.evaltexts import EvalTextError

@@ -26,7 +26,7 @@ content hash from the listing: the LFS sha256 for large files, the git blob id o
 A file rewritten at the Hub makes a finished run stale, as a rewritten S3 object does; a
 commit sha revision pins the inputs for good.
 
-huggingface_hub (``pip install 'prep[hub]'``; ``datasets`` brings it too) is imported only
+huggingface_hub (``pip install -e ".[hub]"``; ``datasets`` brings it too) is imported only
 when a run names an hf:// path. The tests use a local stand-in of the Hub; a one-time check
 against the real one (a 40 MB file, a minute; the second run finds it done and copies nothing)::
 
@@ -71,7 +71,7 @@ def filesystem():
     try:
         from huggingface_hub import HfFileSystem
     except ImportError:
-        raise HubError("hf:// paths need huggingface_hub: pip install 'prep[hub]'") from None
+        raise HubError('hf:// paths need huggingface_hub: pip install -e ".[hub]"') from None
     return HfFileSystem()
 
 

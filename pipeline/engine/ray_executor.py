@@ -26,6 +26,7 @@ from typing import Any
 from pipeline.engine.executor import Task
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.retry import take_retries
+from pipeline.util.extras import require
 
 RETRIES = 3  # runs of a task after its first, when its worker or node is lost
 
@@ -88,10 +89,9 @@ class RayExecutor:
     same_machine = False
 
     def __init__(self, address: str | None, workers: int | None):
-        try:
-            import ray
-        except ImportError:
-            raise RuntimeError('--executor ray needs Ray: pip install -e ".[ray]"') from None
+        require("--executor ray", "ray", "ray")
+        import ray
+
         self.ray = ray
         if not ray.is_initialized():
             options: dict[str, Any] = {"log_to_driver": False, "include_dashboard": False}

@@ -33,6 +33,9 @@ def __getattr__(name: str):
     if name in _TORCH_NAMES:
         import importlib
 
+        from pipeline.util.extras import require
+
+        require(f"pipeline.loader.{name}", "loader", "torch")
         return getattr(importlib.import_module(_TORCH_NAMES[name]), name)
     raise AttributeError(f"module 'pipeline.loader' has no attribute {name!r}")
 

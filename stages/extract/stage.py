@@ -66,7 +66,7 @@ class Extract(Stage):
                     raise ValueError(f"{option} must be >= 1")
             absent = missing_library(self.extractor)
             if absent:
-                raise ValueError(f"extractor {self.extractor!r} needs {absent}: pip install 'prep[commoncrawl]'")
+                raise ValueError(f'extractor {self.extractor!r} needs {absent}: pip install -e ".[commoncrawl]"')
 
     def __init__(self, options: Options):
         super().__init__(options)
