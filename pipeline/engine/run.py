@@ -146,7 +146,7 @@ def _run_claimed(
             drop_finished(config, store, segment)
     finally:
         runner.close()
-    manifest = build_manifest(config, labels, unit_stats, global_stats)
+    manifest = build_manifest(config, labels, unit_stats, global_stats, sampled=sample < 1)
     manifest["sample"] = sample
     _note_duplicate_ids(manifest, store, layout, units)
     store.sync(layout.key(layout.cost_folder))
