@@ -88,7 +88,7 @@ def _projected_output(by_source: dict[str, dict], fraction: float, kept: int, to
     """The documents read (counted in full: a sample reads every one); the documents kept
     projected per document read, the tokens per byte of input text and the bytes on disk
     as the tokens (``sample_estimate``); each with its 95% interval as ``<key>_interval``
-    ([low, high], or None). Nothing without the units' tallies (an older prep's files)."""
+    ([low, high]). Nothing without the units' tallies (an older prep's files)."""
     if not by_source:
         return {}
     figures = {"input_documents": sum(t["read_documents"] for t in by_source.values())}
@@ -97,14 +97,13 @@ def _projected_output(by_source: dict[str, dict], fraction: float, kept: int, to
         estimate = project(by_source, figure, fraction) if figure != "tokens" or tokens else None
         if estimate is not None:
             figures[key] = round(estimate["point"])
-            low, high = estimate["low"], estimate["high"]
-            intervals[key] = None if low is None else [round(low), round(high)]
+            intervals[key] = [round(estimate["low"]), round(estimate["high"])]
     # on disk scales as what it holds: tokens where there are any, else documents
     base, measured = ("output_tokens", tokens) if tokens else ("output_documents", kept)
     if base in figures and measured:
         scale = output_bytes / measured
         figures["output_bytes"] = round(figures[base] * scale)
-        intervals["output_bytes"] = intervals[base] and [round(v * scale) for v in intervals[base]]
+        intervals["output_bytes"] = [round(v * scale) for v in intervals[base]]
     return {**figures, **{f"{key}_interval": value for key, value in intervals.items()}}
 
 
@@ -145,16 +144,14 @@ def projection_lines(manifest: dict, cost: dict | None) -> list[str]:
 
 
 def _row_note(projection: dict, key: str, show) -> str:
-    """What follows a projected figure: its 95% interval, or why it has none."""
+    """What follows a projected figure: why it is not scaled, or its 95% interval."""
     if key == "cpu_seconds":
         return "   stages scaled, reading not: a sample reads every input"
     if key == "input_documents":
         return "   counted: a sample reads every input"
-    if f"{key}_interval" not in projection:
-        return ""
-    interval = projection[f"{key}_interval"]
+    interval = projection.get(f"{key}_interval")
     if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
-        return "   too few documents sampled for an interval: raise --sample"
+        return ""  # an older prep's cost.json, or a damaged one
     return f"   95% interval {show(interval[0])} to {show(interval[1])}"
 
 

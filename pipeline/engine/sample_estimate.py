@@ -77,34 +77,35 @@ def merge(tallies: list[tuple[str, dict]]) -> dict[str, dict]:
 
 def project(by_source: dict[str, dict], figure: str, fraction: float) -> dict | None:
     """The full input's ``figure`` projected from a ``fraction`` sample, per unit of its
-    base (``BASES``) in each source: the point, and a 95% interval (``low``, ``high``;
-    None when too few groups hold documents for one). None when a source that was read
-    had no document sampled: nothing to scale from."""
+    base (``BASES``) in each source: the point, and a 95% interval (``low``, ``high``).
+    None when a source that was read had no document sampled: nothing to scale from.
+
+    Each source's variance is its jackknife's, but never below two floors, since a few
+    dozen documents can hide what a few rare ones hold (a 5% sample's jackknife missed
+    the bundled sample's tokens by four standard errors; with the floors, 27 draws at
+    5-20% all held, the furthest truth at 0.76 of the half-width): the point's square over the
+    four times the documents sampled (as if each document's share varied by 50%), and, for a source
+    where nothing or little was kept, one-and-a-half documents' worth (a kept document's
+    mean ``figure``) scaled by the source's inverse sampling rate (the rule of three)."""
     sampled, total = BASES[figure]
-    read = {s: t[total] for s, t in by_source.items()}
-    x = {s: np.array(t[sampled], np.float64) for s, t in by_source.items()}
-    y = {s: np.array(t[figure], np.float64) for s, t in by_source.items()}
-    if any(read[s] > 0 and x[s].sum() == 0 for s in by_source):
-        return None
-
-    def estimate(dropped: int | None) -> float | None:
-        total = 0.0
-        for s in by_source:
-            xs, ys = x[s].sum(), y[s].sum()
-            if dropped is not None:
-                xs, ys = xs - x[s][dropped], ys - y[s][dropped]
-            if read[s] == 0:
-                continue
-            if xs <= 0:
-                return None  # every sampled document of ``s`` is in the dropped group
-            total += ys / xs * read[s]
-        return total
-
-    point = estimate(None)
-    replicates = [estimate(g) for g in range(GROUPS)]
-    if any(r is None for r in replicates):
-        return {"point": point, "low": None, "high": None}
-    spread = np.array(replicates, np.float64)
-    variance = (GROUPS - 1) / GROUPS * float(((spread - spread.mean()) ** 2).sum()) * (1 - fraction)
+    documents = sum(sum(t["kept"]) for t in by_source.values())
+    one_document = sum(sum(t[figure]) for t in by_source.values()) / documents if documents else 0.0
+    point = variance = 0.0
+    for tally in by_source.values():
+        x, y = np.array(tally[sampled], np.float64), np.array(tally[figure], np.float64)
+        n = sum(tally["documents"])
+        if tally[total] == 0:
+            continue
+        if x.sum() == 0 or n == 0:
+            return None
+        estimate = y.sum() / x.sum() * tally[total]
+        rest = x.sum() - x
+        spread = 0.0
+        if (rest > 0).all():
+            replicates = (y.sum() - y) / rest * tally[total]
+            spread = (GROUPS - 1) / GROUPS * float(((replicates - replicates.mean()) ** 2).sum())
+        unseen = 1.5 * one_document * tally["read_documents"] / n
+        variance += max(spread, estimate**2 / (4 * n), unseen**2) * (1 - fraction)
+        point += estimate
     half = T_95 * variance**0.5
     return {"point": point, "low": max(point - half, 0.0), "high": point + half}

@@ -124,7 +124,7 @@ def run_unit(
     chunks = _discarded_if_changed(_batches(config, layout, segment, unit, strict, ours), ctx, [kept_sink, ledger_sink])
     tally = new_tally() if sample < 1.0 else None  # what the projection scales from (``sample_estimate``)
     if tally is not None and segment.index == 0:
-        chunks = _sampled_chunks(chunks, sample, tally)
+        chunks = _sampled_chunks(chunks, sample, config.run.sample_seed, tally)
     if segment.index == 0 and (sample < 1.0 or len(unit.files) > 1):
         chunks = _gathered(chunks)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
@@ -190,13 +190,13 @@ def run_unit(
     return stats
 
 
-def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False) -> pa.RecordBatch | None:
+def _sampled(batch: pa.RecordBatch | None, fraction: float, seed: int, ledger: bool = False) -> pa.RecordBatch | None:
     """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same.
     A file that could not be read is always reported: a trial run is where to find it.
     ``ledger``: ``batch`` is ledger rows (a document may have an input field ``reason`` too)."""
     if batch is None or batch.num_rows == 0:
         return batch
-    keep = pa.array(in_sample(batch.column(ID), fraction))
+    keep = pa.array(in_sample(batch.column(ID), fraction, seed))
     if ledger:
         keep = pc.or_(keep, pc.equal(batch.column("reason"), UNREADABLE_FILE))
     return batch.filter(keep)
@@ -208,17 +208,17 @@ def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False
 GATHER_TEXT_BYTES = 2 << 20
 
 
-def _sampled_chunks(chunks: Iterator[tuple], fraction: float, tally: dict) -> Iterator[tuple]:
-    """Each chunk's ``fraction`` sample; ``tally`` gets the text bytes of every document
+def _sampled_chunks(chunks: Iterator[tuple], fraction: float, seed: int, tally: dict) -> Iterator[tuple]:
+    """Each chunk's ``fraction`` sample (``seed``'s); ``tally`` gets the text bytes of every document
     read and, by group, of those sampled (``sample_estimate``)."""
     for batch, bad, nbytes, extra in chunks:
         tally["read_documents"] += sum(b.num_rows for b in (batch, bad) if b is not None)
         tally["read_bytes"] += int(text_bytes(batch).sum())
-        sampled = _sampled(batch, fraction)
+        sampled = _sampled(batch, fraction, seed)
         if sampled is not None:
             add(tally, "documents", sampled.column(ID), np.ones(sampled.num_rows))
             add(tally, "bytes", sampled.column(ID), text_bytes(sampled))
-        yield sampled, _sampled(bad, fraction, ledger=True), nbytes, extra
+        yield sampled, _sampled(bad, fraction, seed, ledger=True), nbytes, extra
 
 
 def _tally_kept(tally: dict, batch: pa.RecordBatch, tokenized: bool) -> None:
