@@ -8,10 +8,12 @@ each source's text bytes and documents are known exactly, and the sample measure
 each byte of input yields in tokens, and each document in documents kept, per source.
 
 The interval comes from the sample's own variance: the sampled documents fall, by the
-low bits of their id's hash (independent of the bits that chose the sample), into
-``GROUPS`` random groups; each unit tallies per group its sampled documents, their text
-bytes and what they yielded. A delete-a-group jackknife over the groups gives the projection's standard
-error, which is scaled by the finite-population correction and widened by Student's t.
+low bits of their id's hash (independent of the bits, or the seeded hash, that chose
+the sample), into ``GROUPS`` random groups; each unit tallies per group its sampled
+documents, their text bytes and what they yielded. A delete-a-group jackknife gives
+each source's variance, held above floors for what a small sample cannot see
+(``project``); the sources' variances add, times the finite-population correction, and
+Student's t widens the standard error into the interval.
 """
 
 from __future__ import annotations
