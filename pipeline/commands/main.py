@@ -146,6 +146,13 @@ def main() -> None:
     help="Process a hash-sampled fraction of every source (e.g. 0.01) and project the full run in cost.json.",
 )
 @click.option(
+    "--sample-seed",
+    type=click.IntRange(min=0, max=2**64 - 1),
+    default=0,
+    show_default=True,
+    help="Which documents --sample picks: another seed draws another sample of the same size.",
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default="local",
@@ -162,6 +169,7 @@ def run(
     quiet: bool,
     progress: str,
     sample: float,
+    sample_seed: int,
     executor: str,
     address: str | None,
 ) -> None:
@@ -172,7 +180,15 @@ def run(
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
-    options = dict(workers=workers, strict=strict, force=force, quiet=quiet, progress=progress, sample=sample)
+    options = dict(
+        workers=workers,
+        strict=strict,
+        force=force,
+        quiet=quiet,
+        progress=progress,
+        sample=sample,
+        sample_seed=sample_seed,
+    )
     try:
         manifest = _start_and_run(config, out, executor=executor, address=address, **options)
     except KeyboardInterrupt as stop:  # from the first step on: the same line whenever it comes

@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from pipeline.engine.sample_estimate import merge, project
 from pipeline.formats.layout import Layout
 from pipeline.util.atomic import write_json_atomic
 
@@ -45,9 +46,13 @@ def write_cost(path: Path, label: str, started: float) -> None:
 
 def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers: int, output_bytes: int) -> dict:
     cpu: Counter[str] = Counter()
+    tallies: list[tuple[str, dict]] = []  # a sampled run's, by unit and phase (``sample_estimate``)
     folder = layout.cost_folder
     for path in sorted(folder.rglob("*.json")) if folder.exists() else []:
-        cpu.update(json.loads(path.read_text())["cpu_seconds"])
+        record = json.loads(path.read_text())
+        cpu.update(record["cpu_seconds"])
+        if "sample" in record:
+            tallies.append((record["sample"]["source"], record["sample"]))
     total = sum(cpu.values())
     tokens = sum(stage["counters"].get("tokens", 0) for stage in manifest["stages"].values())
     summary = {
@@ -68,16 +73,38 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
         scaled = sum(v if k.endswith(UNSCALED_SUFFIXES) else v / fraction for k, v in cpu.items())
         summary["projection"] = {
             "note": f"full run projected from a {fraction:g} sample: stage CPU scaled by 1/{fraction:g}; reading, "
-            "reduce and finalize are not (a sample reads every input; reduce and finalize work per partition)",
+            "reduce and finalize are not (a sample reads every input; reduce and finalize work per partition); "
+            "documents kept per document of each source, tokens per byte of its input text, with 95% intervals "
+            "from a jackknife over the sample's random groups",
             "cpu_seconds": round(scaled, 1),
             "core_hours": round(scaled / 3600, 6),
             "wall_seconds_on_this_machine": round(scaled / max(workers, 1), 1),
-            "input_documents": round(manifest["balance"]["input"] / fraction),
-            "output_documents": round(manifest["balance"]["output"] / fraction),
-            "output_tokens": round(tokens / fraction),
-            "output_bytes": round(summary["output_bytes"] / fraction),
+            **_projected_output(merge(tallies), fraction, manifest["balance"]["output"], tokens, output_bytes),
         }
     return summary
+
+
+def _projected_output(by_source: dict[str, dict], fraction: float, kept: int, tokens: int, output_bytes: int) -> dict:
+    """The documents read (counted in full: a sample reads every one); the documents kept
+    projected per document read, the tokens per byte of input text and the bytes on disk
+    as the tokens (``sample_estimate``); each with its 95% interval as ``<key>_interval``
+    ([low, high]). Nothing without the units' tallies (an older prep's files)."""
+    if not by_source:
+        return {}
+    figures = {"input_documents": sum(t["read_documents"] for t in by_source.values())}
+    intervals = {}
+    for key, figure in (("output_documents", "kept"), ("output_tokens", "tokens")):
+        estimate = project(by_source, figure, fraction) if figure != "tokens" or tokens else None
+        if estimate is not None:
+            figures[key] = round(estimate["point"])
+            intervals[key] = [round(estimate["low"]), round(estimate["high"])]
+    # on disk scales as what it holds: tokens where there are any, else documents
+    base, measured = ("output_tokens", tokens) if tokens else ("output_documents", kept)
+    if base in figures and measured:
+        scale = output_bytes / measured
+        figures["output_bytes"] = round(figures[base] * scale)
+        intervals["output_bytes"] = [round(v * scale) for v in intervals[base]]
+    return {**figures, **{f"{key}_interval": value for key, value in intervals.items()}}
 
 
 def projection_lines(manifest: dict, cost: dict | None) -> list[str]:
@@ -109,18 +136,23 @@ def projection_lines(manifest: dict, cost: dict | None) -> list[str]:
     for label, show, key, measured in rows:
         if _is_number(projection.get(key)):
             sample = show(measured) if _is_number(measured) else "?"
-            note = "   stages scaled, reading not: a sample reads every input" if key == "cpu_seconds" else ""
-            lines.append(f"  {label:<16}{show(projection[key]):>12}{sample:>12}{note}")
+            lines.append(f"  {label:<16}{show(projection[key]):>12}{sample:>12}{_row_note(projection, key, show)}")
     sampled = balance.get("input")
-    if _is_number(sampled) and sampled < 1000:
-        if sampled == 0:
-            lines.append("  no document was sampled: raise --sample")
-        else:
-            lines.append(
-                f"  only {sampled:,} documents were sampled: counts alone vary by about "
-                f"±{100 / sampled**0.5:.0f}%; a larger --sample narrows that"
-            )
+    if _is_number(sampled) and sampled == 0:
+        lines.append("  no document was sampled: raise --sample")
     return lines
+
+
+def _row_note(projection: dict, key: str, show) -> str:
+    """What follows a projected figure: why it is not scaled, or its 95% interval."""
+    if key == "cpu_seconds":
+        return "   stages scaled, reading not: a sample reads every input"
+    if key == "input_documents":
+        return "   counted: a sample reads every input"
+    interval = projection.get(f"{key}_interval")
+    if not (isinstance(interval, list) and len(interval) == 2 and all(_is_number(v) for v in interval)):
+        return ""  # an older prep's cost.json, or a damaged one
+    return f"   95% interval {show(interval[0])} to {show(interval[1])}"
 
 
 def _is_number(value) -> bool:

@@ -55,11 +55,13 @@ def run_pipeline(
     address: str | None = None,
     sample: float = 1.0,
     progress: str = "bar",
+    sample_seed: int = 0,
 ) -> dict:
     """Run (or resume) a config into ``out``; returns the manifest.
 
     ``sample`` < 1 keeps a hash-sampled fraction of every source (by document id, so the
-    same documents whatever the worker count) and projects the full run in cost.json.
+    same documents whatever the worker count; another ``sample_seed`` draws another sample)
+    and projects the full run in cost.json.
     ``progress`` is "bar", "json" (one JSON line a second, for logs) or "none".
     """
     if not 0 < sample <= 1:
@@ -67,6 +69,7 @@ def run_pipeline(
     wall_start = time.monotonic()
     start_counting()
     config = load_config(config_path, out)
+    config.run.sample_seed = sample_seed
     asked = workers or config.run.workers  # None: as many as there are cores
     workers = asked or os.cpu_count() or 1
     if executor == "local" and workers > 1:
@@ -146,8 +149,10 @@ def _run_claimed(
             drop_finished(config, store, segment)
     finally:
         runner.close()
-    manifest = build_manifest(config, labels, unit_stats, global_stats)
+    manifest = build_manifest(config, labels, unit_stats, global_stats, sampled=sample < 1)
     manifest["sample"] = sample
+    if config.run.sample_seed:
+        manifest["sample_seed"] = config.run.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
@@ -224,11 +229,13 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     digest = hashlib.sha256(f"[{json.dumps(config.canonical())}, [".encode())
     for k, (source, key) in enumerate((unit.source, file.key) for unit in units for file in unit.files):
         digest.update(f"{', ' if k else ''}{json.dumps([source, key])}".encode())  # the list's json, streamed
-    digest.update(f"], {json.dumps(sample)}, {json.dumps(stage_files)}]".encode())
+    seed = f", {config.run.sample_seed}" if config.run.sample_seed else ""  # seedless runs keep their print
+    digest.update(f"], {json.dumps(sample)}{seed}, {json.dumps(stage_files)}]".encode())
     return {
         "config": config.raw,
         "config_file": str(config.path),
         "sample": sample,
+        "sample_seed": config.run.sample_seed,
         "stage_files": stage_files,
         "fingerprint": digest.hexdigest(),
     }

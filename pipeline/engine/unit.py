@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.plan import InputFile, Segment, Unit
+from pipeline.engine.sample_estimate import add, new_tally, text_bytes
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
@@ -121,8 +122,9 @@ def run_unit(
         stage.open_unit(ctx)
     ours = stage_columns(config)
     chunks = _discarded_if_changed(_batches(config, layout, segment, unit, strict, ours), ctx, [kept_sink, ledger_sink])
-    if sample < 1.0 and segment.index == 0:
-        chunks = _sampled_chunks(chunks, sample)
+    tally = new_tally() if sample < 1.0 else None  # what the projection scales from (``sample_estimate``)
+    if tally is not None and segment.index == 0:
+        chunks = _sampled_chunks(chunks, sample, config.run.sample_seed, tally)
     if segment.index == 0 and (sample < 1.0 or len(unit.files) > 1):
         chunks = _gathered(chunks)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
@@ -145,6 +147,8 @@ def run_unit(
             if batch.num_rows:
                 if TOKENS in ours and TOKENS in batch.schema.names:  # a stage's, never an input's
                     tokens_out = int(pc.sum(batch.column(TOKENS)).as_py() or 0)
+                if tally is not None and segment.last:
+                    _tally_kept(tally, batch, TOKENS in ours and TOKENS in batch.schema.names)
                 kept_sink.write(batch.drop_columns(internal_columns(batch)) if segment.last else batch)
                 counts["output"] += batch.num_rows
         counts["input"] += documents_in
@@ -178,18 +182,21 @@ def run_unit(
         ]
     phase = Layout.segment_phase(segment.index)
     cpu["read+write"] = time.process_time() - started - sum(cpu.values())
-    write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), {"cpu_seconds": dict(sorted(cpu.items()))})
+    cost = {"cpu_seconds": dict(sorted(cpu.items()))}
+    if tally is not None:
+        cost["sample"] = {"source": unit.source, **tally}
+    write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), cost)
     commit(ctx, layout.marker(phase, unit.source, unit.name), stats, store)
     return stats
 
 
-def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False) -> pa.RecordBatch | None:
+def _sampled(batch: pa.RecordBatch | None, fraction: float, seed: int, ledger: bool = False) -> pa.RecordBatch | None:
     """The rows of a ``fraction`` sample, chosen by id so any worker count picks the same.
     A file that could not be read is always reported: a trial run is where to find it.
     ``ledger``: ``batch`` is ledger rows (a document may have an input field ``reason`` too)."""
     if batch is None or batch.num_rows == 0:
         return batch
-    keep = pa.array(in_sample(batch.column(ID), fraction))
+    keep = pa.array(in_sample(batch.column(ID), fraction, seed))
     if ledger:
         keep = pc.or_(keep, pc.equal(batch.column("reason"), UNREADABLE_FILE))
     return batch.filter(keep)
@@ -201,10 +208,25 @@ def _sampled(batch: pa.RecordBatch | None, fraction: float, ledger: bool = False
 GATHER_TEXT_BYTES = 2 << 20
 
 
-def _sampled_chunks(chunks: Iterator[tuple], fraction: float) -> Iterator[tuple]:
-    """Each chunk's ``fraction`` sample."""
+def _sampled_chunks(chunks: Iterator[tuple], fraction: float, seed: int, tally: dict) -> Iterator[tuple]:
+    """Each chunk's ``fraction`` sample (``seed``'s); ``tally`` gets the text bytes of every document
+    read and, by group, of those sampled (``sample_estimate``)."""
     for batch, bad, nbytes, extra in chunks:
-        yield _sampled(batch, fraction), _sampled(bad, fraction, ledger=True), nbytes, extra
+        tally["read_documents"] += sum(b.num_rows for b in (batch, bad) if b is not None)
+        tally["read_bytes"] += int(text_bytes(batch).sum())
+        sampled = _sampled(batch, fraction, seed)
+        if sampled is not None:
+            add(tally, "documents", sampled.column(ID), np.ones(sampled.num_rows))
+            add(tally, "bytes", sampled.column(ID), text_bytes(sampled))
+        yield sampled, _sampled(bad, fraction, seed, ledger=True), nbytes, extra
+
+
+def _tally_kept(tally: dict, batch: pa.RecordBatch, tokenized: bool) -> None:
+    """A sampled run's kept documents, and their tokens, by group (``sample_estimate``)."""
+    ids = batch.column(ID)
+    add(tally, "kept", ids, np.ones(len(ids)))
+    if tokenized:
+        add(tally, "tokens", ids, batch.column(TOKENS).to_numpy(zero_copy_only=False))
 
 
 def _gathered(chunks: Iterator[tuple]) -> Iterator[tuple]:

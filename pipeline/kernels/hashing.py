@@ -47,9 +47,13 @@ def id_hashes(ids: pa.Array) -> np.ndarray:
     return splitmix64(hash_strings(ids))
 
 
-def in_sample(ids: pa.Array, fraction: float) -> np.ndarray:
-    """Boolean mask: which documents a ``fraction`` sample keeps, by their ids alone."""
+def in_sample(ids: pa.Array, fraction: float, seed: int = 0) -> np.ndarray:
+    """Boolean mask: which documents a ``fraction`` sample keeps, by their ids alone;
+    another ``seed`` draws another sample (seed 0 is the id hash itself, as before seeds)."""
     if fraction >= 1.0:
         return np.ones(len(ids), dtype=bool)
     threshold = np.uint64(min(int(fraction * 2.0**64), 2**64 - 1))
-    return id_hashes(ids) < threshold
+    hashes = id_hashes(ids)
+    if seed:
+        hashes = splitmix64(hashes ^ splitmix64(np.array([seed], np.uint64))[0])
+    return hashes < threshold
