@@ -214,18 +214,7 @@ def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> tupl
     model.eval()
     nats = text_nats = 0.0
     masks = (eval_set.real, eval_set.text if eval_set.text is not None else eval_set.real)
-    for begin in range(0, len(eval_set.inputs), EVAL_BATCH):
-        rows = slice(begin, begin + EVAL_BATCH)
-        inputs, positions, labels = _on_device(
-            *(
-                torch.from_numpy(np.ascontiguousarray(a[rows]))
-                for a in (eval_set.inputs, eval_set.position_ids, eval_set.labels)
-            ),
-            device,
-            table,
-        )
-        with autocast:
-            log_probs = model.label_log_probs(inputs, positions, labels).float()
+    for rows, log_probs in _label_log_probs(model, eval_set, table, device, autocast):
         real, text = (torch.from_numpy(np.ascontiguousarray(mask[rows])).to(device) for mask in masks)
         nats -= log_probs[real].sum().item()
         text_nats -= log_probs[text].sum().item()
@@ -234,23 +223,31 @@ def evaluate(model: TinyGPT, eval_set: EvalSet, table, device, autocast) -> tupl
     return nats / eval_set.tokens, bits_per_byte
 
 
-@torch.no_grad()
-def evaluate_choices(model: TinyGPT, choice_set: MultipleChoiceSet, table, device, autocast) -> dict:
-    """Each choice's summed log-likelihood of its continuation, scored per character."""
-    model.eval()
-    sums = []
-    for begin in range(0, len(choice_set.inputs), EVAL_BATCH):
+def _label_log_probs(model: TinyGPT, batches, table, device, autocast):
+    """Each eval batch's rows and its labels' log-probabilities (float32); called under
+    ``torch.no_grad`` by the evaluations, whose sets share ``inputs``, ``position_ids``
+    and ``labels``."""
+    for begin in range(0, len(batches.inputs), EVAL_BATCH):
         rows = slice(begin, begin + EVAL_BATCH)
         inputs, positions, labels = _on_device(
             *(
                 torch.from_numpy(np.ascontiguousarray(a[rows]))
-                for a in (choice_set.inputs, choice_set.position_ids, choice_set.labels)
+                for a in (batches.inputs, batches.position_ids, batches.labels)
             ),
             device,
             table,
         )
         with autocast:
             log_probs = model.label_log_probs(inputs, positions, labels).float()
+        yield rows, log_probs
+
+
+@torch.no_grad()
+def evaluate_choices(model: TinyGPT, choice_set: MultipleChoiceSet, table, device, autocast) -> dict:
+    """Each choice's summed log-likelihood of its continuation, scored per character."""
+    model.eval()
+    sums = []
+    for rows, log_probs in _label_log_probs(model, choice_set, table, device, autocast):
         mask = torch.from_numpy(np.ascontiguousarray(choice_set.continuation[rows])).to(device)
         sums.append((log_probs * mask).sum(dim=1).double().cpu().numpy())
     model.train()

@@ -18,7 +18,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.formats.experiments import SUFFIX, LedgerError, find_ledger, read_ledger
 from pipeline.report import svg
-from pipeline.report.html import STYLE, ReportError, write_page
+from pipeline.report.html import STYLE, ReportError, page_shell, write_page
 
 MAX_POINTS = 400  # a longer curve is drawn as the means of runs of consecutive points
 DASH = "–"
@@ -56,13 +56,7 @@ def render_experiments(ledger_dir: Path) -> str:
         f"{svg.esc(ledger_dir.resolve())} · prep {svg.esc(__version__)} · "
         f"{_count(len(records), 'trial')} in {_count(len(experiments), 'experiment')}"
     )
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width">'
-        f"<title>prep experiments: {svg.esc(ledger_dir.resolve().name)}</title>"
-        f'<style>{STYLE}{NOWRAP}</style></head><body><h1>prep experiments</h1><p class="meta">{meta}</p>'
-        f"<nav>{''.join(nav)}</nav>{''.join(body)}</body></html>\n"
-    )
+    return page_shell("prep experiments", ledger_dir.resolve().name, STYLE + NOWRAP, meta, "".join(nav), "".join(body))
 
 
 def write_experiments_report(ledger_dir: Path, out: Path) -> Path:

@@ -62,12 +62,7 @@ def page(ctx: Context, sections: list[Section]) -> str:
     )
     missing = "".join(f"<li>{esc(m)}</li>" for m in ctx.missing)
     missing = f'<section class="missing"><h2>Not in this run</h2><ul>{missing}</ul></section>' if missing else ""
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        f'<meta name="viewport" content="width=device-width"><title>prep report: {esc(ctx.layout.out.name)}</title>'
-        f'<style>{STYLE}</style></head><body><h1>prep report</h1><p class="meta">{meta}</p>'
-        f"<nav>{nav}</nav>{body}{missing}</body></html>\n"
-    )
+    return page_shell("prep report", ctx.layout.out.name, STYLE, meta, nav, body + missing)
 
 
 def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
@@ -77,6 +72,17 @@ def write_report(run_dir: Path, out: Path, mix_dir: Path | None = None) -> Path:
     cannot be created, a full disk) raises ``ReportError`` naming ``out`` and the OS reason,
     so the command line says so in one line instead of a traceback."""
     return write_page(render_report(run_dir, mix_dir), out)
+
+
+def page_shell(heading: str, name: str, style: str, meta: str, nav: str, body: str) -> str:
+    """A self-contained page of every kind (a run, experiments, a search): ``heading`` is
+    its ``<h1>``, and with ``name`` (escaped here) its title."""
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f'<meta name="viewport" content="width=device-width"><title>{heading}: {esc(name)}</title>'
+        f'<style>{style}</style></head><body><h1>{heading}</h1><p class="meta">{meta}</p>'
+        f"<nav>{nav}</nav>{body}</body></html>\n"
+    )
 
 
 def write_page(text: str, out: Path) -> Path:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.report import svg
 from pipeline.report.experiments import NOWRAP, _count, _finite, _table
-from pipeline.report.html import STYLE, ReportError, write_page
+from pipeline.report.html import STYLE, ReportError, page_shell, write_page
 
 SEARCH_FILE = "search.json"  # what ``prep mix search --out DIR`` writes; its presence makes DIR a search
 FORMAT = "prep-mix-search"
@@ -115,13 +115,7 @@ def render_search(folder: Path) -> str:
         f"({len(search.healthy)} healthy) of {_tokens(raw.get('tokens'))} tokens each · "
         f"sources {', '.join(search.sources)} · target {_tokens(raw.get('target_tokens'))} tokens"
     )
-    return (
-        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
-        '<meta name="viewport" content="width=device-width">'
-        f"<title>prep mix search: {svg.esc(Path(folder).resolve().name)}</title>"
-        f'<style>{STYLE}{NOWRAP}{FLEX}</style></head><body><h1>prep mix search</h1><p class="meta">{meta}</p>'
-        f"<nav>{nav}</nav>{body}</body></html>\n"
-    )
+    return page_shell("prep mix search", Path(folder).resolve().name, STYLE + NOWRAP + FLEX, meta, nav, body)
 
 
 def write_search_report(folder: Path, out: Path) -> Path:
