@@ -40,9 +40,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from benchmarks.proctree import Memory, memory
 from pipeline.formats.token_shards import ShardWriter, write_index
-from pipeline.formats.tokenizers import load_tokenizer
 from pipeline.loader import TokenDataset, build_dataloader
 from pipeline.loader.cache import CACHE_DIRNAME
+from pipeline.text.tokenizers import load_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 TEXT_FILES = [

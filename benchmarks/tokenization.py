@@ -7,7 +7,7 @@ On the same web + code documents (from ../shared/data), in the same process, thi
   (b) prep's ``tokenize`` stage driven like the runner drives it (Arrow batches in,
       open_unit / process / close_unit, shard + index + sidecar + Parquet written and renamed),
       with prep's own tiktoken encoder compiled first, as a large run's warm-up does
-      (``pipeline/formats/tiktoken_fast.py``), started afresh each run as a worker starts;
+      (``pipeline/text/tiktoken_fast.py``), started afresh each run as a worker starts;
   (c) datatrove's ``DocumentTokenizer`` (HF ``tokenizers``) on GPT-2, from a tokenizer.json
       built offline from the shared GPT-2 files; skipped, with the reason, if it cannot run.
 
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--encodings", default="cl100k_base,gpt2", help="tiktoken encodings to measure")
     args = parser.parse_args()
 
-    from pipeline.formats.tokenizers import default_threads, load_tokenizer
+    from pipeline.text.tokenizers import default_threads, load_tokenizer
     from stages.tokenize import compile_fast_encoder
 
     threads = args.threads or default_threads()

@@ -25,10 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.formats import tiktoken_fast
 from pipeline.formats.documents import ID, SOURCE, TEXT, set_column
 from pipeline.formats.layout import Layout
-from pipeline.formats.tiktoken_encodings import NAMED_ENCODINGS
 from pipeline.formats.token_shards import (
     ShardWriter,
     check_folder_compatible,
@@ -39,8 +37,11 @@ from pipeline.formats.token_shards import (
     sidecar_path,
     write_sidecar,
 )
-from pipeline.formats.tokenizers import TiktokenTokenizer, Tokenizer, load_tokenizer
 from pipeline.stage import Stage, StageOutput, UnitContext, register
+from pipeline.text import tiktoken_fast
+from pipeline.text.framing import frame_documents
+from pipeline.text.tiktoken_encodings import NAMED_ENCODINGS
+from pipeline.text.tokenizers import TiktokenTokenizer, Tokenizer, load_tokenizer
 
 N_TOKENS = "n_tokens"
 # A source of at least this much input text compiles the fast encoder in the warm-up
@@ -48,28 +49,6 @@ N_TOKENS = "n_tokens"
 FAST_ENCODER_MIN_BYTES = 16 << 20
 EMPTY = "empty-tokens"
 DOCS_BASE_SCHEMA = pa.schema([pa.field(ID, pa.string()), pa.field(SOURCE, pa.string()), pa.field(N_TOKENS, pa.int64())])
-
-
-def frame_documents(
-    flat: np.ndarray, lengths: np.ndarray, bos: int | None, eos: int | None, dtype: np.dtype
-) -> tuple[np.ndarray, np.ndarray]:
-    """Put ``bos`` before and ``eos`` after every document of a flat token array (vectorised)."""
-    lengths = np.asarray(lengths, dtype=np.int64)
-    extra = (bos is not None) + (eos is not None)
-    if extra == 0:
-        return flat.astype(dtype, copy=False), lengths
-    out_lengths = lengths + extra
-    ends = np.cumsum(out_lengths)
-    starts = ends - out_lengths
-    out = np.empty(int(ends[-1]) if len(ends) else 0, dtype=dtype)
-    if bos is not None:
-        out[starts] = bos
-    if eos is not None:
-        out[ends - 1] = eos
-    # Token j of document d moves right by d * extra (+1 with a BOS).
-    shift = np.repeat(np.arange(len(lengths), dtype=np.int64) * extra + (bos is not None), lengths)
-    out[np.arange(len(flat), dtype=np.int64) + shift] = flat
-    return out, out_lengths
 
 
 def signal_fields(schema: pa.Schema) -> list[pa.Field]:

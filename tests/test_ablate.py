@@ -25,9 +25,9 @@ from pipeline.ablate.model import document_mask
 from pipeline.ablate.verdict import Comparison, compare
 from pipeline.commands.main import main
 from pipeline.formats.experiments import REQUIRED_FIELDS, SUFFIX, read_ledger
-from pipeline.formats.tokenizers import load_tokenizer
 from pipeline.kernels.hashing import in_sample
 from pipeline.loader import TokenDataset
+from pipeline.text.tokenizers import load_tokenizer
 
 WEB = Path("web", "web_gold.jsonl.gz")  # in the shared corpora
 SPEECHES = Path("eval", "us_speeches.jsonl.gz")

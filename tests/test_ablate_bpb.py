@@ -18,7 +18,7 @@ from pipeline.ablate.evaltexts import EvalTexts, choose
 from pipeline.ablate.trial import evaluate
 from pipeline.commands.main import main
 from pipeline.formats.experiments import read_ledger
-from pipeline.formats.tokenizers import load_tokenizer
+from pipeline.text.tokenizers import load_tokenizer
 
 EOD = 7
 MC_FIXTURE = REPO / "tests" / "data" / "multiple_choice.jsonl"

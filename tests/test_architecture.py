@@ -17,16 +17,18 @@ MAY_IMPORT = {
     "util": set(),
     "kernels": {"util"},
     "formats": {"kernels", "util"},
+    # tokenizers, BPE kernels, document framing, case folding, character classes
+    "text": {"formats", "kernels", "util"},
     "contract": {"formats", "util"},  # pipeline/stage.py: what every stage is written against
     "readers": {"formats", "kernels", "util"},
-    "stages": {"contract", "formats", "kernels", "util"},
+    "stages": {"contract", "text", "formats", "kernels", "util"},
     "loader": {"formats", "kernels", "util"},
     "mix": {"loader", "formats", "kernels", "util"},
     "report": {"mix", "formats", "kernels", "util"},
     "classifier": {"readers", "formats", "kernels", "util"},  # prep classifier train/eval
     # prep ablate: trains through the loader, evaluates text read by the readers and framed
-    # as the tokenize stage frames it, projects with prep estimate's formula.
-    "ablate": {"loader", "mix", "readers", "stages", "formats", "kernels", "util"},
+    # as the tokenize stage frames it (text/framing.py), projects with prep estimate's formula.
+    "ablate": {"loader", "mix", "readers", "text", "formats", "kernels", "util"},
     # prep mix search: makes mixtures as prep mix does and trains them as prep ablate does.
     "mixsearch": {"ablate", "mix", "loader", "formats", "kernels", "util"},
     "engine": {"contract", "readers", "formats", "kernels", "util"},
@@ -40,6 +42,7 @@ MAY_IMPORT = {
         "loader",
         "readers",
         "contract",
+        "text",
         "formats",
         "kernels",
         "util",

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import LIGHT_SAMPLE_CONFIG
 
-import pipeline.formats.document_lookup as lookup
+import pipeline.commands.document_lookup as lookup
 from pipeline.commands.main import main
 from pipeline.engine.run import run_pipeline
 from pipeline.formats.documents import LEDGER_SCHEMA

@@ -14,9 +14,9 @@ from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.formats import tiktoken_fast
-from pipeline.formats.tiktoken_fast import FastEncoder
-from pipeline.formats.tokenizers import load_tokenizer
+from pipeline.text import tiktoken_fast
+from pipeline.text.tiktoken_fast import FastEncoder
+from pipeline.text.tokenizers import load_tokenizer
 from stages.tokenize import FAST_ENCODER_MIN_BYTES, Tokenize, compile_fast_encoder
 
 ENCODINGS = ["gpt2", "cl100k_base"]
@@ -123,7 +123,7 @@ def test_planning_reads_a_named_encodings_pattern_without_loading_its_ranks(monk
     """The warm-up plan asks whether the fast encoder knows a tokenizer's split pattern:
     a named encoding answers from its definition, a rank file from its contents, and a
     tokenizer of another kind needs nothing."""
-    from pipeline.formats import tokenizers
+    from pipeline.text import tokenizers
 
     rank_file = tmp_path / "mine.tiktoken"
     rank_file.write_bytes(tokenizers.load_named_ranks("r50k_base"))  # gpt2's ranks: a pattern it knows

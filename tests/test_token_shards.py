@@ -22,9 +22,9 @@ from pipeline.commands.tokenizer import tokenizer_group
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import IncompatibleShards, ShardWriter, read_sidecar, write_index
-from pipeline.formats.tokenizer_training import hash_threshold, run_doc_files, sample_segments
-from pipeline.formats.tokenizers import load_tokenizer
 from pipeline.stage import UnitContext
+from pipeline.text.tokenizer_training import hash_threshold, run_doc_files, sample_segments
+from pipeline.text.tokenizers import load_tokenizer
 from stages.tokenize import Tokenize
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip

@@ -17,9 +17,10 @@ from conftest import SHARED_DATA
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.token_shards import IncompatibleShards, list_shards, read_sidecar
-from pipeline.formats.tokenizers import TokenizerError
 from pipeline.stage import UnitContext
-from stages.tokenize import Tokenize, frame_documents
+from pipeline.text.framing import frame_documents
+from pipeline.text.tokenizers import TokenizerError
+from stages.tokenize import Tokenize
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
 SP_MODEL = SHARED / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"

@@ -35,7 +35,7 @@ import numpy as np
 
 from pipeline.ablate.data import AblationData
 from pipeline.ablate.evaltexts import EvalTexts
-from stages.tokenize import frame_documents
+from pipeline.text.framing import frame_documents
 
 
 class EvalSetError(ValueError):

@@ -22,7 +22,7 @@ from pipeline.ablate.evalsets import EvalSet, EvalSetError, Vocabulary, held_out
 from pipeline.ablate.evaltexts import EvalTexts, file_texts, held_out_texts
 from pipeline.ablate.multiple_choice import MultipleChoiceSet, choice_set
 from pipeline.formats.token_shards import COMPATIBILITY_KEYS
-from pipeline.formats.tokenizers import load_tokenizer
+from pipeline.text.tokenizers import load_tokenizer
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``prep rejects``: the run's ledger of dropped documents, one line each (id, stage,
 reason and the detail that says why), without reading Parquet by hand; the command line
-over ``pipeline.formats.document_lookup``."""
+over ``pipeline.commands.document_lookup``."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import click
 
+from pipeline.commands.document_lookup import UnreadableRun, ledger_counts, rejected_rows
 from pipeline.commands.show import field_text
-from pipeline.formats.document_lookup import UnreadableRun, ledger_counts, rejected_rows
 from pipeline.util.printable import printable
 
 

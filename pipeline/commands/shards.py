@@ -1,4 +1,4 @@
-"""``prep shards`` (inspect, merge): the command line over ``pipeline.formats.shard_inspect``
+"""``prep shards`` (inspect, merge): the command line over ``pipeline.commands.shard_inspect``
 and ``pipeline.formats.shard_merge``.
 
 ``shards_group`` is a click group that the main ``prep`` command attaches.
@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from pipeline.formats.shard_inspect import DecodeError, decode_document, describe_shard, resolve_shards
+from pipeline.commands.shard_inspect import DecodeError, decode_document, describe_shard, resolve_shards
 from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import IncompatibleShards, ShardError, shard_prefix
 

@@ -1,5 +1,5 @@
 """``prep show``: one document of a run and what happened to it; the command line over
-``pipeline.formats.document_lookup``."""
+``pipeline.commands.document_lookup``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipeline.formats.document_lookup import Match, UnreadableRun, find_documents
+from pipeline.commands.document_lookup import Match, UnreadableRun, find_documents
 from pipeline.util.printable import printable
 
 

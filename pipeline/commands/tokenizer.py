@@ -1,4 +1,4 @@
-"""``prep tokenizer train``: the command line over ``pipeline.formats.tokenizer_training``.
+"""``prep tokenizer train``: the command line over ``pipeline.text.tokenizer_training``.
 
 ``tokenizer_group`` is a click group that the main ``prep`` command attaches.
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from pipeline.commands.options import Finite
-from pipeline.formats.tokenizer_training import TrainingError, train_sentencepiece
+from pipeline.text.tokenizer_training import TrainingError, train_sentencepiece
 
 
 @click.group("tokenizer")

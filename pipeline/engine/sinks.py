@@ -11,11 +11,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.formats.documents import COMPRESSION, LONG_COLUMNS
 from pipeline.formats.layout import part_name
 from pipeline.stage import UnitContext
-
-COMPRESSION = "zstd"
-LONG_COLUMNS = {"text", "raw"}
 
 
 class ParquetSink:
@@ -72,8 +70,6 @@ class ParquetSink:
         if self.writer is None:
             path = self.unit.atomic(self.folder / part_name(self.stem, self.parts))
             schema = self.fixed_schema or batch.schema
-            # Dictionaries and min/max statistics only pay off on short columns; on long
-            # text they cost time and get discarded.
             short = [name for name in schema.names if name not in LONG_COLUMNS]
             self.writer = pq.ParquetWriter(
                 path, schema, compression=COMPRESSION, use_dictionary=short, write_statistics=short

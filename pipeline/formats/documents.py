@@ -19,6 +19,11 @@ REQUIRED_COLUMNS = (ID, TEXT, SOURCE)
 LINE = "_line"
 FILE = "_file"
 
+# How docs/ and rejects/ Parquet files are written: zstd, and dictionaries and min/max
+# statistics only on the short columns (on long text they cost time and get discarded).
+COMPRESSION = "zstd"
+LONG_COLUMNS = {TEXT, "raw"}
+
 LEDGER_SCHEMA = pa.schema(
     [
         pa.field("id", pa.string()),

@@ -25,7 +25,8 @@ sidecar, and the writer. Reading lives apart, by job: ``indexed_shard`` opens a 
 (``IndexedShard``, through which every reader comes, checks it first and raises
 ``ShardError`` naming the file: a damaged shard is refused, never read as garbage or out
 of bounds; those checks are most of the reading code), ``shard_merge`` joins shards into
-one, and ``shard_inspect`` describes and decodes them for ``prep shards inspect``.
+one, and ``pipeline/commands/shard_inspect.py`` describes and decodes them for ``prep shards
+inspect``.
 """
 
 from __future__ import annotations
@@ -217,7 +218,7 @@ def sidecar(
     tokens: int,
     bin_sha256: str,
 ) -> dict[str, Any]:
-    """The sidecar's content for a shard written with ``tokenizer`` (a ``pipeline.formats.tokenizers.Tokenizer``)."""
+    """The sidecar's content for a shard written with ``tokenizer`` (a ``pipeline.text.tokenizers.Tokenizer``)."""
     return {
         "format": SIDECAR_FORMAT,
         "version": SIDECAR_VERSION,

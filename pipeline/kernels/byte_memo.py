@@ -1,6 +1,6 @@
 """A memo from byte strings to short runs of int32 values, for kernels that compute the same
 answer for the same bytes again and again: the word splitter's long way per chunk
-(``stages/quality/chunk_memo.py``) and the BPE tokenizer per piece (``bpe/merge.py``,
+(``stages/quality/chunk_memo.py``) and the BPE tokenizer per piece (``pipeline/text/bpe/merge.py``,
 whose table of token ranks is one too, made large enough never to empty).
 
 An open-addressing table of 64-bit hashes to entries; each entry keeps the key's bytes

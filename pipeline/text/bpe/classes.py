@@ -15,7 +15,7 @@ OTHER, LETTER, NUMBER, SPACE, UNKNOWN = 0, 1, 2, 3, 4
 @functools.cache
 def code_point_classes() -> np.ndarray:
     """uint8 per code point (0x110000 of them): OTHER, LETTER, NUMBER, SPACE or UNKNOWN."""
-    from pipeline.kernels.bpe.classes_data import RUNS  # generated from this module's classes
+    from pipeline.text.bpe.classes_data import RUNS  # generated from this module's classes
 
     runs = np.frombuffer(zlib.decompress(base64.b64decode("".join(RUNS))), [("start", "<u4"), ("cls", "u1")])
     lengths = np.diff(runs["start"].astype(np.int64), append=0x110000)

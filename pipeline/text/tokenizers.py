@@ -3,7 +3,7 @@
 A spec is one of:
 
 * a tiktoken encoding name (``gpt2``, ``r50k_base``, ``p50k_base``, ``cl100k_base``,
-  ``o200k_base``): built here from the rank files shipped in ``pipeline/formats/vocab``, checked
+  ``o200k_base``): built here from the rank files shipped in ``pipeline/text/vocab``, checked
   against OpenAI's sha256 (``tiktoken_encodings`` says which files, hash, split pattern and
   special tokens make each). ``tiktoken.get_encoding`` is never called: it downloads its
   files at first use, which fails (or hangs) on a closed machine;
@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.formats.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS, VOCAB_DIR
+from pipeline.text.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS, VOCAB_DIR
 
 
 class TokenizerError(ValueError):
@@ -212,7 +212,7 @@ class TiktokenTokenizer(Tokenizer):
         """Through prep's own encoder where it applies (``tiktoken_fast.encoder_for``),
         which hands back to ``encode_batch`` the rows it leaves; not for two threads at once."""
         if self._fast is None:
-            from pipeline.formats.tiktoken_fast import encoder_for
+            from pipeline.text.tiktoken_fast import encoder_for
 
             self._fast = encoder_for(self.ranks, self.pattern) or False
         if not self._fast:

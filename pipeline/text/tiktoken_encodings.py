@@ -1,5 +1,5 @@
 """OpenAI's named tiktoken encodings as prep ships them: for each, the bundled rank files it
-is built from (in ``pipeline/formats/vocab``), OpenAI's sha256 of its ranks, its split
+is built from (in ``pipeline/text/vocab``), OpenAI's sha256 of its ranks, its split
 pattern and its special tokens.
 
 Data only, apart from ``tokenizers`` (which reads and hash-checks these files and builds a

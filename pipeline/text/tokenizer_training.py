@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from pipeline.formats.layout import Layout
-from pipeline.formats.tokenizers import default_threads
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import id_hashes
+from pipeline.text.tokenizers import default_threads
 from pipeline.util.atomic import atomic_path
 
 

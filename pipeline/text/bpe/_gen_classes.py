@@ -10,7 +10,7 @@ code points unassigned in 14 may be letters in the version tiktoken was built wi
 they are "unknown", and a document holding one is encoded by tiktoken itself.
 ``\\s`` is the White_Space property, unchanged since Unicode 6.3.
 
-Run: ``pip install unicodedata2 && python -m pipeline.kernels.bpe._gen_classes``. Needed
+Run: ``pip install unicodedata2 && python -m pipeline.text.bpe._gen_classes``. Needed
 only to run this script, never at run time.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.kernels.bpe.classes import LETTER, NUMBER, OTHER, SPACE, UNKNOWN
+from pipeline.text.bpe.classes import LETTER, NUMBER, OTHER, SPACE, UNKNOWN
 
 WHITE_SPACE = [
     *range(0x09, 0x0E),

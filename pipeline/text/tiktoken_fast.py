@@ -1,4 +1,4 @@
-"""tiktoken's GPT-2 and cl100k encodings run by prep's numba kernels (``pipeline/kernels/bpe``),
+"""tiktoken's GPT-2 and cl100k encodings run by prep's numba kernels (``pipeline/text/bpe``),
 token for token what tiktoken gives, 2.5-3x tiktoken's speed per thread on real text.
 
 Why: tiktoken spends most of its time in its split regex and re-merges every occurrence
@@ -24,11 +24,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
-from pipeline.formats.tiktoken_encodings import CL100K_PATTERN, R50K_PATTERN
-from pipeline.kernels.bpe.classes import code_point_classes
-from pipeline.kernels.bpe.merge import CL100K, R50K, encode_batch, fill_ranks, rank_table
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.byte_memo import byte_memo
+from pipeline.text.bpe.classes import code_point_classes
+from pipeline.text.bpe.merge import CL100K, R50K, encode_batch, fill_ranks, rank_table
+from pipeline.text.tiktoken_encodings import CL100K_PATTERN, R50K_PATTERN
 
 PATTERNS = {R50K_PATTERN: R50K, CL100K_PATTERN: CL100K}
 MEMO_SLOTS = 1 << 17  # 65,536 pieces of up to MEMO_MAX_BYTES, about 3 MB

@@ -20,8 +20,8 @@ import numpy as np
 from pipeline.formats.indexed_shard import IndexedShard, verify_bin
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, shard_paths, shard_prefix, sidecar_path
-from pipeline.formats.tokenizers import TokenizerError, load_tokenizer
 from pipeline.kernels.hashing import file_sha256
+from pipeline.text.tokenizers import TokenizerError, load_tokenizer
 
 
 class DecodeError(ValueError):
