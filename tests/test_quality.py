@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
+from pipeline.text.char_tables import SP_DOT_AFTER, SP_ICON, SP_PREFIX, SP_SUFFIX, kernel_tables, tables
 from stages.quality import QualityStage
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.early_stop import rejected
 from stages.quality.rules import GREATER, LESS, Rule, rule_table
 from stages.quality.signals import TEXT_CHARS
-from stages.quality.tables import SP_DOT_AFTER, SP_ICON, SP_PREFIX, SP_SUFFIX, kernel_tables, tables
 from stages.quality.word_splitter import split_words
 
 GROUPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")

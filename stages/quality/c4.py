@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.kernels.utf8 import decode
+from pipeline.text.char_tables import DECIMAL, LINEBREAK, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.jit import kernel, leaf
 from stages.quality.signals import (
     C4_CURLY,
@@ -31,7 +32,6 @@ from stages.quality.signals import (
 )
 from stages.quality.str_methods import DOTS, endswith, lstrip, rstrip, startswith
 from stages.quality.substrings import CURLY, JAVASCRIPT, LOREM, POLICY, find_phrases
-from stages.quality.tables import DECIMAL, LINEBREAK, SENT_PUNCT, SPACE, UNI_P
 from stages.quality.word_splitter import split_words, word_scratch
 
 _END_PUNCT = np.array([46, 63, 33, 34, 39], np.uint8)  # . ? ! " '

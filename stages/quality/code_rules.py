@@ -9,6 +9,7 @@ code, math and web drivers record.
 from __future__ import annotations
 
 from pipeline.kernels.utf8 import decode, n_chars
+from pipeline.text.char_tables import ALNUM, SPACE
 from stages.quality.jit import leaf
 from stages.quality.signals import (
     BLOB_LEN,
@@ -19,7 +20,6 @@ from stages.quality.signals import (
     P_CODE_AUTOGEN_LINES,
 )
 from stages.quality.str_methods import contains_lower, next_line
-from stages.quality.tables import ALNUM, SPACE
 
 
 @leaf

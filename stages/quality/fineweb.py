@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.kernels.utf8 import decode, n_chars, prev_start
+from pipeline.text.char_tables import DT_TERM
 from stages.quality.jit import kernel
 from stages.quality.open_addressing import bytes_key, count_duplicates
 from stages.quality.signals import (
@@ -20,7 +21,6 @@ from stages.quality.signals import (
     FW_SHORT_LINE_RATIO,
 )
 from stages.quality.str_methods import lstrip
-from stages.quality.tables import DT_TERM
 
 
 @kernel

@@ -30,12 +30,12 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register, threshold_detail
+from pipeline.text.char_tables import kernel_tables, tables
 from stages.quality import kernels, warmup
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import DECIDE, Decider, QualityOptions, gopher_rules, rule_table
 from stages.quality.signals import FW_LINES, INT, NGRAM_BASE, columns, pack_params
 from stages.quality.substrings import Phrases
-from stages.quality.tables import kernel_tables, tables
 
 
 def _blob(strings: list[str], lower: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -13,8 +13,8 @@ import numpy as np
 
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
+from pipeline.text.char_tables import LINEBREAK, SPACE
 from stages.quality.jit import leaf
-from stages.quality.tables import LINEBREAK, SPACE
 
 DOTS = np.array([46, 46, 46], np.uint8)  # "...": Gopher counts it, C4 drops lines ending in it
 

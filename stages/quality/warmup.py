@@ -25,10 +25,10 @@ from numba.core import types
 
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.typing_only import stand_in, typed, with_globals
+from pipeline.text.char_tables import kernel_tables, tables
 from stages.quality import kernels
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import QualityOptions
-from stages.quality.tables import kernel_tables, tables
 from stages.quality.word_splitter import split_words
 
 # Lines, sentences, a URL, a number with a unit, a stop word or two: every rule family

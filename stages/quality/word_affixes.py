@@ -4,15 +4,14 @@ The word splitter (``word_splitter.py``) peels prefixes and suffixes off each
 whitespace-separated chunk and splits what remains at infixes; where it cuts decides
 word counts, so each function here answers exactly what spaCy's compiled regex would
 (``prefix_search``, ``suffix_search``, ``infix_finditer``) on UTF-8 bytes, with the
-character classes of ``tables.py``.
+character classes of ``pipeline/text/char_tables.py``.
 """
 
 from __future__ import annotations
 
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
-from stages.quality.jit import leaf
-from stages.quality.tables import (
+from pipeline.text.char_tables import (
     SP_ALPHA,
     SP_DOT_AFTER,
     SP_ICON,
@@ -23,6 +22,7 @@ from stages.quality.tables import (
     SP_UPPER,
     byte_set_find,
 )
+from stages.quality.jit import leaf
 
 
 @njit(_nrt=False)

@@ -19,11 +19,11 @@ Agreement with spaCy is token for token on the shared web corpora. Known differe
 (contrived): ``\\d`` in URL ports/IPv4 hosts read as ASCII digits, IPv4 octets with
 leading zeros accepted, and the specials "°C." "°F." "°K." left out of step 5 (they
 would grow in place). The character classes and special cases come from spaCy itself
-through ``_gen_tables.py``.
+through ``_gen_char_tables.py``.
 
 This module is the scanner (steps 1, 2, 5 and the loop of 3 and 4); spaCy's rules it
 asks live beside it: prefixes, suffixes and infixes in ``word_affixes.py``, URL_MATCH in
-``word_urls.py``, character classes and special cases in ``tables.py``.
+``word_urls.py``, character classes and special cases in ``pipeline/text/char_tables.py``.
 
 Words (spaCy's tokens) are returned as byte spans; downstream kernels derive lengths,
 flags and hashes.
@@ -35,9 +35,9 @@ import numpy as np
 
 from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
+from pipeline.text.char_tables import SPACE, byte_set_find, sketch_slot
 from stages.quality.chunk_memo import MAX_BYTES, chunk_hash, recall, remember
 from stages.quality.jit import leaf
-from stages.quality.tables import SPACE, byte_set_find, sketch_slot
 from stages.quality.word_affixes import find_infix, find_prefix, find_suffix
 from stages.quality.word_urls import url_match
 
@@ -177,7 +177,7 @@ def _merge_specials(T, buf, out_s, out_e, n0, n, take):
     run first, then leftmost, skipping runs whose first or last token an earlier run
     covered (spaCy's _filter_special_spans). ``take`` is scratch (one slot per token):
     -2 untouched, -1 covered, k >= 0 special k starts here. Specials never have more
-    tokens than their pattern (checked in tables.py), so rewriting in place is safe."""
+    tokens than their pattern (checked in char_tables.py), so rewriting in place is safe."""
     sk, ssi, sio, sb, smax = T.special_keys, T.special_slot_item, T.special_item_off, T.special_blob, T.special_max_len
     sks = T.special_sketch
     n_tok = n - n0
@@ -303,7 +303,7 @@ OTHER = 2
 @leaf
 def _mark_after_letters(b, prev):
     """Whether spaCy's only cut in letters + ``b`` is before ``b``: , ; : ! ? ) " are
-    suffixes anywhere, "." after a lowercase letter (tables.py's SP_SUFFIX and SP_DOT_AFTER;
+    suffixes anywhere, "." after a lowercase letter (char_tables.py's SP_SUFFIX and SP_DOT_AFTER;
     the tests check both)."""
     return b == 44 or b == 59 or b == 58 or b == 33 or b == 63 or b == 41 or b == 34 or (b == 46 and 97 <= prev <= 122)
 

@@ -3,14 +3,14 @@
 The word splitter (``word_splitter.py``) asks this after peeling prefixes and suffixes
 and before splitting at infixes, as spaCy's tokenizer does, so "http://x.com/a-b" is one
 word where "a-b" is three. Hosts, IPv4 addresses, schemes, ports and "user@" are checked
-on UTF-8 bytes with the character classes of ``tables.py``.
+on UTF-8 bytes with the character classes of ``pipeline/text/char_tables.py``.
 """
 
 from __future__ import annotations
 
 from pipeline.kernels.utf8 import decode, prev_start
+from pipeline.text.char_tables import SP_LOWER, WORD
 from stages.quality.jit import leaf
-from stages.quality.tables import SP_LOWER, WORD
 from stages.quality.word_affixes import is_digit
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from pipeline.kernels.utf8 import decode
+from pipeline.text.char_tables import ALPHA, DT_PUNCT, NO_SPACE_SCRIPT
 from stages.quality.jit import leaf
 from stages.quality.open_addressing import poly_hash, poly_power
-from stages.quality.tables import ALPHA, DT_PUNCT, NO_SPACE_SCRIPT
 
 
 @leaf

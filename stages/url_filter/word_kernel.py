@@ -26,7 +26,7 @@ import numpy as np
 from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, mix64_nonzero
 from pipeline.kernels.utf8 import decode, prev_start
-from stages.quality.tables import WORD, tables
+from pipeline.text.char_tables import WORD, tables
 
 N_CODE_POINTS = 0x110000
 

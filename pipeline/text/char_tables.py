@@ -1,4 +1,6 @@
-"""Lookup tables for the quality kernels, built once per process from ``tables_data``.
+"""Character classes and word-splitting tables, built once per process from
+``char_tables_data``: the quality kernels split words with them as datatrove and spaCy
+do, and ``url_filter``'s bad-words match reads the same ``WORD`` class (Python's ``\\w``).
 
 ``CHAR_FLAGS[cp]`` holds the classes of code point ``cp`` (bits named in ``FLAGS``), so
 a kernel answers "is this a letter / space / spaCy prefix?" with one array read instead
@@ -16,9 +18,9 @@ import numpy as np
 
 from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import fnv1a_nonzero
-from stages.quality import tables_data
+from pipeline.text import char_tables_data
 
-_F = tables_data.FLAGS
+_F = char_tables_data.FLAGS
 SPACE = _F["SPACE"]
 ALPHA = _F["ALPHA"]
 ALNUM = _F["ALNUM"]
@@ -57,7 +59,7 @@ NO_SPACE_RANGES = [
 
 
 def char_flags() -> np.ndarray:
-    runs = np.array(tables_data.CHAR_RUNS, dtype=np.int64)
+    runs = np.array(char_tables_data.CHAR_RUNS, dtype=np.int64)
     starts = runs[:, 0]
     lengths = np.diff(np.append(starts, 0x110000))
     flags = np.repeat(runs[:, 1].astype(np.uint32), lengths)
@@ -165,10 +167,10 @@ def tables() -> Tables:
     """The process-wide tables (built on first use, about 50 ms)."""
     global _TABLES
     if _TABLES is None:
-        specials = [(k.encode(), [p.encode() for p in v]) for k, v, _ in tables_data.SPECIALS]
+        specials = [(k.encode(), [p.encode() for p in v]) for k, v, _ in char_tables_data.SPECIALS]
         # Re-merged specials; _merge_specials rewrites tokens in place, so it leaves out
         # the three that grow ("°C." from "°" "C." to "°" "C" "."), a context-free miss.
-        patterns = [[p.encode() for p in m] if m and len(v) <= len(m) else [] for _, v, m in tables_data.SPECIALS]
+        patterns = [[p.encode() for p in m] if m and len(v) <= len(m) else [] for _, v, m in char_tables_data.SPECIALS]
         piece_off = np.zeros(len(specials) + 1, np.int64)
         piece_off[1:] = np.cumsum([len(v) for _, v in specials])
         piece_len = np.array([len(p) for _, v in specials for p in v], np.int64)
@@ -179,7 +181,7 @@ def tables() -> Tables:
         for (k, _), m in zip(specials, patterns):
             if m:
                 first_byte[k[0]] = True
-        after_digit = sorted({u.encode() for u in tables_data.UNITS + tables_data.CURRENCY if u})
+        after_digit = sorted({u.encode() for u in char_tables_data.UNITS + char_tables_data.CURRENCY if u})
         _TABLES = Tables(
             flags=char_flags(),
             specials=byte_set([k for k, _ in specials]),
