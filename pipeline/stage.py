@@ -94,6 +94,10 @@ class Stage:
     # A terminal stage writes the run's final artefacts (token shards): it must come last,
     # or a later stage could drop documents it has already written.
     terminal: ClassVar[bool] = False
+    # Raised when the stage's output for the same input and options changes (a fixed
+    # table, a new rule): from 2 up it is part of a run's fingerprint, so a run made before
+    # is not resumed with units made after (``engine/run.py``'s ``_fingerprint``).
+    version: ClassVar[int] = 1
 
     @dataclass
     class Options:

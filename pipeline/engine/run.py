@@ -219,7 +219,8 @@ def _executor(name: str, address: str | None, workers: int | None):
 
 def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     """What makes a run this run: the config, the list of inputs, the sample, and the
-    contents of the files stages read besides the documents (models, by sha256).
+    contents of the files stages read besides the documents (models, by sha256), and the
+    ``version`` of each stage past its first (so a run's earlier fingerprints stay theirs).
 
     The inputs' versions (``input_stat``) are kept in the state file by unit and checked
     by ``run_state.check_inputs``, so touching a file does not make it another run.
@@ -230,7 +231,9 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     for k, (source, key) in enumerate((unit.source, file.key) for unit in units for file in unit.files):
         digest.update(f"{', ' if k else ''}{json.dumps([source, key])}".encode())  # the list's json, streamed
     seed = f", {config.run.sample_seed}" if config.run.sample_seed else ""  # seedless runs keep their print
-    digest.update(f"], {json.dumps(sample)}{seed}, {json.dumps(stage_files)}]".encode())
+    versions = {stage.name: version for stage in config.stages if (version := registry()[stage.name].version) > 1}
+    versioned = f", {json.dumps(versions)}" if versions else ""
+    digest.update(f"], {json.dumps(sample)}{seed}, {json.dumps(stage_files)}{versioned}]".encode())
     return {
         "config": config.raw,
         "config_file": str(config.path),

@@ -4,10 +4,8 @@ Normalisation (GPT-3's): lower-case, punctuation *deleted* (it never splits a wo
 whitespace splits. So ``"1,000"``, ``"1000"`` and ``"$1000."`` are the word ``1000``,
 ``"don't"`` is ``dont``, and ``"48/2"`` is ``482``. A no-break, thin or narrow no-break
 space between two digits (``1 000``, French and SI style) groups digits and is
-deleted too. Case folding covers ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic and
-full-width Latin; punctuation is ASCII's, Latin-1's symbols, the General Punctuation,
-currency, arrows, mathematical and technical symbol blocks, CJK punctuation, full-width
-punctuation and emoji. Everything else is a word character.
+deleted too. Which code points fold to which, and which are whitespace or punctuation,
+is ``pipeline/text/casefold.py``, the fold ``dedup`` uses too.
 
 A word's hash is FNV-1a over its folded code points, then SplitMix64's finaliser. An
 n-gram's key is a polynomial over its words' hashes (rolled: one multiply-add per word
@@ -26,83 +24,11 @@ import numpy as np
 from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, mix64
 from pipeline.kernels.utf8 import decode_lenient
+from pipeline.text.casefold import PUNCT, SPACE, fold, fold_py
 
 POLY = GOLDEN_GAMMA  # odd: the multiplier of the n-gram polynomial
-SPACE = -2  # whitespace: ends a word
-PUNCT = -1  # punctuation and symbols: deleted, the word goes on
 # Between two digits these spaces group digits ("1 000") and are deleted.
 DIGIT_GROUP_SPACES = (0xA0, 0x2009, 0x202F)
-
-
-@njit
-def _fold_slow(cp):
-    """``cp`` lower-cased, or SPACE / PUNCT."""
-    if cp < 128:
-        if 65 <= cp <= 90:
-            return cp + 32
-        if 97 <= cp <= 122 or 48 <= cp <= 57:
-            return cp
-        if cp == 32 or 9 <= cp <= 13 or 28 <= cp <= 31:
-            return SPACE
-        return PUNCT
-    if cp < 0xC0:
-        if cp == 0x85 or cp == 0xA0:
-            return SPACE
-        if cp == 0xAA or cp == 0xB2 or cp == 0xB3 or cp == 0xB5 or cp == 0xB9 or cp == 0xBA:
-            return cp
-        return PUNCT
-    if cp < 0x100:
-        if cp == 0xD7 or cp == 0xF7:
-            return PUNCT
-        if cp < 0xDF:
-            return cp + 32
-        return cp
-    if cp < 0x180:
-        if (cp < 0x138 or 0x14A <= cp < 0x178) and cp % 2 == 0:
-            return cp + 1
-        if (0x139 <= cp < 0x149 or 0x179 <= cp < 0x17F) and cp % 2 == 1:
-            return cp + 1
-        return cp
-    if 0x391 <= cp <= 0x3A9 and cp != 0x3A2:
-        return cp + 32
-    if 0x410 <= cp <= 0x42F:
-        return cp + 32
-    if 0x400 <= cp <= 0x40F:
-        return cp + 80
-    if 0x2000 <= cp <= 0x206F:
-        if cp <= 0x200A or cp == 0x2028 or cp == 0x2029 or cp == 0x202F or cp == 0x205F:
-            return SPACE
-        return PUNCT
-    if cp == 0x1680 or cp == 0x3000:
-        return SPACE
-    if 0x20A0 <= cp <= 0x20FF or 0x2190 <= cp <= 0x2BFF or 0x2E00 <= cp <= 0x2E7F:
-        return PUNCT
-    if 0x3001 <= cp <= 0x303F or 0xFE30 <= cp <= 0xFE4F or cp == 0xFEFF or 0x1F000 <= cp <= 0x1FAFF:
-        return PUNCT
-    if 0xFF00 <= cp <= 0xFF65:
-        if 0xFF21 <= cp <= 0xFF3A:
-            return cp + 32
-        if 0xFF10 <= cp <= 0xFF19 or 0xFF41 <= cp <= 0xFF5A:
-            return cp
-        return PUNCT
-    return cp
-
-
-def _fold_table(limit: int) -> np.ndarray:
-    table = np.empty(limit, np.int32)
-    for cp in range(limit):
-        table[cp] = _fold_slow.py_func(cp)  # plain Python: no compile at import
-    return table
-
-
-_FOLD = _fold_table(0x800)  # every 1- and 2-byte UTF-8 code point, looked up
-
-
-@njit(inline="always")
-def _fold(cp):
-    if cp < 0x800:
-        return np.int64(_FOLD[cp])
-    return _fold_slow(cp)
 
 
 @njit(_nrt=False, inline="always")
@@ -119,7 +45,7 @@ def next_word(data, i, end):
     last_digit = False
     while i < end:
         cp, size = decode_lenient(data, i, end)
-        f = _fold(cp)
+        f = fold(cp)
         if f == SPACE and start >= 0 and last_digit and _is_digit_group_space(cp) and i + size < end:
             after = data[i + size]
             if 48 <= after <= 57:
@@ -274,7 +200,7 @@ def words(text: str) -> list[str]:
     word: list[str] = []
     last_digit = False
     for i, ch in enumerate(text):
-        f = _fold_slow.py_func(ord(ch))
+        f = fold_py(ord(ch))
         if f == SPACE and word and last_digit and ord(ch) in DIGIT_GROUP_SPACES and text[i + 1 : i + 2].isascii():
             if text[i + 1 : i + 2].isdigit():
                 f = PUNCT

@@ -6,11 +6,12 @@ batch, never on Python strings.
 
 Per document:
 
-1. UTF-8 is decoded and *normalised*: case folded (ASCII, Latin-1, Latin Extended-A,
-   Greek, Cyrillic, full-width Latin), punctuation and whitespace become word
-   separators. The same pass hashes each word (64 bits) and the text for exact dedup
-   (word hashes, punctuation and whitespace runs collapsed to one space, trimmed), so
-   "Hello  World" and "hello world" are exact duplicates, "hello, world" is not.
+1. UTF-8 is decoded and *normalised* by the shared fold (``pipeline/text/casefold.py``,
+   decontaminate's too): case folded (ASCII, Latin-1, Latin Extended-A, Greek, Cyrillic,
+   full-width Latin), punctuation, symbols and whitespace become word separators. The
+   same pass hashes each word (64 bits) and the text for exact dedup (word hashes,
+   punctuation and whitespace runs collapsed to one space, trimmed), so "Hello  World"
+   and "hello world" are exact duplicates, "hello, world" is not.
 2. Shingles: word n-grams (default 5) hashed to 64 bits (a polynomial over the word
    hashes, then a 64-bit avalanche). A document with fewer words than ``ngram`` gives
    one shingle of all its words. Text without spaces (Chinese, Japanese, Thai...: its
@@ -41,83 +42,10 @@ from pipeline.kernels.buffers import is_string, string_buffers
 from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, fnv1a, mix64
 from pipeline.kernels.utf8 import decode_lenient
+from pipeline.text.casefold import SPACE, fold
 
 _POLY = GOLDEN_GAMMA  # odd: the multiplier of the shingle and band polynomials
 _MASK32 = np.uint64(0xFFFFFFFF)
-_SEP = -1  # normalised code point that separates words
-_SPACE = -2  # whitespace: a separator that the exact hash collapses
-
-
-_NARROW = 0x800  # code points of one or two UTF-8 bytes: looked up in a table
-
-
-def _fold_narrow(cp: int) -> int:
-    """``_fold`` below ``_NARROW``, in Python: it fills the table, and only the table is
-    compiled (a kernel with all these ranges took 0.2 s more to compile)."""
-    if cp < 128:
-        if 65 <= cp <= 90:
-            return cp + 32
-        if 97 <= cp <= 122 or 48 <= cp <= 57:
-            return cp
-        if cp == 32 or 9 <= cp <= 13:
-            return _SPACE
-        return _SEP
-    if cp < 0xC0:
-        if cp == 0x85 or cp == 0xA0:
-            return _SPACE
-        if cp == 0xAA or cp == 0xB5 or cp == 0xBA:
-            return cp
-        return _SEP
-    if cp < 0x100:
-        if cp == 0xD7 or cp == 0xF7:
-            return _SEP
-        if cp < 0xDF:
-            return cp + 32
-        return cp
-    if cp < 0x180:
-        if (cp < 0x138 or 0x14A <= cp < 0x178) and cp % 2 == 0:
-            return cp + 1
-        if (0x139 <= cp < 0x149 or 0x179 <= cp < 0x17F) and cp % 2 == 1:
-            return cp + 1
-        return cp
-    if 0x391 <= cp <= 0x3A9 and cp != 0x3A2:
-        return cp + 32
-    if 0x410 <= cp <= 0x42F:
-        return cp + 32
-    if 0x400 <= cp <= 0x40F:
-        return cp + 80
-    return cp
-
-
-_FOLD = np.array([_fold_narrow(cp) for cp in range(_NARROW)], np.int32)
-
-
-@njit
-def _fold_wide(cp):
-    """``_fold`` from ``_NARROW`` up."""
-    if 0x2000 <= cp <= 0x206F:
-        if cp <= 0x200A or cp == 0x2028 or cp == 0x2029 or cp == 0x202F or cp == 0x205F:
-            return _SPACE
-        return _SEP
-    if cp == 0x1680 or cp == 0x3000:
-        return _SPACE
-    if 0x2E00 <= cp <= 0x2E7F or 0x3001 <= cp <= 0x303F or 0xFE30 <= cp <= 0xFE4F or cp == 0xFEFF:
-        return _SEP
-    if 0xFF00 <= cp <= 0xFF65:
-        if 0xFF21 <= cp <= 0xFF3A:
-            return cp + 32
-        if 0xFF10 <= cp <= 0xFF19 or 0xFF41 <= cp <= 0xFF5A:
-            return cp
-        return _SEP
-    return cp
-
-
-@njit(inline="always")
-def _fold(cp):
-    """Lower-case ``cp`` or classify it as whitespace (_SPACE) / punctuation (_SEP)."""
-    if cp < _NARROW:
-        return np.int64(_FOLD[cp])
-    return _fold_wide(cp)
 
 
 @njit(inline="always")
@@ -150,20 +78,20 @@ def _normalise(data, start, end, cps, word_hash):
     i = start
     while i <= end:
         if i == end:
-            f = _SPACE  # end of text closes the last word
+            f = SPACE  # end of text closes the last word
             cp = 32
             i += 1
         else:
             cp, size = decode_lenient(data, i, end)  # a stray or cut-off byte is a symbol
             i += size
-            f = _fold(cp)
+            f = fold(cp)
         if f < 0:  # a separator ends the current word
             if in_word:
                 h = _word_end(wh, acc, nacc)
                 word_hash[n_words - 1] = h
                 exact = (exact ^ h) * FNV_PRIME
                 in_word = False
-            if f == _SPACE:
+            if f == SPACE:
                 pending_space = True
                 after_space = True
                 continue

@@ -81,6 +81,7 @@ INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
 @register
 class Dedup(GlobalStage):
     name = "dedup"
+    version = 2  # 2: the fold shared with decontaminate (pipeline/text/casefold.py)
 
     @dataclass
     class Options:
@@ -149,7 +150,8 @@ class Dedup(GlobalStage):
         keys = ["ngram", "bands", "rows", "seed", "char_ngram", "char_fallback_word_len", "exact", "partitions"]
         # Shipped signatures never meet computed ones (other hashes); named only when set,
         # so an index from before the option still matches a computing run.
-        return {k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}
+        # An index of another version hashed other words (none before 2 names one: refused).
+        return {**{k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}, "version": self.version}
 
     def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
         return {
