@@ -37,7 +37,7 @@ rows, and only the piece at the file's start reports the file's ``bytes`` and ``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from pipeline.readers import codecs
 from pipeline.readers.arrow_files import read_arrow_file
@@ -46,6 +46,7 @@ from pipeline.readers.jsonl import read_jsonl
 from pipeline.readers.parquet import read_parquet
 from pipeline.readers.redpajama_v2 import read_redpajama_v2
 from pipeline.readers.warc import read_warc
+from pipeline.sidefiles import format_from_name
 
 # "redpajama-v2" is never told from a name (its documents are C4-like .json.gz): it is asked for.
 FORMATS = ("jsonl", "parquet", "arrow", "redpajama-v2", "warc")
@@ -54,18 +55,12 @@ __all__ = ["Chunk", "InputSpec", "FORMATS", "detect_format", "read_input"]
 
 
 def detect_format(path: Path | str) -> str:
-    name = PurePosixPath(str(path)).name.lower()
-    for suffix in codecs.SUFFIXES:
-        name = name.removesuffix(suffix)
-    if name.endswith((".jsonl", ".json", ".ndjson")):
-        return "jsonl"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith(".arrow"):
-        return "arrow"
-    if name.endswith((".warc", ".wet")):
-        return "warc"
-    raise ValueError(f"{path}: cannot tell the format from the file name; set format = one of {', '.join(FORMATS)}")
+    """The format the file name says, any of ``codecs``' compressions taken off first (the
+    name rule is the one side files are told by: ``pipeline/sidefiles.py``)."""
+    fmt = format_from_name(path, codecs.SUFFIXES)
+    if fmt is None:
+        raise ValueError(f"{path}: cannot tell the format from the file name; set format = one of {', '.join(FORMATS)}")
+    return fmt
 
 
 def read_input(path: Path, spec: InputSpec, fmt: str = "auto") -> Iterator[Chunk]:

@@ -11,8 +11,8 @@ ledger) and ``format`` (when the file name does not say).
 Reading: a record that cannot be read (not JSON, not an object, no text in the named
 fields) is skipped and counted (``bad_rows`` in the index's ``meta.json``); a file that
 cannot be read at all, or yields no example, is a ``ValueError`` that names it. The
-stages room may not import ``pipeline.readers`` (ARCHITECTURE.md), so the few lines
-that read a benchmark live here.
+files are read through ``pipeline/sidefiles.py``, the owner of what stages read besides
+the documents.
 
 An example is named by its position: the 0-based record of the benchmark's files in
 order (JSON lines: line number - 1), counting the records the filter passes over.
@@ -21,22 +21,20 @@ order (JSON lines: line number - 1), counting the records the filter passes over
 from __future__ import annotations
 
 import fcntl
-import gzip
 import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.hashing import file_sha256
+from pipeline.sidefiles import BLANK, TABLE_FORMATS, data_files, records, table_files, table_format
 from pipeline.util.atomic import save_npy_atomic, write_json_atomic
 from pipeline.util.printable import error_line
 from pipeline.util.suggest import nearest_hint
@@ -44,11 +42,9 @@ from stages.decontaminate.kernels import bucket_table, ngram_keys
 
 NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 KEYS = ("name", "path", "fields", "filter", "id", "format")
-FORMATS = ("jsonl", "parquet", "arrow")
 # Bump when the normalisation or the key changes: it is part of the index's fingerprint.
 INDEX_VERSION = 1
 HASHES, OWNERS, META = "hashes.npy", "owners.npy", "meta.json"
-BLANK = object()  # a blank line: it holds a position, but is no example and no bad row
 
 
 @dataclass(frozen=True)
@@ -62,29 +58,7 @@ class Benchmark:
 
     def files(self) -> list[Path]:
         """The benchmark's files (a ``save_to_disk`` folder: its Arrow files and state)."""
-        path = Path(self.path)
-        if not path.is_dir():
-            return [path]
-        found = []
-        for folder in [path, *sorted(p for p in path.iterdir() if p.is_dir())]:
-            found += sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".arrow", ".json"))
-        return found
-
-    def data_files(self) -> list[tuple[Path, str]]:
-        if Path(self.path).is_dir():
-            return [(f, "arrow") for f in self.files() if f.suffix == ".arrow"]
-        return [(Path(self.path), self.format if self.format != "auto" else detect_format(self.path))]
-
-
-def detect_format(path: str | Path) -> str:
-    name = Path(path).name.lower().removesuffix(".gz")
-    if name.endswith((".jsonl", ".json", ".ndjson")):
-        return "jsonl"
-    if name.endswith((".parquet", ".pq")):
-        return "parquet"
-    if name.endswith(".arrow"):
-        return "arrow"
-    raise ValueError(f"benchmark file {path}: cannot tell its format from the name; set format = one of {FORMATS}")
+        return table_files(self.path)
 
 
 def parse_benchmarks(tables: list[dict[str, Any]]) -> tuple[Benchmark, ...]:
@@ -123,10 +97,10 @@ def _parse(table: Any, index: int) -> Benchmark:
     if not isinstance(filters, dict):
         raise ValueError(f'{where}: filter must be a table, e.g. filter = {{ split = "test" }}')
     fmt = table.get("format", "auto")
-    if fmt != "auto" and fmt not in FORMATS:
-        raise ValueError(f"{where}: format must be one of auto, {', '.join(FORMATS)}")
+    if fmt != "auto" and fmt not in TABLE_FORMATS:
+        raise ValueError(f"{where}: format must be one of auto, {', '.join(TABLE_FORMATS)}")
     if fmt == "auto" and not os.path.isdir(path):
-        detect_format(path)
+        table_format(path)
     id_field = table.get("id", "")
     if not isinstance(id_field, str):
         raise ValueError(f"{where}: id must be a field name")
@@ -150,9 +124,9 @@ def read_examples(bench: Benchmark) -> Examples:
     out = Examples([], [], {})
     position = 0
     needed = [*bench.fields, *(k for k, _ in bench.filter), *([bench.id] if bench.id else [])]
-    for path, fmt in bench.data_files():
+    for path, fmt in data_files(bench.path, bench.format):
         try:
-            for record in _records(path, fmt, needed):
+            for record in records(path, fmt, needed):
                 _add(bench, out, position, record)
                 position += 1
         except (OSError, EOFError, ValueError, pa.ArrowException) as error:
@@ -187,39 +161,6 @@ def _add(bench: Benchmark, out: Examples, position: int, record: Any) -> None:
     out.examples += 1
     if bench.id and record.get(bench.id) is not None:
         out.ids[position] = str(record[bench.id])
-
-
-def _records(path: Path, fmt: str, needed: list[str]) -> Iterator[Any]:
-    if fmt == "jsonl":
-        with open(path, "rb") as raw:
-            gzipped = raw.read(2) == b"\x1f\x8b"
-        with gzip.open(path, "rb") if gzipped else open(path, "rb") as f:
-            for line in f:
-                if not line.strip():
-                    yield BLANK
-                    continue
-                try:
-                    yield json.loads(line)
-                except (ValueError, RecursionError):  # not JSON, not UTF-8, nested too deep
-                    yield None
-        return
-    if fmt == "parquet":
-        source = pq.ParquetFile(path)
-        columns = [c for c in dict.fromkeys(needed) if c in source.schema_arrow.names]
-        for batch in source.iter_batches(columns=columns):
-            yield from batch.to_pylist()
-        return
-    with pa.memory_map(str(path)) as source:
-        try:
-            reader = pa.ipc.open_stream(source)
-            batches = iter(reader)
-        except pa.ArrowInvalid:
-            source.seek(0)
-            reader = pa.ipc.open_file(source)
-            batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
-        for batch in batches:
-            keep = [c for c in dict.fromkeys(needed) if c in batch.schema.names]
-            yield from batch.select(keep).to_pylist()
 
 
 # -- the index ---------------------------------------------------------------------------

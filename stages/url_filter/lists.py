@@ -6,7 +6,7 @@ host (lowercase, IDNA to punycode, no trailing dot), so ``bücher.example`` in a
 blocks ``xn--bcher-kva.example`` in a URL and the other way round.
 
 Word lists hold one word or phrase per line (LDNOOBW's format), blank lines and ``#``
-comments ignored.
+comments ignored (``pipeline/sidefiles.py`` reads the lines of both).
 
 A list is loaded once per process (keyed by path, size and modification time): stage
 objects are built per source, and a UT1 ``domains`` file holds millions of entries.
@@ -18,6 +18,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from pipeline.sidefiles import list_entries
 from stages.url_filter.urls import normalize_host
 
 LISTS = Path(__file__).resolve().parents[1] / "lists"
@@ -65,16 +66,11 @@ def short_names(paths: list[str]) -> list[str]:
     return list(paths)
 
 
-def _lines(path: str) -> list[str]:
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return [s for s in (line.strip() for line in f) if s and not s.startswith("#")]
-
-
 def _cached(kind: str, path: str, build):
     stat = os.stat(path)
     key = (kind, path, stat.st_size, stat.st_mtime_ns)
     if key not in _CACHE:
-        _CACHE[key] = build(_lines(path))
+        _CACHE[key] = build(list_entries(path))
     return _CACHE[key]
 
 
