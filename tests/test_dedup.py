@@ -587,3 +587,30 @@ def test_partitions_follow_an_imported_index(tmp_path, units_json, expected):
     if units_json is not None:
         (tmp_path / "units.json").write_text(json.dumps(units_json))
     assert Dedup.sized(Dedup.Options(index_from=str(tmp_path)), 1 << 20) == {"partitions": expected}
+
+
+def test_an_index_of_another_dedup_version_is_refused(tmp_path, monkeypatch):
+    rng = random.Random(7)
+    run1 = tmp_path / "run1"
+    run_stage(Dedup.Options(partitions=2), make_units([f"d{i}" for i in range(10)], _synthetic(rng, 10), 1), run1)
+    monkeypatch.setattr(Dedup, "version", Dedup.version + 1)  # as a later fix of its hashing would
+    with pytest.raises(ValueError, match=r"other dedup settings \(version\)"):
+        run_stage(Dedup.Options(partitions=2, index_from=str(run1)), make_units(["q"], ["x y"], 1), tmp_path / "run2")
+
+
+def test_a_runs_fingerprint_changes_with_a_stage_version_past_the_first(tmp_path, monkeypatch):
+    from pipeline.engine.config import load_config
+    from pipeline.engine.run import _fingerprint
+    from stages.length import Length
+
+    (tmp_path / "in.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    config_file = tmp_path / "c.toml"
+    stages = '[[stages]]\nname = "length"\n[[stages]]\nname = "dedup"\n'
+    config_file.write_text('[sources.web]\npaths = ["in.jsonl"]\n' + stages)
+    config = load_config(config_file)
+    prints = {_fingerprint(config, [], 1.0)["fingerprint"]}
+    monkeypatch.setattr(Length, "version", 2)
+    prints.add(_fingerprint(config, [], 1.0)["fingerprint"])
+    monkeypatch.setattr(Dedup, "version", Dedup.version + 1)
+    prints.add(_fingerprint(config, [], 1.0)["fingerprint"])
+    assert len(prints) == 3

@@ -5,6 +5,8 @@
   kernels of ``bpe/``; ``tokenizer_training`` trains a SentencePiece model on a run.
 - ``framing``: BOS and end-of-document tokens around each document of a token array,
   for the ``tokenize`` stage and ``prep ablate``'s eval windows alike.
+- ``casefold``: the one fold of ``dedup`` and ``decontaminate`` (lower case, whitespace,
+  punctuation), pinned to their versions.
 - ``char_tables``: each code point's classes (Python's ``str`` predicates and ``\\w``,
   spaCy's and datatrove's sets) and spaCy's special cases, generated into
   ``char_tables_data`` by ``_gen_char_tables``: the quality stage's word splitting and
