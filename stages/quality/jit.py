@@ -14,7 +14,7 @@ only against its own file while it carries everything it calls.
 
 from __future__ import annotations
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 
 def leaf(fn):

@@ -9,7 +9,7 @@ character classes of ``tables.py``.
 
 from __future__ import annotations
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
 from stages.quality.jit import leaf
 from stages.quality.tables import (

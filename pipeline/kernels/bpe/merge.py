@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.bpe.pretokenize import cl100k_piece, r50k_piece
 from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, values_of
-from pipeline.kernels.jit import njit
 
 NO_RANK = np.int64(1) << 40
 # A piece longer than this sends its row to tiktoken: merging here takes time quadratic in

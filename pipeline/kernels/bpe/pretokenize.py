@@ -24,8 +24,8 @@ the next piece (``\\s+(?!\\S)`` backtracks one), and a single one is a piece (``
 
 from __future__ import annotations
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.bpe.classes import LETTER, NUMBER, OTHER, SPACE, UNKNOWN
-from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from pipeline.util.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
-KERNEL_FOLDERS = ("pipeline/kernels", "pipeline/loader", "pipeline/readers", "stages")
+KERNEL_FOLDERS = ("pipeline/compile", "pipeline/kernels", "pipeline/loader", "pipeline/readers", "stages")
 STAMP = "prep-numba-sources.sha256"
 MARKS = "prep-warm-marks"  # ``warm_marks``' folder beside the caches
 
