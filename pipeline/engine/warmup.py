@@ -39,15 +39,16 @@ def warmup_plan(
     config: Config, units: list[Unit], sizes: dict[tuple[str, str], float] | None = None
 ) -> tuple[list[Step], list[list[int]]]:
     """The steps of every stage for every source it sees, ordered (``warm_steps.plan``).
-    ``sizes``: the bytes each (source, unit) holds, when known."""
-    stages = registry()  # imported: each stage's modules have declared their steps
+    ``sizes``: the bytes each (source, unit) holds, when known. A stage's steps are
+    declared once the registry has imported its modules; a config without stages imports
+    none of them."""
     sources = sorted({unit.source for unit in units})
     source_bytes = {source: 0.0 for source in sources}
     for (source, _), size in (sizes or {}).items():
         source_bytes[source] = source_bytes.get(source, 0.0) + size
     uses = [steps_for(EVERY_RUN, None, "", 0.0)]
     for stage in config.stages:
-        cls = stages[stage.name]
+        cls = registry()[stage.name]
         for source in filter(stage.applies_to, sources):
             options = cls.Options(**{**stage.options, **stage.per_source.get(source, {})})
             uses.append(steps_for(stage.name, options, source, source_bytes[source]))
