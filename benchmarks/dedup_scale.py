@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.compile.warm_steps import steps_for
 from pipeline.engine.slices import THREADS as SLICE_THREADS
 from pipeline.formats import partfile
 from pipeline.stage import FinalizeRound, UnitContext
@@ -239,9 +240,8 @@ def main() -> None:
     units = (args.docs + args.per_unit - 1) // args.per_unit
     options = Dedup.Options(partitions=args.partitions)
     stage = Dedup(options)
-    for round_steps in Dedup.warmups(options, "web"):  # kernels compiled before the clock, as a run does
-        for step in round_steps:
-            step()
+    for step, _ in steps_for(Dedup.name, options, "web", 0.0):  # kernels compiled before the clock, as a run does
+        step()
     times = {}
     try:
         t = time.perf_counter()

@@ -16,8 +16,8 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.buffers import string_buffers
-from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode, n_chars
 from stages.quality.c4 import c4_rewrite
 from stages.quality.chunk_memo import chunk_memo

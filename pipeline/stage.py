@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -122,22 +122,6 @@ class Stage:
         ``tests/test_input_columns.py`` checks every registered stage's answer against
         what its ``process`` adds."""
         return ()
-
-    @classmethod
-    def warmups(cls, options: Any, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
-        """Rounds of steps that compile this stage's numba kernels (as ``source`` will use
-        them) into numba's cache before the run starts. A step is a picklable callable of no
-        arguments: a module-level function, or a ``functools.partial`` of one.
-        ``input_bytes``: about how much text the source's inputs hold (0 if unknown), for a
-        kernel worth compiling only when a run is large.
-
-        Why: a cold kernel compiles in every worker that first calls it, each paying the
-        same tens of CPU-seconds. The engine spreads every stage's steps over the workers, a
-        step starting once the rounds before it (of this stage and source) are done, so
-        each kernel compiles once per machine and the compiles run side by side; a step
-        may rely on the kernels of the rounds before it being in the cache. With a warm
-        cache a step only loads. Default: none."""
-        return []
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         raise NotImplementedError

@@ -57,9 +57,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.compile.jit import njit
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import string_buffers
-from pipeline.kernels.jit import njit
 from pipeline.kernels.utf8 import decode
 from pipeline.stage import Stage, StageOutput, register
 

@@ -15,8 +15,6 @@ were made by another tokenizer or dtype is refused.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from pipeline.compile.warm_steps import warms
 from pipeline.formats.documents import ID, SOURCE, TEXT, set_column
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import (
@@ -132,16 +131,6 @@ class Tokenize(Stage):
         self.dtype = dtype_for_vocab(tok.vocab_size)
         self._open: _OpenShard | None = None
 
-    @classmethod
-    def warmups(cls, options: Options, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
-        """prep's own tiktoken encoder (``tiktoken_fast``), compiled only for a run whose
-        input is large enough to repay it; a tokenizer it does not apply to needs nothing."""
-        pattern = _tiktoken_pattern(options.tokenizer)
-        applies = pattern is not None and tiktoken_fast.knows(pattern)
-        if input_bytes < FAST_ENCODER_MIN_BYTES or not applies:
-            return []
-        return [[functools.partial(compile_fast_encoder, options.tokenizer)]]
-
     @property
     def tokenizer(self) -> Tokenizer:
         tok = load_tokenizer(self.options.tokenizer)
@@ -227,13 +216,22 @@ class Tokenize(Stage):
         return {"tokens": shard.writer.tokens}
 
 
+def _fast_encoder_use(options: Tokenize.Options, source: str, input_bytes: float) -> tuple | None:
+    """prep's own tiktoken encoder (``tiktoken_fast``) is compiled only for a run whose
+    input is large enough to repay it; a tokenizer it does not apply to needs nothing."""
+    pattern = _tiktoken_pattern(options.tokenizer)
+    applies = pattern is not None and tiktoken_fast.knows(pattern)
+    if input_bytes < FAST_ENCODER_MIN_BYTES or not applies:
+        return None
+    return (options.tokenizer,)
+
+
+# ``seconds``: CPU-seconds on a cold cache (warm-up steps are ranked by it).
+@warms(Tokenize.name, seconds=3.5, uses=_fast_encoder_use)
 def compile_fast_encoder(spec: str) -> None:
     """A warm-up step: compile tiktoken_fast's kernels, as tokenizer ``spec`` uses them."""
     tok = load_tokenizer(spec)
     tiktoken_fast.compile_kernels(tok.ranks, tok.pattern)
-
-
-compile_fast_encoder.compile_seconds = 3.5  # CPU-seconds on a cold cache (warm-up steps are ranked by it)
 
 
 def _tiktoken_pattern(spec: str) -> str | None:

@@ -13,28 +13,29 @@ from conftest import REPO
 # holds only the version). Bottom to top; ARCHITECTURE.md draws the same picture.
 MAY_IMPORT = {
     # pipeline/__init__.py: clears numba caches compiled against changed code before any loads
-    "root": {"kernels", "util"},
+    "root": {"compile", "util"},
     "util": set(),
-    "kernels": {"util"},
-    "formats": {"kernels", "util"},
+    "compile": {"util"},  # jit, numba's cache and its clean-up, warm-up steps, fork-server preload
+    "kernels": {"compile", "util"},
+    "formats": {"kernels", "compile", "util"},
     # tokenizers, BPE kernels, document framing, case folding, character classes
-    "text": {"formats", "kernels", "util"},
+    "text": {"formats", "kernels", "compile", "util"},
     "contract": {"formats", "util"},  # pipeline/stage.py: what every stage is written against
     # pipeline/sidefiles.py: what stages read besides the documents (eval sets, lists), and
     # the file-name rule the readers share
     "sidefiles": set(),
-    "readers": {"sidefiles", "formats", "kernels", "util"},
-    "stages": {"contract", "sidefiles", "text", "formats", "kernels", "util"},
-    "loader": {"formats", "kernels", "util"},
-    "mix": {"loader", "formats", "kernels", "util"},
-    "report": {"mix", "formats", "kernels", "util"},
-    "classifier": {"readers", "formats", "kernels", "util"},  # prep classifier train/eval
+    "readers": {"sidefiles", "formats", "kernels", "compile", "util"},
+    "stages": {"contract", "sidefiles", "text", "formats", "kernels", "compile", "util"},
+    "loader": {"formats", "kernels", "compile", "util"},
+    "mix": {"loader", "formats", "kernels", "compile", "util"},
+    "report": {"mix", "formats", "kernels", "compile", "util"},
+    "classifier": {"readers", "formats", "kernels", "compile", "util"},  # prep classifier train/eval
     # prep ablate: trains through the loader, evaluates text read by the readers and framed
     # as the tokenize stage frames it (text/framing.py), projects with prep estimate's formula.
-    "ablate": {"loader", "mix", "readers", "text", "formats", "kernels", "util"},
+    "ablate": {"loader", "mix", "readers", "text", "formats", "kernels", "compile", "util"},
     # prep mix search: makes mixtures as prep mix does and trains them as prep ablate does.
-    "mixsearch": {"ablate", "mix", "loader", "formats", "kernels", "util"},
-    "engine": {"contract", "readers", "formats", "kernels", "util"},
+    "mixsearch": {"ablate", "mix", "loader", "formats", "kernels", "compile", "util"},
+    "engine": {"contract", "readers", "formats", "kernels", "compile", "util"},
     "commands": {
         "mixsearch",
         "ablate",
@@ -49,6 +50,7 @@ MAY_IMPORT = {
         "text",
         "formats",
         "kernels",
+        "compile",
         "util",
     },
     "entry": {"commands"},  # pipeline/__main__.py
@@ -175,9 +177,9 @@ def test_only_the_loader_and_ablate_import_torch():
 
 def test_every_kernel_lives_where_the_cache_guard_looks():
     """numba_cache hashes only KERNEL_FOLDERS to decide when cached kernels are stale."""
-    from pipeline.kernels.numba_cache import KERNEL_FOLDERS
+    from pipeline.compile.numba_cache import KERNEL_FOLDERS
 
-    compiles = _importers_of("numba") | _importers_of("pipeline.kernels.jit", "njit")
+    compiles = _importers_of("numba") | _importers_of("pipeline.compile.jit", "njit")
     paths = {str(_modules(REPO)[module].relative_to(REPO)) for module in compiles}
     assert paths and {path for path in paths if not path.startswith(KERNEL_FOLDERS)} == set()
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline.engine.bytecode import compile_bytecode, sources_stamp
+from pipeline.compile.bytecode import compile_bytecode, sources_stamp
 
 
 def _package(root: Path) -> list[Path]:

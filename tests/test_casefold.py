@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.text.casefold import PUNCT, SPACE, fold, fold_py, table_digest
 from stages.decontaminate.kernels import words
 from stages.decontaminate.reference import INDEX_VERSION

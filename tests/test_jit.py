@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 COLUMN = 3
 
@@ -141,7 +141,7 @@ def test_the_compiler_starts_without_scipy_and_blas_still_compiles():
 
     script = (
         "import sys\n"
-        "import pipeline.kernels.numba_setup\n"
+        "import pipeline.compile.numba_setup\n"
         "from numba.core.registry import CPUDispatcher\n"
         "CPUDispatcher.targetdescr.target_context.refresh()\n"
         "print('scipy.linalg' in sys.modules)\n"
@@ -161,7 +161,7 @@ def test_numba_error_messages_are_plain_in_every_module_that_formats_them():
     import numba.core.types.functions
     from numba.core import errors
 
-    import pipeline.kernels.numba_setup  # noqa: F401
+    import pipeline.compile.numba_setup  # noqa: F401
 
     for module in (numba.core.ir, numba.core.typeinfer, numba.core.types.functions):
         assert module._termcolor.errmsg("no match") == "no match"
@@ -176,7 +176,7 @@ def test_a_cached_kernel_loads_and_runs_without_numba_loading_its_registries(tmp
     module = tmp_path / "cached_kernel.py"
     module.write_text(
         "import numpy as np\n"
-        "from pipeline.kernels.jit import njit\n"
+        "from pipeline.compile.jit import njit\n"
         "@njit\n"
         "def total(a):\n"
         "    out = np.empty(1, np.int64)\n"  # an NRT allocation
@@ -220,7 +220,7 @@ def test_a_cached_kernel_whose_environment_needs_numba_arraymath_loads_without_s
 
     (tmp_path / "searching_kernel.py").write_text(
         "import numpy as np\n"
-        "from pipeline.kernels.jit import njit\n"
+        "from pipeline.compile.jit import njit\n"
         "@njit\n"
         "def where(edges, x):\n"
         "    return np.searchsorted(edges, x, side='right')\n"
@@ -244,7 +244,7 @@ def test_a_ctrl_c_inside_a_c_callback_during_a_compile_is_raised_when_it_ends():
 
     import pytest
 
-    from pipeline.kernels.jit import _interrupts_kept
+    from pipeline.compile.jit import _interrupts_kept
 
     def callback():
         raise KeyboardInterrupt
@@ -277,8 +277,8 @@ def test_typing_a_source_compiles_its_callees_for_jitted_callers_only():
     point), nothing of ``_outer``, and nothing of what a stand-in replaces."""
     from numba.core import types
 
-    from pipeline.kernels.jit import _KernelDispatcher
-    from pipeline.kernels.typing_only import stand_in, typed, with_globals
+    from pipeline.compile.jit import _KernelDispatcher
+    from pipeline.compile.typing_only import stand_in, typed, with_globals
 
     source = with_globals(_outer, _never_compiled_here=stand_in(types.float64))
     assert typed(source, (np.int32(3),), like=_outer) == types.float64
@@ -302,7 +302,7 @@ def test_a_helper_only_kernels_call_reaches_machine_code_only_inside_them():
     and a library loaded from it links into a caller the same way."""
     from numba.core.registry import cpu_target
 
-    from pipeline.kernels.linked_only import KIND, LinkedOnlyLibrary
+    from pipeline.compile.linked_only import KIND, LinkedOnlyLibrary
 
     assert _kernel(np.int64(4)) == 13
     (helper,) = _helper.overloads.values()

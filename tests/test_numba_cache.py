@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pipeline.kernels.numba_cache import STAMP, clear_stale_caches
+from pipeline.compile.numba_cache import STAMP, clear_stale_caches
 
 HELPER = "from numba import njit\n\n@njit(cache=True)\ndef step(x):\n    return x + {}\n"
 CALLER = "from numba import njit\nfrom helper import step\n\n@njit(cache=True)\ndef kernel(x):\n    return step(x)\n"
@@ -28,7 +28,7 @@ def _tree(root: Path) -> Path:
 def _kernel(package: Path, guard_root: Path | None) -> int:
     """``kernel(1)`` in a fresh process, after ``clear_stale_caches(guard_root)`` if given."""
     guard = (
-        "from pathlib import Path; from pipeline.kernels.numba_cache import clear_stale_caches; "
+        "from pathlib import Path; from pipeline.compile.numba_cache import clear_stale_caches; "
         f"clear_stale_caches(Path({str(guard_root)!r}))"
     )
     code = textwrap.dedent(f"""

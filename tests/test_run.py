@@ -375,7 +375,7 @@ def test_workers_start_without_pandas_yet_can_use_it():
     pandas; conversions still work, and to_pandas still imports it when asked."""
     script = (
         "import sys\n"
-        "import pipeline.engine.preload\n"
+        "import pipeline.engine.worker_imports\n"
         "import pyarrow as pa\n"
         "assert pa.array(['a', None]).null_count == 1 and pa.table({'n': [1, 2]}).num_rows == 2\n"
         "print('pandas' in sys.modules)\n"
@@ -417,7 +417,7 @@ def test_the_fork_server_imports_without_collecting_and_freezes_what_it_imported
         "import pipeline.engine\n"  # the packages around the module, imported first
         "starts = []\n"
         "gc.callbacks.append(lambda phase, info: phase == 'start' and starts.append(info['generation']))\n"
-        "import pipeline.engine.preload\n"
+        "import pipeline.engine.worker_imports\n"
         "print(len(starts), gc.isenabled(), gc.get_threshold(), gc.get_freeze_count() > 100_000)\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, check=True)

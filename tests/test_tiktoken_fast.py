@@ -14,6 +14,7 @@ from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.compile.warm_steps import steps_for
 from pipeline.text import tiktoken_fast
 from pipeline.text.tiktoken_fast import FastEncoder
 from pipeline.text.tokenizers import load_tokenizer
@@ -111,12 +112,17 @@ def test_the_tokenizer_uses_it_only_where_its_kernels_are_compiled(monkeypatch):
     assert isinstance(tok._fast, FastEncoder)
 
 
+def _warmups(options: Tokenize.Options, input_bytes: float) -> list:
+    """The warm-up steps the tokenize stage declares for one source of this size."""
+    return [step for step, _ in steps_for(Tokenize.name, options, "web", input_bytes)]
+
+
 def test_a_run_compiles_it_only_when_its_input_is_large():
     options = Tokenize.Options(tokenizer="cl100k_base")
-    assert Tokenize.warmups(options, "web", FAST_ENCODER_MIN_BYTES - 1) == []
-    (step,) = Tokenize.warmups(options, "web", FAST_ENCODER_MIN_BYTES)[0]
+    assert _warmups(options, FAST_ENCODER_MIN_BYTES - 1) == []
+    (step,) = _warmups(options, FAST_ENCODER_MIN_BYTES)
     assert step.func is compile_fast_encoder and step.args == ("cl100k_base",)
-    assert Tokenize.warmups(Tokenize.Options(tokenizer="o200k_base"), "web", 1e12) == []  # a pattern it lacks
+    assert _warmups(Tokenize.Options(tokenizer="o200k_base"), 1e12) == []  # a pattern it lacks
 
 
 def test_planning_reads_a_named_encodings_pattern_without_loading_its_ranks(monkeypatch, tmp_path):
@@ -129,11 +135,11 @@ def test_planning_reads_a_named_encodings_pattern_without_loading_its_ranks(monk
     rank_file.write_bytes(tokenizers.load_named_ranks("r50k_base"))  # gpt2's ranks: a pattern it knows
     load_tokenizer.cache_clear()
     monkeypatch.setattr(tokenizers, "load_named_ranks", lambda name: pytest.fail(f"loaded {name}'s ranks"))
-    steps = {spec: Tokenize.warmups(Tokenize.Options(tokenizer=spec), "web", 1e12) for spec in ENCODINGS}
-    assert all(step.args == (spec,) for spec, [[step]] in steps.items())
-    assert Tokenize.warmups(Tokenize.Options(tokenizer="o200k_base"), "web", 1e12) == []
-    [[step]] = Tokenize.warmups(Tokenize.Options(tokenizer=str(rank_file)), "web", 1e12)
+    steps = {spec: _warmups(Tokenize.Options(tokenizer=spec), 1e12) for spec in ENCODINGS}
+    assert all(step.args == (spec,) for spec, [step] in steps.items())
+    assert _warmups(Tokenize.Options(tokenizer="o200k_base"), 1e12) == []
+    [step] = _warmups(Tokenize.Options(tokenizer=str(rank_file)), 1e12)
     assert step.args == (str(rank_file),)
     sentencepiece = SHARED_DATA and SHARED_DATA / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"
     if sentencepiece and sentencepiece.exists():
-        assert Tokenize.warmups(Tokenize.Options(tokenizer=str(sentencepiece)), "web", 1e12) == []
+        assert _warmups(Tokenize.Options(tokenizer=str(sentencepiece)), 1e12) == []

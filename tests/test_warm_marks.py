@@ -8,8 +8,8 @@ import os
 
 import pytest
 
+from pipeline.compile import numba_cache, warm_marks
 from pipeline.engine import warmup
-from pipeline.kernels import numba_cache, warm_marks
 
 
 class _Recorder:

@@ -1,5 +1,6 @@
 """Kernels compile once per machine, before the run, spread over the workers, each step
-waiting only for the steps it needs."""
+waiting only for the steps it needs: the steps the kernels' modules declare, found by the
+engine for the stages a config names."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import REPO, write_config, write_jsonl
 
+from pipeline.compile import warm_steps
 from pipeline.engine import warmup
 from pipeline.engine.config import load_config
 from pipeline.engine.executor import LocalExecutor
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import _planned_units
+from pipeline.engine.stage_registry import registry
 from pipeline.engine.warmup import warmup_plan
 from stages.quality import warmup as quality_warmup
 
@@ -52,7 +55,7 @@ def _names(steps) -> list[str]:
     return [getattr(step, "func", step).__name__ for step in steps]
 
 
-def test_each_step_waits_only_for_the_rounds_before_it_in_its_own_chain(tmp_path):
+def test_each_step_waits_only_for_the_steps_it_declares(tmp_path):
     config, units = _config(tmp_path)
     steps, after = warmup_plan(config, units)
     names = _names(steps)
@@ -76,23 +79,47 @@ def test_the_longest_chain_starts_first_and_short_steps_fill_in(tmp_path, monkey
     assert _names(warmup_plan(config, units)[0])[:2] == ["words", "web_rules"]
 
 
-def test_a_step_two_chains_share_runs_once_and_gates_both():
+def test_a_step_two_uses_share_runs_once_and_gates_both():
     def step(name):
         return functools.partial(_named, name)
 
     shared, a2, b2 = step("shared"), step("a2"), step("b2")
-    steps, waits = [], []
-    known = {}
-    for chain in ([[shared], [a2]], [[shared], [b2]]):
-        indices = [[warmup._add(s, steps, waits, known) for s in round_] for round_ in chain]
-        for i in indices[1]:
-            waits[i].update(indices[0])
-    assert len(steps) == 3 and waits == [set(), {0}, {0}]
-    paths = warmup._critical_paths(steps, waits)
-    assert paths[0] == 2 * warmup.DEFAULT_SECONDS and paths[1] == paths[2] == warmup.DEFAULT_SECONDS
+    steps, after = warm_steps.plan([[(shared, []), (a2, [shared])], [(step("shared"), []), (b2, [shared])]])
+    assert steps == [shared, a2, b2] and after == [[], [0], [0]]
+    waits = [set(), {0}, {0}]
+    paths = warm_steps._critical_paths(steps, waits)
+    assert paths[0] == 2 * warm_steps.DEFAULT_SECONDS and paths[1] == paths[2] == warm_steps.DEFAULT_SECONDS
     waits[0].add(1)
     with pytest.raises(ValueError, match="circle"):
-        warmup._critical_paths(steps, waits)
+        warm_steps._critical_paths(steps, waits)
+
+
+def test_a_step_declared_waits_only_for_steps_declared_before_it_and_used():
+    """``after`` names steps declared earlier; one that this use does not take is not
+    waited for, and a use that takes none of a stage's steps gets none."""
+
+    def first():
+        pass
+
+    with pytest.raises(ValueError, match="not declared before it"):
+        warm_steps.warms("a test stage", seconds=1.0, after=(first,))(_named)
+    warm_steps.warms("a test stage", seconds=2.0, uses=lambda options, source, size: () if size else None)(first)
+    warm_steps.warms("a test stage", seconds=1.0, after=(first,), uses=lambda o, source, size: (source,))(_named)
+    try:
+        assert first.compile_seconds == 2.0
+        [(only, before)] = warm_steps.steps_for("a test stage", None, "web", 0.0)
+        assert only.func is _named and only.args == ("web",) and before == []
+        (step, none), (_, waits) = warm_steps.steps_for("a test stage", None, "web", 1.0)
+        assert step is first and none == [] and waits == [first]
+        assert warm_steps.steps_for("a stage that declared nothing", None, "web", 1.0) == []
+    finally:
+        del warm_steps._DECLARED["a test stage"]
+
+
+def test_every_declared_step_is_for_a_stage_a_config_may_name():
+    registry()
+    assert warm_steps.declared_stages() - {warm_steps.EVERY_RUN} <= set(registry())
+    assert {"quality", "dedup", "extract", "tokenize"} <= warm_steps.declared_stages()
 
 
 def _named(name):
@@ -174,9 +201,9 @@ def test_one_source_kind_warms_only_its_kernels(tmp_path):
     assert quality_warmup.words not in functions and quality_warmup.code in functions
 
 
-# In a fresh process: the first round's steps, then every jitted function's signatures;
-# then the last round's web step, and which functions gained a signature (compiled, or
-# loaded from the cache). Only the two kernels round 1 is for may: any other means a
+# In a fresh process: the steps ``web`` waits for, then every jitted function's signatures;
+# then the ``web`` step, and which functions gained a signature (compiled, or loaded from
+# the cache). Only the two kernels ``web`` is for may: any other means a
 # helper was prepared at other types than web_batch calls it with, and compiles twice.
 CHECK = """
 import importlib, pkgutil, sys
@@ -192,10 +219,9 @@ def dispatchers():
                 if isinstance(value, Dispatcher) and value.py_func.__module__ == info.name:
                     found[f"{info.name}.{name}"] = value
     return found
-from stages.quality.stage import QualityStage
-warmup.words(QualityStage); warmup.web_rules(QualityStage)
+warmup.words(); warmup.web_rules()
 before = {name: set(d.signatures) for name, d in dispatchers().items()}
-warmup.web(QualityStage)
+warmup.web()
 after = {name: set(d.signatures) for name, d in dispatchers().items()}
 print(sorted(name for name in after if after[name] != before[name]))
 """
@@ -213,22 +239,20 @@ def test_the_web_kernel_finds_every_helper_prepared():
 def test_a_cached_web_kernel_is_not_typed_again(monkeypatch):
     """With ``web_batch`` in numba's cache, ``web_rules`` has nothing to prepare: ``web``
     loads the kernel whole. Typing its source cost every warm run half a second."""
-    from stages.quality.stage import QualityStage
-
-    quality_warmup.web(QualityStage)  # compiles web_batch into the cache, or loads it from there
+    quality_warmup.web()  # compiles web_batch into the cache, or loads it from there
 
     def typed(*args, **kwargs):
         raise AssertionError("web_rules typed the source of a kernel the cache holds")
 
     monkeypatch.setattr(quality_warmup, "typed", typed)
-    quality_warmup.web_rules(QualityStage)
+    quality_warmup.web_rules()
 
 
 # A helper first compiled for a jitted caller has no Python entry point: calling it from
 # Python compiles it again with one, in the process that compiled it and in the next one,
 # which finds it in numba's cache without one.
 KERNELS = """
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 @njit
 def inner(x):
     return x + 1
@@ -240,7 +264,7 @@ CALLS = """
 import sys
 sys.path.insert(0, sys.argv[1])
 import kernels
-from pipeline.kernels.jit import _KernelDispatcher
+from pipeline.compile.jit import _KernelDispatcher
 for call in sys.argv[2:]:
     print(call, eval(call, vars(kernels)))
 (cres,) = kernels.inner.overloads.values()

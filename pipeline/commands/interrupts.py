@@ -127,7 +127,7 @@ def _stop_again(unraisable) -> None:
     moment later, to be raised in the command's own code: Python printed "Exception
     ignored" and a traceback, and the command went on as if no key had been pressed.
     Sent from here, it would be handled here, where it cannot raise either; if the command
-    ends first, ``raise_pending`` raises it. (numba's compiles keep theirs, ``kernels/jit.py``.)"""
+    ends first, ``raise_pending`` raises it. (numba's compiles keep theirs, ``compile/jit.py``.)"""
     stop = unraisable.exc_value
     if not (isinstance(stop, KeyboardInterrupt) and _Phase.in_command):
         _stop_again.previous(unraisable)

@@ -12,7 +12,7 @@ every step: it kills the workers, tells its queues not to wait for data nobody w
 read, and raises one exception. A worker that dies (killed, out of memory, a crash in
 native code) is noticed within a fraction of a second and named with its task.
 
-Workers are forked from a server process that imported prep once (``preload.py``), which
+Workers are forked from a server process that imported prep once (``worker_imports.py``), which
 a run starts as soon as it has read its config, so it imports while the run plans: a worker
 is ready in milliseconds instead of about 1.3 CPU-seconds of imports and set-up per
 worker per run. Where a platform has no fork server, each worker is a fresh interpreter.
@@ -42,7 +42,7 @@ Task = tuple[Callable[..., Any], tuple]
 POLL_SECONDS = 0.2
 CLOSE_GRACE_SECONDS = 5.0
 FEEDER_GRACE_SECONDS = 1.0
-PRELOAD = "pipeline.engine.preload"
+PRELOAD = "pipeline.engine.worker_imports"
 HAS_FORK_SERVER = "forkserver" in multiprocessing.get_all_start_methods()
 
 
@@ -142,7 +142,7 @@ def _uninterrupted(start: Callable[[], None]) -> None:
 def start_fork_server(also_preload: Sequence[str] = ()):
     """The multiprocessing context workers start from, its fork server started now if the
     platform has one (it keeps running, idle, for the next run in this process). The
-    server imports ``preload.py`` and the modules ``also_preload`` names.
+    server imports ``worker_imports.py`` and the modules ``also_preload`` names.
 
     The server's environment is the one of its start: a worker takes its run's own
     environment from the main process instead (``_worker``). What libraries read from the

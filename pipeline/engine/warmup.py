@@ -1,46 +1,32 @@
 """Compiling a run's numba kernels once per machine, before its first unit, with every
-worker compiling a different part (``Stage.warmups`` says what, and which part waits for
-which).
+worker compiling a different part: the steps the kernels' modules declare
+(``pipeline/compile/warm_steps.py``) for each stage of the config and each source it sees,
+in the order ``warm_steps.plan`` gives, as tasks on the run's executor.
 
 Without it each worker compiles every kernel it meets on its own: on a cold cache, two
 workers spent the same 40 CPU-seconds side by side, and a cluster's every process does.
-The steps are tasks on the run's executor, so they spread over the workers (locally, or
-on Ray's nodes, which share what they compiled when ``NUMBA_CACHE_DIR`` points at a shared
-folder; see the README). With a warm cache a step only loads its kernels: a fraction of a
-second.
-
-A stage gives its steps as rounds, and a step waits only for the rounds before it in its
-own stage and source, not for a barrier across all of them: a worker that finishes early
-takes the next step that is ready, so no core idles while another compiles a long step.
-Which is next is decided by how long the longest chain of steps still waiting behind it
-is (list scheduling by critical path), so the chain that ends the warm-up starts first.
-A step may carry ``compile_seconds``, the CPU-seconds it took on a cold cache (measured,
-``DEFAULT_SECONDS`` if not), for that ranking. Besides the stages' kernels and the
-engine's own (``engine_kernels``), one step writes the bytecode of prep's own modules
-(``bytecode.py``).
+As executor tasks the steps spread over the workers (locally, or on Ray's nodes, which
+share what they compiled when ``NUMBA_CACHE_DIR`` points at a shared folder; see the
+README). Besides the stages' steps every run takes the engine's own kernels
+(``engine_kernels``) and the bytecode of prep's own modules (``compile/bytecode.py``).
 """
 
 from __future__ import annotations
 
-import functools
-import pickle
-from collections.abc import Callable
-
 import pyarrow as pa
 
-from pipeline.engine.bytecode import compile_bytecode, sources_stamp
+from pipeline.compile import bytecode  # noqa: F401  (declares its step: every run writes prep's bytecode)
+from pipeline.compile.warm_marks import all_marked, mark, mark_names
+from pipeline.compile.warm_steps import EVERY_RUN, Step, plan, steps_for, warms
 from pipeline.engine.config import Config
 from pipeline.engine.plan import Unit
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.stage_registry import registry
 from pipeline.kernels.hashing import id_hashes
-from pipeline.kernels.warm_marks import all_marked, mark, mark_names
 from pipeline.readers.nesting import too_deep_lines
 
-Step = Callable[[], object]
-DEFAULT_SECONDS = 1.0
 
-
+@warms(EVERY_RUN, seconds=1.0)
 def engine_kernels() -> None:
     """The kernels every unit runs whatever its stages: the JSON readers' nesting scan,
     and the hash of the ids a unit reads (for the duplicate-id check). Without the
@@ -49,79 +35,24 @@ def engine_kernels() -> None:
     id_hashes(pa.array(["an id"]))
 
 
-engine_kernels.compile_seconds = 1.0
-
-
-def compile_seconds(step: Step) -> float:
-    return getattr(getattr(step, "func", step), "compile_seconds", DEFAULT_SECONDS)
-
-
 def warmup_plan(
     config: Config, units: list[Unit], sizes: dict[tuple[str, str], float] | None = None
 ) -> tuple[list[Step], list[list[int]]]:
-    """The distinct steps of every stage for every source it sees, in the order free
-    workers take them, and for each the indices of the steps it waits for (all earlier
-    in the list, so the list order is also a valid order for one worker). ``sizes``: the
-    bytes each (source, unit) holds, when known.
-
-    Steps are ranked by their critical path: their own seconds plus the longest chain of
-    rounds after them. A step two chains share (the same picklable step) runs once and
-    gates the rounds after it in both."""
-    chains: list[list[list[Step]]] = [[[engine_kernels]], [[functools.partial(compile_bytecode, sources_stamp())]]]
+    """The steps of every stage for every source it sees, ordered (``warm_steps.plan``).
+    ``sizes``: the bytes each (source, unit) holds, when known. A stage's steps are
+    declared once the registry has imported its modules; a config without stages imports
+    none of them."""
     sources = sorted({unit.source for unit in units})
     source_bytes = {source: 0.0 for source in sources}
     for (source, _), size in (sizes or {}).items():
         source_bytes[source] = source_bytes.get(source, 0.0) + size
+    uses = [steps_for(EVERY_RUN, None, "", 0.0)]
     for stage in config.stages:
         cls = registry()[stage.name]
         for source in filter(stage.applies_to, sources):
             options = cls.Options(**{**stage.options, **stage.per_source.get(source, {})})
-            chains.append(cls.warmups(options, source, source_bytes[source]))
-    steps: list[Step] = []
-    waits: list[set[int]] = []
-    known: dict[bytes, int] = {}
-    for chain in chains:
-        indices = [[_add(step, steps, waits, known) for step in round_] for round_ in chain]
-        for before, after in zip(indices, indices[1:], strict=False):
-            for i in after:
-                waits[i].update(before)
-    rank = _critical_paths(steps, waits)
-    order = sorted(range(len(steps)), key=lambda i: -rank[i])  # stable: ties keep the order added
-    position = {i: k for k, i in enumerate(order)}
-    return [steps[i] for i in order], [sorted(position[j] for j in waits[i]) for i in order]
-
-
-def _add(step: Step, steps: list[Step], waits: list[set[int]], known: dict[bytes, int]) -> int:
-    """Index of ``step`` among ``steps``, added if new."""
-    key = pickle.dumps(step)
-    if key not in known:
-        known[key] = len(steps)
-        steps.append(step)
-        waits.append(set())
-    return known[key]
-
-
-def _critical_paths(steps: list[Step], waits: list[set[int]]) -> list[float]:
-    """For each step, its seconds plus those of the longest chain of steps waiting on it.
-    A step's path is longer than any of its waiters' (seconds are positive), so ordering
-    by it never puts a step before one it waits for."""
-    waiters: list[list[int]] = [[] for _ in steps]
-    for i, before in enumerate(waits):
-        for j in before:
-            waiters[j].append(i)
-    paths: dict[int, float] = {}
-    open_: set[int] = set()
-
-    def path(i: int) -> float:
-        if i not in paths:
-            if i in open_:
-                raise ValueError(f"warm-up steps wait for each other in a circle: {steps[i]!r}")
-            open_.add(i)
-            after = max((path(j) for j in waiters[i]), default=0.0)
-            paths[i] = max(compile_seconds(steps[i]), 1e-3) + after
-        return paths[i]
-
-    return [path(i) for i in range(len(steps))]
+            uses.append(steps_for(stage.name, options, source, source_bytes[source]))
+    return plan(uses)
 
 
 def warmup_task(step: Step, progress=None) -> None:

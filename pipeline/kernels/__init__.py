@@ -6,9 +6,7 @@ primitives (SplitMix64 finaliser, FNV-1a). Before, each stage kept its own copy,
 copies drift; a change to one of these changes every hash or signal built on it.
 
 Nothing here imports the engine (``pipeline.engine.run``, ``unit``, ``config``...), so a stage
-can import it without pulling the engine in; only numpy, numba and pyarrow.
-
-numba's on-disk cache checks only the caller's own source file, and these helpers are
-compiled into their callers: ``numba_cache`` (run when ``pipeline`` is imported) deletes
-the cached kernels whenever a source file changed, so none keeps an old helper or constant.
+can import it without pulling the engine in; only numpy, numba, pyarrow and
+``pipeline.compile`` (prep's ``njit``, and the cache clean-up that keeps these helpers
+honest inside their callers' cached code).
 """

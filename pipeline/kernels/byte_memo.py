@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import fnv1a, mix64
 
 # Fields of an entry (a row of ``entries``) and of ``fill``.

@@ -12,8 +12,8 @@ import os
 import numpy as np
 import pyarrow as pa
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.buffers import string_buffers
-from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import fnv1a, splitmix64
 
 

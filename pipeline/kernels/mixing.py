@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # 2**64 / golden ratio, odd: SplitMix64's increment
 FNV_OFFSET = np.uint64(0xCBF29CE484222325)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 
 @njit(_nrt=False)

@@ -58,7 +58,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 WINDOW_SEED_TAG = 0x77696E  # keeps window shuffles independent of document shuffles
 SHARE_WINDOW_TOKENS = 1_000_000  # the window ``prep mix`` holds shares in (``window_shares``)

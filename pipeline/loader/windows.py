@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.loader.order import DocumentStream
 
 

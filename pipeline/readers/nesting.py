@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 from numba.cpython.unsafe.numbers import trailing_zeros  # LLVM's cttz
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import FNV_PRIME, fnv1a, mix64, mix64_nonzero
 
 # Real corpora nest a few levels (C4: 1; RedPajama's meta: 2-3; chat trees rarely past

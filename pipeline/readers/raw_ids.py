@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.readers.nesting import (
     BACKSLASH,
     CLOSERS,

@@ -35,7 +35,7 @@ import hashlib
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 SPACE = -2  # whitespace: ends a word
 PUNCT = -1  # punctuation and symbols

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import fnv1a_nonzero
 from pipeline.text import char_tables_data
 

@@ -12,9 +12,9 @@ order: text holding a code point whose class tiktoken's regex tables may see oth
 longer than the caller's bound (``TiktokenTokenizer`` cuts those into pieces first).
 
 Compiling the kernels costs about 3.5 CPU-seconds, more than tiktoken takes for a small
-run's text: a run compiles them in its warm-up only when its input is large
-(``Tokenize.warmups``), and the encoder is used where they are compiled (in numba's
-cache, so on every later run), tiktoken otherwise. Both give the same ids.
+run's text: a run compiles them in its warm-up only when its input is large (the step
+``stages/tokenize.py`` declares), and the encoder is used where they are compiled (in
+numba's cache, so on every later run), tiktoken otherwise. Both give the same ids.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, mix64
 from pipeline.kernels.utf8 import decode_lenient
 from pipeline.text.casefold import PUNCT, SPACE, fold, fold_py

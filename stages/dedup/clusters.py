@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.compile.jit import njit
 from pipeline.formats import partfile
-from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64, splitmix64
 
 EDGE = np.dtype([("u", "<i8"), ("v", "<i8")])

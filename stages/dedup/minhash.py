@@ -38,8 +38,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.buffers import is_string, string_buffers
-from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, GOLDEN_GAMMA, fnv1a, mix64
 from pipeline.kernels.utf8 import decode_lenient
 from pipeline.text.casefold import SPACE, fold

@@ -35,10 +35,9 @@ whose signature is null or of another shape gets no LSH keys (``dedup.unsigned``
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -57,7 +56,7 @@ from pipeline.stage import (
     finalize_here,
     register,
 )
-from stages.dedup import clusters, rounds, warmup
+from stages.dedup import clusters, rounds
 from stages.dedup.minhash import Signer
 from stages.dedup.rounds import DONE_FILE
 from stages.dedup.shipped import ShippedSignatures
@@ -124,10 +123,6 @@ class Dedup(GlobalStage):
         self._table: UnitTable | None = None  # loaded once per process for the filter phase
         self._table_from: Path | None = None
         self._unit: dict | None = None
-
-    @classmethod
-    def warmups(cls, options: Dedup.Options, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
-        return [[functools.partial(warmup.rehearse, cls, options)]]
 
     # -- shared -----------------------------------------------------------------------
 

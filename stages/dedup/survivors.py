@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from stages.dedup.minhash import jaccard_sorted
 from stages.dedup.store import fixed_binary_matrix, list_values
 

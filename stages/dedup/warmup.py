@@ -1,5 +1,6 @@
-"""Compiling dedup's kernels before a run (see ``Stage.warmups``): every phase once, on a
-few sample pages in a temporary folder, with the run's options (``verify`` adds kernels).
+"""Compiling dedup's kernels before a run (a step declared with ``@warms``): every phase
+once, on a few sample pages in a temporary folder, with the run's options (``verify``
+adds kernels). The package imports this module, so the step is declared with the stage.
 
 Map (signatures, band keys), reduce and finalize all run on the workers; a
 rehearsal on one worker leaves all of them in numba's cache for the others to load.
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from pipeline.compile.warm_steps import warms
 from pipeline.formats.documents import ID, SOURCE, TEXT
 from pipeline.stage import UnitContext
+from stages.dedup.stage import Dedup
 
 PAGE = (
     "The committee met on Tuesday to review the plan for the new library and agreed that "
@@ -25,9 +28,11 @@ PAGE = (
 PAGES = [PAGE, PAGE, PAGE.replace("Tuesday", "Monday"), "Rain is expected over the hills tonight, then sun."]
 
 
-def rehearse(stage_class, options) -> None:
+# ``seconds``: CPU-seconds on a cold cache (the engine ranks warm-up steps with it).
+@warms(Dedup.name, seconds=2.5, uses=lambda options, source, input_bytes: (options,))
+def rehearse(options: Dedup.Options) -> None:
     # Computed signatures: the same kernels as shipped ones (which the sample pages lack).
-    stage = stage_class(replace(options, index_from="", partitions=2, signatures=""))
+    stage = Dedup(replace(options, index_from="", partitions=2, signatures=""))
     batch = pa.RecordBatch.from_pydict(
         {ID: [f"warmup-{i}" for i in range(len(PAGES))], TEXT: PAGES, SOURCE: ["warmup"] * len(PAGES)}
     )
@@ -43,6 +48,3 @@ def rehearse(stage_class, options) -> None:
         stage.open_unit(unit)
         stage.process(batch, "warmup")
         stage.close_unit(unit)
-
-
-rehearse.compile_seconds = 2.5  # CPU-seconds on a cold cache (the engine ranks warm-up steps with it)

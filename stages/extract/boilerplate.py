@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
+from pipeline.compile.warm_steps import warms
 
 _NEWLINE, _LT, _GT, _AMP, _SLASH, _SPACE, _A = 0x0A, 0x3C, 0x3E, 0x26, 0x2F, 0x20, 0x61
 # A line with the copyright sign and at most this many words is a legal notice (a site's
@@ -47,6 +48,12 @@ def plain_text(minimal_html: str) -> str:
     data = np.frombuffer(minimal_html.encode(), np.uint8)
     out = np.empty(len(data), np.uint8)
     return out[: link_lines_to_text(data, out)].tobytes().decode()
+
+
+@warms("extract", seconds=1.0)
+def warm_link_lines() -> None:
+    """A warm-up step: compile the kernel that drops link-only and notice lines."""
+    plain_text('<p><a href="/">x</a> y &amp; z</p>')
 
 
 @njit(_nrt=False)

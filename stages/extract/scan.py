@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
+from pipeline.compile.warm_steps import warms
 
 HEAD_BYTES = 8192  # how much of a page's start the control-byte count reads
 
@@ -219,3 +220,11 @@ def page_buffers(pages) -> tuple[np.ndarray, np.ndarray]:
     offsets = np.frombuffer(off_buf, np.int64 if large else np.int32)[pages.offset : pages.offset + n + 1]
     data = np.frombuffer(data_buf, np.uint8) if data_buf is not None else np.zeros(0, np.uint8)
     return data, offsets.astype(np.int64)
+
+
+@warms("extract", seconds=1.0)
+def warm_scan() -> None:
+    """A warm-up step: compile the scan kernel."""
+    import pyarrow as pa
+
+    PageScan(pa.array([b"<html><body><div><p>x</p></div></body></html>"]), 10, 100)

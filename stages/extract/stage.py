@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from stages.extract import boilerplate, scan
+from stages.extract import scan
 from stages.extract.decode import bom_codec, codec_for, decode, is_wide
 from stages.extract.extractors import EXTRACTORS, MODES, RESILIPARSE, Extractor, missing_library
 
@@ -75,10 +75,6 @@ class Extract(Stage):
     @classmethod
     def added_columns(cls, options: Extract.Options) -> tuple[str, ...]:
         return (TITLE, EXTRACTOR)
-
-    @classmethod
-    def warmups(cls, options: Extract.Options, source: str, input_bytes: float) -> list:
-        return [[warm_scan, warm_link_lines]]
 
     def _html_column(self, batch: pa.RecordBatch) -> str:
         names = batch.schema.names
@@ -160,13 +156,3 @@ class Extract(Stage):
             batch = batch.drop_columns([HTML])
         changed = int(pc.sum(kept).as_py() or 0)
         return StageOutput(batch, drop_reason=reason, changed=changed, counters=counters, detail=pa.array(details))
-
-
-def warm_scan() -> None:
-    """Compile the scan kernel (a warmup step: ``Stage.warmups``)."""
-    scan.PageScan(pa.array([b"<html><body><div><p>x</p></div></body></html>"]), 10, 100)
-
-
-def warm_link_lines() -> None:
-    """Compile the kernel that drops link-only and notice lines from resiliparse's text (a warmup step)."""
-    boilerplate.plain_text('<p><a href="/">x</a> y &amp; z</p>')

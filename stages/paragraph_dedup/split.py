@@ -30,8 +30,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.buffers import string_array, string_buffers
-from pipeline.kernels.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
 from pipeline.kernels.utf8 import n_chars
 

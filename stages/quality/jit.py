@@ -7,14 +7,14 @@ which made word splitting 100x slower than the work itself; inlining everything
 instead made compilation take minutes. Leaves take their arrays as borrowed pointers.
 ``kernel`` is for the per-batch / per-document drivers that allocate scratch.
 
-Both cache what they compile (``pipeline/kernels/jit.py``); ``pipeline/kernels/numba_cache.py``
+Both cache what they compile (``pipeline/compile/jit.py``); ``pipeline/compile/numba_cache.py``
 deletes those caches when any source of prep changed, because numba checks a cached kernel
 only against its own file while it carries everything it calls.
 """
 
 from __future__ import annotations
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 
 
 def leaf(fn):

@@ -20,7 +20,6 @@ sources in other languages (see the README of the stage options).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -31,7 +30,7 @@ from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import is_string, string_array, string_buffers
 from pipeline.stage import Stage, StageOutput, register, threshold_detail
 from pipeline.text.char_tables import kernel_tables, tables
-from stages.quality import kernels, warmup
+from stages.quality import kernels
 from stages.quality.chunk_memo import chunk_memo
 from stages.quality.rules import DECIDE, Decider, QualityOptions, gopher_rules, rule_table
 from stages.quality.signals import FW_LINES, INT, NGRAM_BASE, columns, pack_params
@@ -73,10 +72,6 @@ class QualityStage(Stage):
     @classmethod
     def added_columns(cls, options: QualityOptions) -> tuple[str, ...]:
         return tuple(name for name, _, _ in _columns(options))
-
-    @classmethod
-    def warmups(cls, options: QualityOptions, source: str, input_bytes: float) -> list[list[Callable[[], object]]]:
-        return [[functools.partial(step, cls) for step in steps] for steps in warmup.ROUNDS[options.rule_set(source)]]
 
     def signals(
         self, text: pa.Array, rule_set: str, web_kernel: Callable = kernels.web_batch

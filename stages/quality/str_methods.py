@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
 from pipeline.text.char_tables import LINEBREAK, SPACE
 from stages.quality.jit import leaf

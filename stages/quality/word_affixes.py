@@ -9,7 +9,7 @@ character classes of ``pipeline/text/char_tables.py``.
 
 from __future__ import annotations
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.utf8 import decode, prev_start
 from pipeline.text.char_tables import (
     SP_ALPHA,

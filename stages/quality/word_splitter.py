@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.utf8 import decode
 from pipeline.text.char_tables import SPACE, byte_set_find, sketch_slot
 from stages.quality.chunk_memo import MAX_BYTES, chunk_hash, recall, remember

@@ -23,7 +23,7 @@ import functools
 
 import numpy as np
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import FNV_OFFSET, FNV_PRIME, mix64_nonzero
 from pipeline.kernels.utf8 import decode, prev_start
 from pipeline.text.char_tables import WORD, tables

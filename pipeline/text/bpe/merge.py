@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, values_of
-from pipeline.kernels.jit import njit
 from pipeline.text.bpe.pretokenize import cl100k_piece, r50k_piece
 
 NO_RANK = np.int64(1) << 40

@@ -24,7 +24,7 @@ the next piece (``\\s+(?!\\S)`` backtracks one), and a single one is a piece (``
 
 from __future__ import annotations
 
-from pipeline.kernels.jit import njit
+from pipeline.compile.jit import njit
 from pipeline.kernels.utf8 import decode
 from pipeline.text.bpe.classes import LETTER, NUMBER, OTHER, SPACE, UNKNOWN
 

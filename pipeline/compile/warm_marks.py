@@ -21,7 +21,7 @@ import os
 import pickle
 from pathlib import Path
 
-from pipeline.kernels.numba_cache import kernel_sources, marks_folder
+from pipeline.compile.numba_cache import kernel_sources, marks_folder
 
 
 def _machine() -> bytes:

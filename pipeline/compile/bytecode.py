@@ -1,5 +1,5 @@
-"""prep's own modules compiled to bytecode once per install: a warm-up step beside the
-kernels' (``warmup.py``).
+"""prep's own modules compiled to bytecode once per install: a warm-up step every run
+declares beside the kernels' (``warm_steps.py``).
 
 Why: Python keeps a module's bytecode (``__pycache__/*.pyc``) when it first imports it,
 unless told not to: ``PYTHONDONTWRITEBYTECODE``, which container images and CI machines
@@ -23,8 +23,9 @@ import compileall
 import hashlib
 from pathlib import Path
 
-from pipeline.kernels.numba_cache import ROOT
-from pipeline.kernels.warm_marks import files_key
+from pipeline.compile.numba_cache import ROOT
+from pipeline.compile.warm_marks import files_key
+from pipeline.compile.warm_steps import EVERY_RUN, warms
 
 PACKAGES = ("pipeline", "stages")
 
@@ -35,11 +36,9 @@ def sources_stamp(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> st
     return hashlib.sha256(files_key(paths)).hexdigest()
 
 
+@warms(EVERY_RUN, seconds=0.3, uses=lambda options, source, input_bytes: (sources_stamp(),))
 def compile_bytecode(stamp: str, root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> None:
     """Writes the missing or outdated bytecode of ``packages`` (atomically, as ``py_compile``
     writes). ``stamp``: the sources' ``sources_stamp``, for the warm-up mark only."""
     for package in packages:
         compileall.compile_dir(root / package, quiet=2)
-
-
-compile_bytecode.compile_seconds = 0.3

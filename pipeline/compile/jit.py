@@ -42,8 +42,8 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime.nrt import rtsys
 
-from pipeline.kernels.linked_only import KernelCompiler
-from pipeline.kernels.numba_setup import arraymath_without_scipy  # (and cheaper compile bookkeeping)
+from pipeline.compile.linked_only import KernelCompiler
+from pipeline.compile.numba_setup import arraymath_without_scipy  # (and cheaper compile bookkeeping)
 
 
 class _KernelCache(FunctionCache):

@@ -8,7 +8,8 @@ way. The same holds for a module-level constant a kernel reads (the column numbe
 ``stages/quality/signals.py``), which numba freezes into the compiled code. So
 ``clear_stale_caches`` runs when ``pipeline`` is imported, before any kernel loads: it
 hashes the contents of every source file in the folders that hold kernels and what they
-read (``KERNEL_FOLDERS``; about 100 files, a few milliseconds), and when that hash differs
+read (``KERNEL_FOLDERS``; about 100 files, a few milliseconds; this room's among them, as
+``jit`` decides what every kernel compiles to), and when that hash differs
 from the one stamped beside the caches, deletes every cached kernel of those folders
 (``*.nbi``, ``*.nbc``), so each recompiles once on first use. An edit to the engine or a
 command leaves the caches alone; ``tests/test_architecture.py`` checks that no kernel
@@ -30,7 +31,14 @@ from pathlib import Path
 from pipeline.util.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
-KERNEL_FOLDERS = ("pipeline/kernels", "pipeline/loader", "pipeline/readers", "pipeline/text", "stages")
+KERNEL_FOLDERS = (
+    "pipeline/compile",
+    "pipeline/kernels",
+    "pipeline/loader",
+    "pipeline/readers",
+    "pipeline/text",
+    "stages",
+)
 STAMP = "prep-numba-sources.sha256"
 MARKS = "prep-warm-marks"  # ``warm_marks``' folder beside the caches
 
