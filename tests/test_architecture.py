@@ -83,7 +83,7 @@ def _room(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "stages":
         return "stages"
-    if module == "pipeline.stage":
+    if module in ("pipeline.stage", "pipeline.phases"):
         return "contract"
     if module == "pipeline.__main__":
         return "entry"

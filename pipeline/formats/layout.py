@@ -162,6 +162,12 @@ class Layout:
     def global_work(self, segment: int) -> Path:
         return self.out / self.WORK / "global" / str(segment)
 
+    def global_work_key(self, segment: int, relative: str = "") -> str:
+        """The store's key of ``relative`` (a file, folder or glob of a global stage's work
+        folder, as ``formats.work_files`` names them) under segment ``segment``'s folder."""
+        folder = self.key(self.global_work(segment))
+        return f"{folder}/{relative}" if relative else folder
+
     @property
     def id_work(self) -> Path:
         """Each unit's sorted id hashes, for the run's duplicate-id check."""
