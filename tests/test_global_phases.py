@@ -28,7 +28,7 @@ from pipeline.formats.work_files import OneFile, PerIndex, PerUnit
 from pipeline.kernels.hashing import id_hashes
 from pipeline.phases import Filter, Finalize, Map, Numbering, Phases, Reduce, check_partitions
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
-from pipeline.util.atomic import save_npy_atomic, write_json_atomic
+from pipeline.util.atomic import save_npy_atomic
 
 HASHES = PerUnit("map", ".hashes")  # (hash, row) records of a unit, partitioned by hash
 IDS = PerUnit("map", ".ids.arrow")  # a unit's ids, one row per document: the numbering's attributes
@@ -123,9 +123,7 @@ def test_a_global_stage_declared_in_a_test_runs_through_prep_run(tmp_path):
     _run(config, out)
     layout = Layout(out)
     kept = sorted(i for f in layout.doc_files("web") for i in pq.read_table(f).column("id").to_pylist())
-    rejected = {
-        row["id"]: row["reason"] for f in layout.reject_files("web") for row in pq.read_table(f).to_pylist()
-    }
+    rejected = {row["id"]: row["reason"] for f in layout.reject_files("web") for row in pq.read_table(f).to_pylist()}
     # Units in name order (a before b), rows in order: the first of each text survives.
     assert kept == ["a0", "a1", "a3"]
     assert rejected == {"a2": "hash-duplicate", "b0": "hash-duplicate", "b1": "hash-duplicate"}
