@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.formats.unit_table import UnitTable
-from pipeline.formats.work_files import PerUnit, WorkFiles
+from pipeline.formats.work_files import PerUnit, WorkFiles, family_folder
 
 Counters = dict[str, int]
 
@@ -152,6 +152,9 @@ class Phases:
     reduce: Reduce | None = None
     numbering: Numbering | None = None
     kept: tuple[WorkFiles, ...] = ()  # what a later run may read (an index) or a user looks up
+    # False: these options need no whole-run phase (``classify`` without ``keep_top``); the
+    # stage then runs per document, never bound, unless another source's options need them.
+    whole_run: bool = True
 
 
 def globs(files: tuple[WorkFiles, ...]) -> tuple[str, ...]:
@@ -164,7 +167,7 @@ def finalize_here(finalize: Finalize, work_dir: Path) -> Counters:
     done: list[list[Counters]] = []
     while isinstance(step := finalize.plan(done), Round):
         for files in step.drops:
-            path = Path(work_dir) / files.folder
+            path = family_folder(work_dir, files)
             if path.is_dir():
                 shutil.rmtree(path)
             elif path.exists():
@@ -208,7 +211,7 @@ def sized(stage: Any, input_bytes: float) -> dict[str, Any]:
     the answer for its resumes (an input that grows before a resume changes nothing).
     ``stage``: a ``GlobalStage`` built with the config's options."""
     phases, options = stage.phases(), stage.options
-    if phases is None or getattr(options, "partitions", None) != 0:
+    if not phases.whole_run or getattr(options, "partitions", None) != 0:
         return {}
     numbering = phases.numbering
     if numbering is not None and numbering.imports:

@@ -161,9 +161,9 @@ class GlobalStage(Stage):
     # built outside a run (a benchmark, a test) with it unsized gets the count of earlier versions.
     UNSIZED_PARTITIONS: ClassVar[int] = 32
 
-    def phases(self) -> Phases | None:
-        """The phases these options need; None: none (``classify`` without ``keep_top``),
-        and the stage runs per document: never bound, ``process`` does the work alone."""
+    def phases(self) -> Phases:
+        """The phases, as these options declare them (``Phases.whole_run``: whether they
+        need them at all)."""
         raise NotImplementedError
 
     def bind(self, work_dir: Path) -> None:

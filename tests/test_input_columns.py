@@ -96,7 +96,7 @@ def _processed(cls, options, batch: pa.RecordBatch, tmp: Path) -> pa.RecordBatch
     ctx = UnitContext(out_dir=tmp / "out", source="web", unit="u0")
     stage = cls(options)
     phases = stage.phases() if isinstance(stage, GlobalStage) else None
-    if phases is not None:
+    if phases is not None and phases.whole_run:
         work = tmp / "work"
         work.mkdir()
         phases.map.run(iter([batch]), ctx, work)

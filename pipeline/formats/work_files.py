@@ -90,3 +90,9 @@ class OneFile:
 
 # A family of any shape: what a phase names among its reads, slices, drops and kept files.
 WorkFiles = PerUnit | PerIndex | OneFile
+
+
+def family_folder(work: Path, files: WorkFiles) -> Path:
+    """The folder (or, for a ``OneFile``, the file) under ``work`` that holds ``files``
+    alone: what removing the family removes."""
+    return Path(work) / files.folder

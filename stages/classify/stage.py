@@ -59,16 +59,15 @@ class Classify(GlobalStage):
     def files(cls, options: Classify.Options) -> list[str]:
         return [spec.path for spec in options.specs]
 
-    def phases(self) -> Phases | None:
+    def phases(self) -> Phases:
         """Only a keep_top model needs the whole run; min_score alone scores in ``process``.
         No reduce: finalize reads the scores of every unit itself."""
-        if all(spec.keep_top is None for spec in self.specs):
-            return None
         return Phases(
             map=Map(self.map_unit, writes=(SCORES,)),
             finalize=Finalize.once(self.finalize, reads=(SCORES,)),
             filter=Filter(reads=(THRESHOLDS, SCORES)),
             kept=(THRESHOLDS,),  # each source's cut, a few hundred bytes: the score files go
+            whole_run=any(spec.keep_top is not None for spec in self.specs),
         )
 
     # -- map: score every document once ---------------------------------------------------
