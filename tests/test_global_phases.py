@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -136,3 +136,25 @@ def test_a_global_stage_declared_in_a_test_runs_through_prep_run(tmp_path):
     before = {p: p.read_bytes() for p in (out / "docs").rglob("*.parquet")}
     _run(config, out)  # a finished run again: every phase's markers are there
     assert {p: p.read_bytes() for p in (out / "docs").rglob("*.parquet")} == before
+
+
+@register
+class Undeclared(ExactHash):
+    """The same stage, its map declaring only one of the two files it writes."""
+
+    name = "toy_undeclared"
+
+    def phases(self) -> Phases:
+        return replace(super().phases(), map=Map(self.map, writes=(HASHES,)))
+
+
+def test_a_map_that_writes_an_undeclared_file_is_refused(tmp_path):
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a0", "text": "alpha " * 40}])
+    config = write_config(
+        tmp_path / "run.toml",
+        f'[sources.web]\npaths = ["{tmp_path / "in"}/*.jsonl"]\n\n[[stages]]\nname = "toy_undeclared"\n',
+    )
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(tmp_path / "out"), "-w", "1", "-q"])
+    assert result.exit_code != 0
+    assert "toy_undeclared: its map wrote files its phases do not declare" in result.output
+    assert "a.jsonl.ids.arrow)" in result.output  # the file, named

@@ -134,7 +134,11 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     work = layout.global_work(segment_index)
     work.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
-    counters = stage.phases().map.run(batches(), ctx, work)
+    declared = stage.phases().map
+    counters = declared.run(batches(), ctx, work)
+    _check_declared(
+        stage.name, set(ctx.pending.values()), {f.path(work, unit.source, unit.name) for f in declared.writes}
+    )
     phase = Layout.map_phase(segment_index)
     write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
     commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
@@ -167,6 +171,14 @@ def finalize_task(
         (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
         forget=step.drops,
     )
+
+
+def _check_declared(name: str, written: set, declared: set) -> None:
+    """A map writes only the files its declaration names (a unit it skips may write
+    none): an undeclared one would never reach the tasks that read it on another machine."""
+    if not written <= declared:
+        odd = ", ".join(sorted(str(p) for p in written - declared))
+        raise RuntimeError(f"{name}: its map wrote files its phases do not declare ({odd})")
 
 
 def _stage(config: Config, segment_index: int):
