@@ -139,13 +139,13 @@ def prep_score(spec, batches: list[pa.RecordBatch]) -> np.ndarray:
 
 def prep_map_unit(stage, batches: list[pa.RecordBatch], work: Path) -> np.ndarray:
     from pipeline.stage import UnitContext
-    from stages.classify.stage import _column, _field, _read, _scores_path
+    from stages.classify.stage import SCORES, _column, _field, _read
 
     unit = UnitContext(out_dir=work, source="web", unit="bench")
     stage.map_unit(iter(batches), unit, work)
     ((tmp, final),) = unit.pending.items()
     os.replace(tmp, final)
-    return _column(_read(_scores_path(work, "web", "bench")), _field(stage.specs[0].name))
+    return _column(_read(SCORES.path(work, "web", "bench")), _field(stage.specs[0].name))
 
 
 def fasttext_loop_top(model, wanted: str, texts: list[str], binary: bool) -> np.ndarray:

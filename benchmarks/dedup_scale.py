@@ -34,9 +34,11 @@ import pyarrow.compute as pc
 from pipeline.compile.warm_steps import steps_for
 from pipeline.engine.slices import THREADS as SLICE_THREADS
 from pipeline.formats import partfile
-from pipeline.stage import FinalizeRound, UnitContext
+from pipeline.formats.unit_table import DocStore, UnitTable
+from pipeline.phases import Round
+from pipeline.stage import UnitContext
 from stages.dedup import Dedup
-from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path
+from stages.dedup.store import BAND_RECORD, BANDS
 
 WORDS_PER_DOC = 40
 C4_DOCS_PER_TB = 450e6  # c4/en: 365M documents in about 800 GB of JSON
@@ -84,9 +86,9 @@ def finalize_timed(stage: Dedup, work: Path) -> tuple[dict, list[dict]]:
     per round, its kind, tasks, wall and CPU seconds (the per-task rates of the projection)."""
     done: list[list[dict]] = []
     rounds: list[dict] = []
-    while isinstance(step := stage.finalize_plan(done), FinalizeRound):
-        for rel in step.drops:
-            shutil.rmtree(work / rel, ignore_errors=True)
+    while isinstance(step := stage.finalize_plan(done), Round):
+        for files in step.drops:
+            shutil.rmtree(work / files.folder, ignore_errors=True)
         sliced = sum(_size(work, pattern) for pattern in step.slices)
         results, wall, cpu = [], [], []
         for task in range(step.tasks):
@@ -112,7 +114,7 @@ def fixed_costs(stage: Dedup, work: Path, units: int) -> dict[str, float]:
     of every unit's band file), and opening a unit's docs file (a members task opens those
     of its range's units); bytes per document of the band and docs files. Median of
     repeated reads, page cache warm."""
-    bands = [bands_path(work, "web", f"u{u:05d}") for u in range(units)]
+    bands = [BANDS.path(work, "web", f"u{u:05d}") for u in range(units)]
     reads = []
     for _ in range(20):
         for path in bands:
@@ -121,12 +123,12 @@ def fixed_costs(stage: Dedup, work: Path, units: int) -> dict[str, float]:
             reads.append(time.perf_counter() - started)
     opens = []
     for _ in range(5):
-        store = DocStore(UnitTable.load(work))
+        store = DocStore(UnitTable.load(work, "dedup"))
         for u in range(units):
             started = time.perf_counter()
             store.unit_rows(u)
             opens.append(time.perf_counter() - started)
-    docs = UnitTable.load(work).total
+    docs = UnitTable.load(work, "dedup").total
     return {
         "file_s": statistics.median(reads),
         "open_s": statistics.median(opens),

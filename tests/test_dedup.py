@@ -19,7 +19,8 @@ import pyarrow as pa
 import pytest
 
 from pipeline.formats import partfile
-from pipeline.stage import UnitContext, partitions_for
+from pipeline.phases import partitions_for, sized
+from pipeline.stage import UnitContext
 from stages.dedup import Dedup, clusters
 from stages.dedup.minhash import Signer, estimate_similarity
 from stages.paragraph_dedup import ParagraphDedup
@@ -565,11 +566,11 @@ def test_cjk_near_duplicates_use_character_shingles(tmp_path):
 
 def test_partitions_left_to_the_run_follow_its_size():
     assert [partitions_for(size) for size in (0, 3 << 20, 2 << 30, 5 << 30, 1e15)] == [2, 2, 2, 8, 8192]
-    assert Dedup.sized(Dedup.Options(partitions=5), 1e12) == {}
-    assert Dedup.sized(Dedup.Options(), 5 << 30) == {"partitions": 8}
+    assert sized(Dedup(Dedup.Options(partitions=5)), 1e12) == {}
+    assert sized(Dedup(Dedup.Options()), 5 << 30) == {"partitions": 8}
     assert Dedup(Dedup.Options()).partitions() == 32  # built outside a run: the old default
-    assert ParagraphDedup.sized(ParagraphDedup.Options(), 3 << 30) == {"partitions": 4}
-    assert ParagraphDedup.sized(ParagraphDedup.Options(partitions=3), 1e12) == {}
+    assert sized(ParagraphDedup(ParagraphDedup.Options()), 3 << 30) == {"partitions": 4}
+    assert sized(ParagraphDedup(ParagraphDedup.Options(partitions=3)), 1e12) == {}
     assert ParagraphDedup(ParagraphDedup.Options()).partitions() == 32
 
 
@@ -586,7 +587,7 @@ def test_partitions_left_to_the_run_follow_its_size():
 def test_partitions_follow_an_imported_index(tmp_path, units_json, expected):
     if units_json is not None:
         (tmp_path / "units.json").write_text(json.dumps(units_json))
-    assert Dedup.sized(Dedup.Options(index_from=str(tmp_path)), 1 << 20) == {"partitions": expected}
+    assert sized(Dedup(Dedup.Options(index_from=str(tmp_path))), 1 << 20) == {"partitions": expected}
 
 
 def test_an_index_of_another_dedup_version_is_refused(tmp_path, monkeypatch):

@@ -17,8 +17,9 @@ from test_run import tree_digest
 
 from pipeline.engine.run import run_pipeline
 from pipeline.formats import partfile
+from pipeline.formats.unit_table import DocStore, UnitTable
 from stages.dedup import Dedup, clusters, rounds
-from stages.dedup.store import BAND_RECORD, DocStore, UnitTable, bands_path
+from stages.dedup.store import BAND_RECORD, BANDS
 from stages.dedup.survivors import decide
 
 
@@ -48,7 +49,7 @@ def _one_process_decisions(options: Dedup.Options, work: Path) -> dict[int, tupl
     """The decisions with the whole graph in memory: one union-find over every pair of
     documents that share a band key (an imported index's documents by its index, as the
     reduce sees them), each component a star on its smallest gid."""
-    table = UnitTable.load(work)
+    table = UnitTable.load(work, "dedup")
     keys, gids = [], []
     for p in range(options.partitions):
         if options.index_from:
@@ -56,7 +57,7 @@ def _one_process_decisions(options: Dedup.Options, work: Path) -> dict[int, tupl
             keys.append(index["key"])
             gids.append(index["gid"])
         for u in np.flatnonzero(~table.locked):
-            records = partfile.read(bands_path(work, table.sources[u], table.units[u]), p, BAND_RECORD)
+            records = partfile.read(BANDS.path(work, table.sources[u], table.units[u]), p, BAND_RECORD)
             keys.append(records["key"])
             gids.append(records["row"].astype(np.int64) + table.starts[u])
     keys, gids = np.concatenate(keys), np.concatenate(gids)
@@ -131,7 +132,7 @@ def test_rounds_decide_as_one_process_holding_the_whole_graph(
     assert summary["dedup.cc_steps"] >= 3  # chains need more than one star step
     assert summary["dedup.exact_removed"] + summary["dedup.near_removed"] == len(expected)
     assert (summary["dedup.exact_removed"] > 0) == exact
-    assert min(expected) >= UnitTable.load(work).imported  # an imported document is never removed
+    assert min(expected) >= UnitTable.load(work, "dedup").imported  # an imported document is never removed
     assert taken == {ranges}
 
 

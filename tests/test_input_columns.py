@@ -26,9 +26,10 @@ from pipeline.engine import stage_registry
 from pipeline.engine.config import load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.unit import stage_columns
+from pipeline.phases import finalize_here
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import to_documents
-from pipeline.stage import GlobalStage, UnitContext, finalize_here
+from pipeline.stage import GlobalStage, UnitContext
 
 LID = REPO / "stages" / "models" / "lid.176.ftz"
 ENGLISH = (
@@ -94,14 +95,15 @@ def _processed(cls, options, batch: pa.RecordBatch, tmp: Path) -> pa.RecordBatch
     and finalize first, then (in a fresh instance, as another worker) ``process``."""
     ctx = UnitContext(out_dir=tmp / "out", source="web", unit="u0")
     stage = cls(options)
-    if isinstance(stage, GlobalStage) and cls.runs_globally(options):
+    phases = stage.phases() if isinstance(stage, GlobalStage) else None
+    if phases is not None and phases.whole_run:
         work = tmp / "work"
         work.mkdir()
-        stage.map_unit(iter([batch]), ctx, work)
+        phases.map.run(iter([batch]), ctx, work)
         _commit(ctx)
-        for partition in range(stage.partitions()):
-            stage.reduce_partition(partition, work)
-        finalize_here(stage, work)
+        for partition in range(phases.reduce.partitions if phases.reduce else 0):
+            phases.reduce.run(partition, work)
+        finalize_here(phases.finalize, work)
         stage = cls(options)
         stage.bind(work)
     stage.open_unit(ctx)

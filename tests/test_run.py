@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, SAMPLE_CONFIG, write_config, write_jsonl
 
-from pipeline import stage as stage_contract
+from pipeline import phases as stage_phases
 from pipeline.commands.main import main
 from pipeline.engine import run as run_module
 from pipeline.engine.config import ConfigError, load_config
@@ -471,7 +471,7 @@ def test_a_resumed_run_keeps_the_partitions_its_start_chose(tmp_path, monkeypatc
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
     assert len(list((layout.global_work(1) / "decisions").iterdir())) == 2
     monkeypatch.setattr(run_module, "run_unit", run_unit)
-    monkeypatch.setattr(stage_contract, "partitions_for", lambda size: 4)
+    monkeypatch.setattr(stage_phases, "partitions_for", lambda size: 4)
     run_pipeline(config, out, workers=1, quiet=True)  # the filter phase reads the decisions per range
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
     assert tree_digest(out) == tree_digest(clean)

@@ -113,7 +113,7 @@ class StageConfig:
     def is_global(self) -> bool:
         """A global stage class whose options, for some source, need its global phases."""
         cls = registry()[self.name]
-        return issubclass(cls, GlobalStage) and any(cls.runs_globally(options) for options in self.all_options())
+        return issubclass(cls, GlobalStage) and any(cls(options).phases().whole_run for options in self.all_options())
 
 
 @dataclass

@@ -1,5 +1,7 @@
-"""A global stage's phases before its filter: map over every unit, reduce each partition,
-finalize; each task leaves a marker so a killed run redoes only what has none.
+"""A global stage's phases before its filter, as the stage declares them
+(``pipeline.phases``): map over every unit, reduce each partition, finalize in rounds;
+each task leaves a marker so a killed run redoes only what has none. The files a task
+fetches, the folders removed between rounds, all come from the declarations.
 
 Also the two pulls a task needs when the run folder lives on object storage: a unit's
 documents from the segment before, and the work-folder files a step reads.
@@ -25,7 +27,8 @@ from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.engine.work_disk import WorkDisk
 from pipeline.formats.layout import Layout, is_part_file, part_files
-from pipeline.stage import FinalizeRound, UnitContext
+from pipeline.phases import Round, globs
+from pipeline.stage import UnitContext
 from pipeline.util.atomic import write_json_atomic
 
 
@@ -36,7 +39,8 @@ def pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, uni
 
 
 def pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
-    """The files of a global stage's work folder that a step reads (see GlobalStage.reads)."""
+    """The files of a global stage's work folder that a step reads (globs of its declared
+    families: ``pipeline.phases``); None: all of them."""
     folder = layout.key(layout.global_work(segment_index))
     store.pull(folder, keep=None if patterns is None else _matching(folder, patterns))
 
@@ -65,39 +69,38 @@ def run_global(
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
-    stage = built_stage(index, stage_config, "")
-    partitions = [
-        p for p in range(stage.partitions()) if not layout.global_marker(segment.index, f"reduce-{p}").exists()
-    ]
+    phases = built_stage(index, stage_config, "").phases()
+    declared = range(phases.reduce.partitions if phases.reduce else 0)
+    partitions = [p for p in declared if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
     bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
     marker = layout.global_marker(segment.index, "finalize")
     tally.update(global_tasks_run=len(partitions) + (not marker.exists()))
     if not marker.exists():
-        counters = _finalize(config, store, segment, stage, executor, mode, disk)
+        counters = _finalize(config, store, segment, phases.finalize, executor, mode, disk)
         write_json_atomic(marker, {"counters": counters})
         store.push([], marker=marker)
     return json.loads(marker.read_text())["counters"]
 
 
-def _finalize(config: Config, store: RunStore, segment: Segment, stage, executor, mode, disk: WorkDisk) -> dict:
+def _finalize(config: Config, store: RunStore, segment: Segment, finalize, executor, mode, disk: WorkDisk) -> dict:
     """Run the stage's finalize rounds on the executor; the driver only plans between them.
 
     A task's result also lives in its marker, so a resumed run replays the plan from the
     markers and runs just the tasks without one."""
     layout = Layout(store.root)
     done: list[list[dict]] = []
-    dropped: tuple[str, ...] = ()
-    while not isinstance(step := stage.finalize_plan(done), dict):
+    dropped: tuple = ()
+    while isinstance(step := finalize.plan(done), Round):
         k = len(done)
         disk.note()  # before the round removes the inputs no later round needs
-        for rel in step.drops:
-            store.remove(f"{layout.key(layout.global_work(segment.index))}/{rel}")
+        for files in step.drops:
+            store.remove(layout.global_work_key(segment.index, files.folder))
         # Each task is told every path dropped so far, which its machine's mirror forgets
         # (``_work_task``): a machine that ran no task of the round that dropped a path
         # still holds it, and would upload it again with its next task's files.
-        dropped += tuple(rel for rel in step.drops if rel not in dropped)
+        dropped += tuple(files for files in step.drops if files not in dropped)
         step = replace(step, drops=dropped)
         markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
@@ -131,7 +134,11 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     work = layout.global_work(segment_index)
     work.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
-    counters = stage.map_unit(batches(), ctx, work)
+    declared = stage.phases().map
+    counters = declared.run(batches(), ctx, work)
+    _check_declared(
+        stage.name, set(ctx.pending.values()), {f.path(work, unit.source, unit.name) for f in declared.writes}
+    )
     phase = Layout.map_phase(segment_index)
     write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
     commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
@@ -140,29 +147,38 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
 
 def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
     stage = _stage(config, segment_index)
+    reduce = stage.phases().reduce
     return _work_task(
         store,
         segment_index,
-        (stage.reads("reduce"), stage.slices("reduce"), range(partition, partition + 1)),
-        lambda work: stage.reduce_partition(partition, work),
+        (globs(reduce.reads), globs(reduce.slices), range(partition, partition + 1)),
+        lambda work: reduce.run(partition, work),
         f"reduce-{partition}",
         (Layout.reduce_phase(segment_index), str(partition), f"{stage.name}:reduce"),
     )
 
 
 def finalize_task(
-    config: Config, store: RunStore, segment_index: int, step: FinalizeRound, k: int, task: int, progress=None
+    config: Config, store: RunStore, segment_index: int, step: Round, k: int, task: int, progress=None
 ) -> dict:
     stage = _stage(config, segment_index)
     return _work_task(
         store,
         segment_index,
-        (step.reads, step.slices, step.sliced(task)),
-        lambda work: stage.finalize_task(step, task, work),
+        (step.whole_globs(), globs(step.slices), step.sliced(task)),
+        lambda work: stage.phases().finalize.run(step, task, work),
         f"finalize-{k}-{task}",
         (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
         forget=step.drops,
     )
+
+
+def _check_declared(name: str, written: set, declared: set) -> None:
+    """A map writes only the files its declaration names (a unit it skips may write
+    none): an undeclared one would never reach the tasks that read it on another machine."""
+    if not written <= declared:
+        odd = ", ".join(sorted(str(p) for p in written - declared))
+        raise RuntimeError(f"{name}: its map wrote files its phases do not declare ({odd})")
 
 
 def _stage(config: Config, segment_index: int):
@@ -174,12 +190,12 @@ def _work_task(
     store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str], forget=()
 ) -> dict:
     """One task over the work folder (a reduce partition, a finalize task): forget what the
-    store dropped (``forget``, relative to the work folder), fetch what it reads (``reads``:
+    store dropped (``forget``, declared families), fetch what it reads (``reads``:
     whole files, and files of which it reads a range of partitions), run it, upload what it
     wrote, then its marker with its result."""
     layout = Layout(store.root)
-    for rel in forget:
-        store.forget(f"{layout.key(layout.global_work(segment_index))}/{rel}")
+    for files in forget:
+        store.forget(layout.global_work_key(segment_index, files.folder))
     whole, sliced, partitions = reads
     pull_work(store, layout, segment_index, whole)
     if sliced:

@@ -39,6 +39,7 @@ from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
+from pipeline.phases import sized as sized_by_phases
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
@@ -245,7 +246,7 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
 
 
 def _sized(config: Config, sizes: dict[tuple[str, str], float], sample: float) -> dict:
-    """What the run's size decides of each global stage's options (``GlobalStage.sized``),
+    """What the run's size decides of each global stage's options (``phases.sized``),
     by the stage's index in the config; the text a stage sees is its sources' share
     (``sizes``: ``_input_sizes``)."""
     sized = {}
@@ -253,7 +254,7 @@ def _sized(config: Config, sizes: dict[tuple[str, str], float], sample: float) -
         cls = registry()[stage.name]
         if issubclass(cls, GlobalStage):
             text = sample * sum(size for (source, _), size in sizes.items() if stage.applies_to(source))
-            values = cls.sized(cls.Options(**stage.options), text)
+            values = sized_by_phases(cls(cls.Options(**stage.options)), text)
             if values:
                 sized[str(index)] = values
     return sized
@@ -373,7 +374,7 @@ def segment_task(
         pull_unit_documents(store, layout, segment_index - 1, unit)
         if segment.entry.applies_to(unit.source):
             stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
-            pull_work(store, layout, segment_index, stage.reads("filter", unit.source, unit.name))
+            pull_work(store, layout, segment_index, stage.phases().filter.globs(unit.source, unit.name))
     stats = run_unit(
         config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store
     )

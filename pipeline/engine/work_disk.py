@@ -7,7 +7,7 @@ much again as the input. Kept to the end, a run needs twice the disk it should a
 it taken. Once every unit of segment ``k`` has its marker, nothing reads the documents
 segment ``k - 1`` left (the global stage's map and segment ``k`` read them, and a resume
 redoes only units without a marker), nor the files of the global stage opening segment
-``k``, except what a later run may import (``GlobalStage.kept``: dedup's index for
+``k``, except what a later run may import (``Phases.kept``: dedup's index for
 ``index_from``). Those are removed then. A kill during the removal leaves a run whose
 markers say the same, so the rerun skips the work and removes the rest.
 
@@ -26,6 +26,7 @@ from pipeline.engine.plan import Segment
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage
 from pipeline.formats.layout import Layout
+from pipeline.phases import globs
 
 # cost.json's key: {"peak_bytes", "left_bytes"} of work/ (sizes differ run to run with
 # the files in flight when it is measured, so they are kept out of the manifest)
@@ -57,7 +58,7 @@ def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:
     if segment.index > 0:
         store.remove(layout.key(layout.segment_folder(segment.index - 1)))
     if segment.entry is not None:
-        kept = built_stage(config.stages.index(segment.entry), segment.entry, "").kept()
+        kept = globs(built_stage(config.stages.index(segment.entry), segment.entry, "").phases().kept)
         _drop_all_but(store, layout.key(layout.global_work(segment.index)), kept)
     _remove_empty_folders(layout.out / Layout.WORK)  # work/segments once the last is gone, too
 

@@ -13,7 +13,8 @@ decided once. This module imports nothing of the engine (nor anything else of pr
     stats/global-<segment>/<step>.json           a global stage's reduce/finalize markers
     stats/cost/<phase>/<source>/<unit>.json      CPU seconds of a unit (differ run to run)
     work/segments/<segment>/<source>/            documents between segments
-    work/global/<segment>/                       a global stage's own files
+    work/global/<segment>/                       a global stage's own files (``work_files`` names them)
+    work/<stage>/                                a stage's own index (decontaminate's)
     work/ids/<source>/<unit>.npy                 sorted id hashes, for the duplicate-id check
     .prep/run.json, .prep/lock, .prep/lease.json the run's state, its lock (local), its lease (remote)
     manifest.json, cost.json
@@ -161,6 +162,17 @@ class Layout:
 
     def global_work(self, segment: int) -> Path:
         return self.out / self.WORK / "global" / str(segment)
+
+    def global_work_key(self, segment: int, relative: str = "") -> str:
+        """The store's key of ``relative`` (a file, folder or glob of a global stage's work
+        folder, as ``formats.work_files`` names them) under segment ``segment``'s folder."""
+        folder = self.key(self.global_work(segment))
+        return f"{folder}/{relative}" if relative else folder
+
+    def stage_work(self, name: str) -> Path:
+        """A stage's own work folder, ``work/<name>/``, kept across resumes (an index that
+        depends on side files alone: decontaminate's benchmarks)."""
+        return self.out / self.WORK / name
 
     @property
     def id_work(self) -> Path:

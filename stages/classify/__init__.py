@@ -44,13 +44,13 @@ missing file or one without fastText's header is one line). The label is checked
 worker first loads the model (a one-line error naming the model's labels): loading a
 multi-GB model in the driver only to read its labels would cost its memory for the run.
 
-Phases: with a keep_top model the stage is global (``runs_globally``); with none it runs
+Phases: with a keep_top model the stage is global (``phases`` declares them); with none it runs
 per document like any other stage, scoring in ``process``, and costs no extra pass.
 
 * ``map_unit`` loads each model once per worker process and scores every document once,
   writing ``scores/<source>/<unit>.arrow`` under the work folder (the id hash and one
   float32 per model; 12 bytes a document for one model) through ``unit.atomic``.
-* no reduce (``partitions() == 0``).
+* no reduce phase.
 * ``finalize`` (on the driver) finds each (source, keep_top model)'s threshold by radix
   selection over the score files (``topk``: bounded memory, about two passes) and writes
   ``thresholds.json`` atomically; run again, it writes the same bytes.

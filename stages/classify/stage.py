@@ -15,7 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import ID, TEXT, set_column
+from pipeline.formats.work_files import OneFile, PerUnit
 from pipeline.kernels.hashing import id_hashes
+from pipeline.phases import Filter, Finalize, Map, Phases
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from pipeline.util.atomic import write_json_atomic
 from stages.classify import topk
@@ -23,7 +25,9 @@ from stages.classify.models import ModelSpec, parse_models, score
 
 HASH = "id_hash"
 META = b"classify"  # schema metadata of a scores file: the keep_top of each model
-THRESHOLDS = "thresholds.json"
+# The work folder's files: each unit's scores (the map's), each source's cut (finalize's).
+SCORES = PerUnit("scores", ".arrow")
+THRESHOLDS = OneFile("thresholds.json")
 
 
 @register
@@ -55,26 +59,16 @@ class Classify(GlobalStage):
     def files(cls, options: Classify.Options) -> list[str]:
         return [spec.path for spec in options.specs]
 
-    @classmethod
-    def runs_globally(cls, options: Classify.Options) -> bool:
-        """Only a keep_top model needs the whole run; min_score alone scores in ``process``."""
-        return any(spec.keep_top is not None for spec in options.specs)
-
-    def partitions(self) -> int:
-        return 0  # nothing to reduce: finalize reads the scores of every unit itself
-
-    def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
-        return {}
-
-    def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
-        return {
-            "reduce": (),
-            "finalize": ("scores/*/*.arrow",),
-            "filter": (THRESHOLDS, f"scores/{source}/{unit}.arrow"),
-        }.get(step)
-
-    def kept(self) -> tuple[str, ...]:
-        return (THRESHOLDS,)  # each source's cut, a few hundred bytes: the score files go
+    def phases(self) -> Phases:
+        """Only a keep_top model needs the whole run; min_score alone scores in ``process``.
+        No reduce: finalize reads the scores of every unit itself."""
+        return Phases(
+            map=Map(self.map_unit, writes=(SCORES,)),
+            finalize=Finalize.once(self.finalize, reads=(SCORES,)),
+            filter=Filter(reads=(THRESHOLDS, SCORES)),
+            kept=(THRESHOLDS,),  # each source's cut, a few hundred bytes: the score files go
+            whole_run=any(spec.keep_top is not None for spec in self.specs),
+        )
 
     # -- map: score every document once ---------------------------------------------------
 
@@ -87,7 +81,7 @@ class Classify(GlobalStage):
             [pa.field(HASH, pa.uint64())] + [pa.field(_field(spec.name), pa.float32()) for spec in self.specs],
             metadata={META: meta.encode()},
         )
-        final = _scores_path(work_dir, unit.source, unit.unit)
+        final = SCORES.path(work_dir, unit.source, unit.unit)
         rows = 0
         with pa.OSFile(str(unit.atomic(final)), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
             for batch in batches:
@@ -105,13 +99,10 @@ class Classify(GlobalStage):
         self.bind(work_dir)
         thresholds: dict[str, dict[str, dict]] = {}
         counters: dict[str, int] = {}
-        folder = Path(work_dir) / "scores"
-        sources = sorted(p for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
-        for source in sources:
-            units = sorted(f.name.removesuffix(".arrow") for f in source.glob("*.arrow"))
-            files = [_scores_path(work_dir, source.name, unit) for unit in units]
-            if not files:
-                continue
+        scored = SCORES.found(work_dir)
+        for source in sorted({source for source, _ in scored}):
+            units = [unit for s, unit in scored if s == source]
+            files = [SCORES.path(work_dir, source, unit) for unit in units]
             keep_top = json.loads(_read(files[0]).schema.metadata[META])
             total = sum(_read(f).num_rows for f in files)
             for name, fraction in keep_top.items():
@@ -119,7 +110,7 @@ class Classify(GlobalStage):
                     continue
                 keep = math.ceil(Fraction(repr(fraction)) * total)  # the fraction as written, exactly
                 found = topk.kth_best(_ranked(files, name), keep, total)
-                thresholds.setdefault(source.name, {})[name] = {
+                thresholds.setdefault(source, {})[name] = {
                     "keep_top": fraction,
                     "documents": total,
                     "keep": keep,
@@ -131,7 +122,7 @@ class Classify(GlobalStage):
                 for key, value in (("documents", total), ("kept", keep)):
                     counter = f"classify.{name}.keep_top_{key}"
                     counters[counter] = counters.get(counter, 0) + value
-        write_json_atomic(Path(work_dir) / THRESHOLDS, thresholds)  # the same bytes if run again
+        write_json_atomic(THRESHOLDS.path(work_dir), thresholds)  # the same bytes if run again
         return counters
 
     # -- filter: the scores become columns, the thresholds drop reasons -------------------
@@ -141,10 +132,10 @@ class Classify(GlobalStage):
         work_dir = self.work_dir
         if unit.source in self.options.skip_sources or work_dir is None:  # skipped, or run per document
             return
-        path = work_dir / THRESHOLDS
+        path = THRESHOLDS.path(work_dir)
         if not path.exists():
             raise RuntimeError(f"classify: finalize has not completed in {work_dir}")
-        table = _read(_scores_path(work_dir, unit.source, unit.unit))
+        table = _read(SCORES.path(work_dir, unit.source, unit.unit))
         self._unit = {
             "name": unit.unit,
             "hashes": _column(table, HASH),
@@ -233,10 +224,6 @@ def _ranked(files: list[Path], name: str) -> topk.Units:
 def _field(name: str) -> str:
     """A model's column in a scores file (apart from ``id_hash``, whatever the model's name)."""
     return f"score.{name}"
-
-
-def _scores_path(work_dir: Path, source: str, unit: str) -> Path:
-    return Path(work_dir) / "scores" / source / f"{unit}.arrow"
 
 
 def _read(path: Path) -> pa.Table:

@@ -1,4 +1,4 @@
-"""Dedup's finalize as rounds of independent tasks (``GlobalStage.finalize_plan``), so no
+"""Dedup's finalize as rounds of independent tasks (``pipeline.phases.Finalize``), so no
 step runs on one machine over the whole corpus and each task holds one range in memory.
 
 Rounds, each planned from what the rounds before returned (the driver reads no file):
@@ -44,7 +44,6 @@ before it runs).
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 from pathlib import Path
@@ -54,21 +53,24 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats import partfile
-from pipeline.stage import FinalizeRound
+from pipeline.formats.unit_table import UNITS, DocStore
+from pipeline.formats.work_files import PerIndex
+from pipeline.phases import Round
 from stages.dedup import clusters, shipping
-from stages.dedup.store import UNITS_FILE, DocStore, UnitTable, decisions_path, docs_path, forest_path
+from stages.dedup.store import BANDS, DECISIONS, DOCS, DONE, FOREST
 from stages.dedup.survivors import DECIDED, REASONS, decide
 
-DONE_FILE = "done.json"
-LABELS_DIR = "cc/labels"  # each clustered node's centre, by document range (the ``labels`` round)
+LABELS = PerIndex("cc/labels", "q", ".part")  # each clustered node's centre, by document range
+MEMBERS = PerIndex("members", "q", ".part")  # clustered documents with their attributes, by centre
+DECIDED_FILES = PerIndex("decided", "q", ".part")  # each decide task's removals, by document range
 
 
-def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, int]:
+def plan(done: list[list[dict]], partitions: int) -> Round | dict[str, int]:
     """The next round after the rounds ``done``, or the counters once all have run."""
     P = partitions
     if not done:
         # The task reads the band and forest files' headers: a slice of each brings one along.
-        return FinalizeRound("units", 1, ("units",), reads=(), slices=("map/*/*.bands", "reduce/*.forest"))
+        return Round("units", 1, ("units",), slices=(BANDS, FOREST))
     units = done[0][0]
     total = units["total"]
     R = clusters.step_ranges(units["entries"], P)
@@ -81,37 +83,36 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
     if not clusters.converged(history):
         if step > clusters.MAX_STEPS:
             raise RuntimeError("dedup: connected components did not converge")
-        inputs = "reduce/*.forest" if step == 0 else f"{_step_dir(step - 1)}/*"
-        drops = (_step_dir(step - 2),) if step >= 2 else ()
+        inputs = FOREST if step == 0 else _steps(step - 1)
+        drops = (_steps(step - 2),) if step >= 2 else ()
         # The forests have P partitions, a range k of them; the steps' own files have R.
         k = P // R
         parts = tuple((q * k, q * k + k - 1) for q in range(R)) if step == 0 else ()
         spec = ("step", step, R)
-        return FinalizeRound(
-            f"components step {step}", R, spec, reads=(), slices=(inputs,), slice_ranges=parts, drops=drops
-        )
+        return Round(f"components step {step}", R, spec, slices=(inputs,), slice_ranges=parts, drops=drops)
     fixed = step - 2  # the input of the last step: the output of the one before it
     after = done[1 + step :]
     if not after:
-        stars, spec = f"{_step_dir(fixed)}/*", ("labels", fixed, total, R)
-        return FinalizeRound("labels", R, spec, reads=(), slices=(stars,), drops=(_step_dir(fixed + 1),))
+        spec = ("labels", fixed, total, R)
+        return Round("labels", R, spec, slices=(_steps(fixed),), drops=(_steps(fixed + 1),))
     if len(after) == 1:
-        docs = tuple(tuple(files) for files in units["docs"])
+        docs = tuple(tuple((source, unit) for source, unit in pairs) for pairs in units["docs"])
         spec = ("members", R)
-        return FinalizeRound(
+        return Round(
             "members",
             P,
             spec,
-            reads=(UNITS_FILE,),
-            slices=(f"{LABELS_DIR}/*",),
-            drops=(_step_dir(fixed),),
-            task_reads=docs,
+            reads=(UNITS,),
+            slices=(LABELS,),
+            drops=(_steps(fixed),),
+            unit_reads=DOCS,
+            task_units=docs,
         )
     if len(after) == 2:
         spec = ("decide", total, total - units["documents"])
-        return FinalizeRound("decide", P, spec, reads=(), slices=("members/*",), drops=("cc",))
+        return Round("decide", P, spec, slices=(MEMBERS,), drops=(LABELS,))
     if len(after) == 3:
-        return FinalizeRound("regroup", P, ("regroup",), reads=(), slices=("decided/*",), drops=("members",))
+        return Round("regroup", P, ("regroup",), slices=(DECIDED_FILES,), drops=(MEMBERS,))
     summary = {
         "dedup.documents": units["documents"],
         "dedup.clusters": sum(r["clusters"] for r in after[2]),
@@ -121,7 +122,7 @@ def plan(done: list[list[dict]], partitions: int) -> FinalizeRound | dict[str, i
         "dedup.cc_steps": step - 1,
     }
     if len(after) == 4:
-        return FinalizeRound("done", 1, ("done", summary), reads=(), drops=("decided",))
+        return Round("done", 1, ("done", summary), drops=(DECIDED_FILES,))
     return summary
 
 
@@ -130,69 +131,61 @@ def _edges_seen(results: list[dict]) -> tuple[int, int]:
     return sum(r["edges"] for r in results), sum(r["hash"] for r in results) & 0xFFFFFFFFFFFFFFFF
 
 
-def _step_dir(step: int) -> str:
-    return f"cc/step{step:03d}"
+def _steps(step: int) -> PerIndex:
+    """The files of connected-components step ``step``, one per node range."""
+    return PerIndex(f"cc/step{step:03d}", "q", ".part")
 
 
-def _range_file(folder: Path, q: int) -> Path:
-    return folder / f"q{q:05d}.part"
-
-
-def run_task(stage, step: FinalizeRound, task: int, work_dir: Path) -> dict:
+def run_task(stage, step: Round, task: int, work_dir: Path) -> dict:
     """Task ``task`` of ``step`` for the Dedup ``stage``."""
     work_dir = Path(work_dir)
     kind, *args = step.spec
     P = stage.partitions()
     if kind == "units":
-        table = stage.scan(work_dir)
+        table = stage.numbering().table(work_dir)
         table.save(work_dir)
         # From each forest's count, which a slice keeps: where another machine wrote the
         # forests, this one holds only a slice of each, whose offsets count one partition.
-        entries = sum(partfile.header(forest_path(work_dir, p))[1] for p in range(P))
+        entries = sum(partfile.header(path)[1] for path in FOREST.paths(work_dir, P))
         docs = _docs_by_range(table, P)
         return {"documents": table.total - table.imported, "total": table.total, "docs": docs, "entries": entries}
     if kind == "step":
         s, R = args
-        inputs = [forest_path(work_dir, p) for p in range(P)] if s == 0 else _range_files(work_dir, _step_dir(s - 1), R)
-        out = _range_file(work_dir / _step_dir(s), task)
+        inputs = FOREST.paths(work_dir, P) if s == 0 else _steps(s - 1).paths(work_dir, R)
+        out = _steps(s).path(work_dir, task)
         edges, digest = clusters.star_step(inputs, step.sliced(task), s, out, R)
         return {"edges": edges, "hash": digest}
     if kind == "labels":
         fixed, total, R = args
-        stars = _range_files(work_dir, _step_dir(fixed), R)
-        return {"nodes": clusters.label_nodes(stars, task, _range_file(work_dir / LABELS_DIR, task), total, P)}
+        stars = _steps(fixed).paths(work_dir, R)
+        return {"nodes": clusters.label_nodes(stars, task, LABELS.path(work_dir, task), total, P)}
     if kind == "members":
-        table = UnitTable.load(work_dir)
+        table = stage.numbering().saved(work_dir)
         (R,) = args
-        labels = _range_files(work_dir, LABELS_DIR, R)
-        out = _range_file(work_dir / "members", task)
+        labels = LABELS.paths(work_dir, R)
+        out = MEMBERS.path(work_dir, task)
         members = shipping.ship(labels, task, DocStore(table), out, P, _member_schema(stage))
         return {"members": members}
     if kind == "decide":
         return _decide(stage, work_dir, task, *args)
     if kind == "regroup":
         return _regroup(work_dir, task, P)
-    tmp = partfile.temp_for(work_dir / DONE_FILE)
+    tmp = partfile.temp_for(DONE.path(work_dir))
     tmp.write_text(json.dumps(args[0]))
-    os.replace(tmp, work_dir / DONE_FILE)
+    os.replace(tmp, DONE.path(work_dir))
     return {}
 
 
-def _docs_by_range(table: UnitTable, partitions: int) -> list[list[str]]:
-    """Per document range, the docs files (globs relative to the work folder) of this
-    run's units with documents in it; an imported index's files are read where they are."""
-    ranges: list[list[str]] = [[] for _ in range(partitions)]
+def _docs_by_range(table, partitions: int) -> list[list[tuple[str, str]]]:
+    """Per document range, the (source, unit) of this run's units with documents in it,
+    whose docs files its members task reads; an imported index's are read where they are."""
+    ranges: list[list[tuple[str, str]]] = [[] for _ in range(partitions)]
     for u in np.flatnonzero(~table.locked & (table.counts > 0)):
         ends = np.array([table.starts[u], table.starts[u + 1] - 1])
         first, last = clusters.node_partition(ends, table.total, partitions)
-        rel = glob.escape(docs_path(Path(), table.sources[u], table.units[u]).as_posix())
         for r in range(first, last + 1):
-            ranges[r].append(rel)
+            ranges[r].append((table.sources[u], table.units[u]))
     return ranges
-
-
-def _range_files(work_dir: Path, folder: str, partitions: int) -> list[Path]:
-    return [_range_file(work_dir / folder, q) for q in range(partitions)]
 
 
 def _member_schema(stage) -> pa.Schema:
@@ -209,10 +202,10 @@ def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
     below ``min_similarity``) or several (greedy star clustering, ``survivors``); a
     component lies in one task, so the sums over tasks count each once."""
     P, o = stage.partitions(), stage.options
-    members = shipping.read_tables(_range_files(work_dir, "members", P), q, _member_schema(stage))
+    members = shipping.read_tables(MEMBERS.paths(work_dir, P), q, _member_schema(stage))
     decisions = decide(members, imported=imported, verify=o.verify, min_similarity=o.min_similarity, exact=o.exact)
     gid = decisions.column("gid").to_numpy()
-    shipping.write_tables(_range_file(work_dir / "decided", q), decisions, clusters.node_partition(gid, total, P), P)
+    shipping.write_tables(DECIDED_FILES.path(work_dir, q), decisions, clusters.node_partition(gid, total, P), P)
     return {
         "components": len(np.unique(members.column("comp").to_numpy())),
         "clusters": pc.count_distinct(decisions.column("survivor")).as_py(),
@@ -221,10 +214,10 @@ def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
 
 def _regroup(work_dir: Path, r: int, partitions: int) -> dict:
     """Document range ``r``'s removals from every decide task, sorted by gid."""
-    rows = shipping.read_tables(_range_files(work_dir, "decided", partitions), r, DECIDED)
+    rows = shipping.read_tables(DECIDED_FILES.paths(work_dir, partitions), r, DECIDED)
     rows = rows.take(pa.array(np.argsort(rows.column("gid").to_numpy(), kind="stable"))).combine_chunks()
     counts = np.bincount(rows.column("reason").to_numpy(), minlength=len(REASONS))
-    final = decisions_path(work_dir, r)
+    final = DECISIONS.path(work_dir, r)
     tmp = partfile.temp_for(final)
     with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, rows.schema) as writer:
         writer.write_table(rows)

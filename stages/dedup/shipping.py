@@ -39,8 +39,9 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.formats import partfile
+from pipeline.formats.unit_table import DocStore
 from stages.dedup import clusters
-from stages.dedup.store import DocStore, docs_schema
+from stages.dedup.store import docs_schema
 
 
 def member_schema(stored_width: int, verify: bool) -> pa.Schema:

@@ -1,6 +1,7 @@
 """``dedup``: exact and MinHash-LSH near-duplicate removal as a global stage.
 
-Phases (driven by the runner, see ``pipeline.stage.GlobalStage``), all state in ``work_dir``:
+Phases (declared in ``phases``, driven by the engine, see ``pipeline.phases``), all state in
+``work_dir``, its files named in ``store``:
 
 * ``map_unit``: signatures, band keys and the exact-text key of every document;
   band records go to ``map/<source>/<unit>.bands`` grouped by key partition, per-document
@@ -47,31 +48,13 @@ import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT
-from pipeline.stage import (
-    FinalizeRound,
-    GlobalStage,
-    StageOutput,
-    UnitContext,
-    check_partitions,
-    finalize_here,
-    register,
-)
+from pipeline.formats.unit_table import UNITS, DocStore, UnitTable
+from pipeline.phases import Filter, Finalize, Map, Numbering, Phases, Reduce, Round, check_partitions, finalize_here
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from stages.dedup import clusters, rounds
 from stages.dedup.minhash import Signer
-from stages.dedup.rounds import DONE_FILE
 from stages.dedup.shipped import ShippedSignatures
-from stages.dedup.store import (
-    BAND_RECORD,
-    UNITS_FILE,
-    DocStore,
-    UnitTable,
-    bands_path,
-    decisions_path,
-    docs_path,
-    docs_schema,
-    forest_path,
-    read_index,
-)
+from stages.dedup.store import BAND_RECORD, BANDS, DECISIONS, DOCS, DONE, FOREST, INDEX, docs_schema, read_index
 from stages.dedup.survivors import REASONS
 
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
@@ -126,18 +109,22 @@ class Dedup(GlobalStage):
 
     # -- shared -----------------------------------------------------------------------
 
-    @classmethod
-    def sized(cls, options: Dedup.Options, input_bytes: float) -> dict[str, int]:
-        """An unset partition count is the imported index's, which this run's must equal,
-        else the input's size decides (``GlobalStage.sized``)."""
-        if not options.partitions and options.index_from:
-            try:
-                partitions = int(UnitTable.load(Path(options.index_from)).config["partitions"])
-            except (OSError, ValueError, KeyError, TypeError):
-                partitions = 0  # unreadable: the map phase reports the index
-            if partitions > 0:
-                return {"partitions": partitions}
-        return super().sized(options, input_bytes)
+    def phases(self) -> Phases:
+        return Phases(
+            map=Map(self.map_unit, writes=(BANDS, DOCS)),
+            # Of each band file only its partition (the unit table reads the header a slice keeps).
+            reduce=Reduce(self.reduce_partition, self.partitions(), slices=(BANDS,), writes=(FOREST, INDEX)),
+            finalize=Finalize(self.finalize_plan, self.finalize_task),
+            filter=Filter(reads=(DONE, UNITS, DECISIONS, DOCS)),
+            numbering=self.numbering(),
+            # What a later run's ``index_from`` reads: the unit table, each partition's keys,
+            # and the documents' attributes, which its decide ranks against its own.
+            kept=(UNITS, INDEX, DOCS),
+        )
+
+    def numbering(self) -> Numbering:
+        """The global order of this run's documents (after an imported index's)."""
+        return Numbering("dedup", BANDS, DOCS, self._config(), self.options.index_from)
 
     def _config(self) -> dict:
         """Settings that must agree between a run and the index it imports."""
@@ -148,38 +135,19 @@ class Dedup(GlobalStage):
         # An index of another version hashed other words (none before 2 names one: refused).
         return {**{k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}, "version": self.version}
 
-    def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
-        return {
-            "reduce": (),  # only its partition of each band file: ``slices``
-            "filter": (DONE_FILE, UNITS_FILE, "decisions/*", f"map/{source}/{unit}.docs.arrow"),
-        }.get(step)
-
-    def slices(self, step: str) -> tuple[str, ...]:
-        return ("map/*/*.bands",) if step == "reduce" else ()
-
-    def kept(self) -> tuple[str, ...]:
-        # What a later run's ``index_from`` reads: the unit table, each partition's keys,
-        # and the documents' attributes, which its decide ranks against its own.
-        return (UNITS_FILE, "reduce/*.index.npy", "map/*/*.docs.arrow")
-
-    def scan(self, work_dir: Path) -> UnitTable:
-        """The global order of this run's documents (after an imported index's)."""
-        return UnitTable.scan(work_dir, self._config(), self.options.index_from)
-
     # -- map ----------------------------------------------------------------------------
 
     def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
         o = self.options
-        bands_final = bands_path(work_dir, unit.source, unit.unit)
-        docs_final = docs_path(work_dir, unit.source, unit.unit)
-        bands_final.parent.mkdir(parents=True, exist_ok=True)
-        band_writer = partfile.Writer(unit.atomic(bands_final), BAND_RECORD, self.partitions())
+        bands = unit.atomic(BANDS.path(work_dir, unit.source, unit.unit))
+        band_writer = partfile.Writer(bands, BAND_RECORD, self.partitions())
         schema = docs_schema(self.signer.num_hashes, o.verify)
         rows = 0
         n_keys = self.signer.bands + (1 if o.exact else 0)
         shipped = ShippedSignatures(o.signatures, o.bands, o.rows) if o.signatures else None
-        with pa.OSFile(str(unit.atomic(docs_final)), "wb") as sink, pa.ipc.new_file(sink, schema) as docs:
+        docs_final = unit.atomic(DOCS.path(work_dir, unit.source, unit.unit))
+        with pa.OSFile(str(docs_final), "wb") as sink, pa.ipc.new_file(sink, schema) as docs:
             for batch in batches:
                 n = batch.num_rows
                 if n == 0:
@@ -236,14 +204,14 @@ class Dedup(GlobalStage):
 
     def reduce_partition(self, partition: int, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
-        table = self.scan(work_dir)
+        table = self.numbering().table(work_dir)
         keys, gids = [], []
         if self.options.index_from:
-            index = read_index(_index_path(Path(self.options.index_from), partition), INDEX_RECORD)
+            index = read_index(INDEX.path(Path(self.options.index_from), partition), INDEX_RECORD)
             keys.append(index["key"])
             gids.append(index["gid"])
         for u in np.flatnonzero(~table.locked):
-            records = partfile.read(bands_path(work_dir, table.sources[u], table.units[u]), partition, BAND_RECORD)
+            records = partfile.read(BANDS.path(work_dir, table.sources[u], table.units[u]), partition, BAND_RECORD)
             keys.append(records["key"])
             gids.append(records["row"].astype(np.int64) + table.starts[u])
         keys = np.concatenate(keys) if keys else np.empty(0, np.uint64)
@@ -251,29 +219,29 @@ class Dedup(GlobalStage):
         unique_keys, first_gid, forest, pairs = clusters.band_edges(keys, gids)
         index = np.empty(len(unique_keys), INDEX_RECORD)
         index["key"], index["gid"] = unique_keys, first_gid
-        final = _index_path(work_dir, partition)
+        final = INDEX.path(work_dir, partition)
         tmp = partfile.temp_for(final)
         with open(tmp, "wb") as f:
             np.save(f, index)
         os.replace(tmp, final)
-        clusters.write_adjacency(forest_path(work_dir, partition), forest, self.partitions())
+        clusters.write_adjacency(FOREST.path(work_dir, partition), forest, self.partitions())
         return {"dedup.candidate_pairs": pairs}
 
     # -- finalize (rounds of tasks, see ``finalize``) ----------------------------------
 
-    def finalize_plan(self, done: list[list[dict[str, int]]]) -> FinalizeRound | dict[str, int]:
+    def finalize_plan(self, done: list[list[dict[str, int]]]) -> Round | dict[str, int]:
         return rounds.plan(done, self.partitions())
 
-    def finalize_task(self, round: FinalizeRound, task: int, work_dir: Path) -> dict[str, int]:
+    def finalize_task(self, round: Round, task: int, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
         return rounds.run_task(self, round, task, work_dir)
 
     def finalize(self, work_dir: Path) -> dict[str, int]:
         """Every round in this process (a finished finalize just returns its counters)."""
-        done = Path(work_dir) / DONE_FILE
+        done = DONE.path(work_dir)
         if done.exists():
             return json.loads(done.read_text())
-        return finalize_here(self, work_dir)
+        return finalize_here(self.phases().finalize, work_dir)
 
     # -- filter -------------------------------------------------------------------------
 
@@ -281,19 +249,19 @@ class Dedup(GlobalStage):
         work_dir = self.work_dir
         if work_dir is None:
             raise RuntimeError("dedup: bind(work_dir) must come before open_unit (see GlobalStage)")
-        if not (work_dir / DONE_FILE).exists():
+        if not DONE.path(work_dir).exists():
             raise RuntimeError(f"dedup: finalize has not completed in {work_dir}")
         if self._table is None or self._table_from != work_dir:
             self.bind(work_dir)
-            self._table, self._table_from = UnitTable.load(work_dir), work_dir
+            self._table, self._table_from = self.numbering().saved(work_dir), work_dir
             self._store = DocStore(self._table)
         t = self._table
         u = t.index_of(unit.source, unit.unit)
         start, end = int(t.starts[u]), int(t.starts[u + 1])
         # The document ranges holding this unit's gids (none for a unit left empty).
         first, last = clusters.node_partition(np.array([start, end - 1]), t.total, self.partitions())
-        decided = [_read_decisions(decisions_path(work_dir, r)) for r in range(first, last + 1)] if end > start else []
-        rows = pa.concat_tables(decided) if decided else _read_decisions(decisions_path(work_dir, 0)).slice(0, 0)
+        decided = [_read_decisions(DECISIONS.path(work_dir, r)) for r in range(first, last + 1)] if end > start else []
+        rows = pa.concat_tables(decided) if decided else _read_decisions(DECISIONS.path(work_dir, 0)).slice(0, 0)
         gid = rows.column("gid").to_numpy()
         rows = rows.filter(pa.array((gid >= start) & (gid < end)))
         positions = rows.column("gid").to_numpy() - start
@@ -335,7 +303,3 @@ class Dedup(GlobalStage):
 def _read_decisions(path: Path) -> pa.Table:
     with pa.memory_map(str(path)) as source:
         return pa.ipc.open_file(source).read_all()
-
-
-def _index_path(work_dir: Path, partition: int) -> Path:
-    return Path(work_dir) / "reduce" / f"p{partition:05d}.index.npy"

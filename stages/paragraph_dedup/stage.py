@@ -1,6 +1,6 @@
 """``paragraph_dedup``: exact dedup of paragraphs (or lines) across the whole run.
 
-Phases (see ``pipeline.stage.GlobalStage``; files in ``work``):
+Phases (declared in ``phases``, see ``pipeline.phases``; files named in ``work``):
 
 * ``map_unit``: cut every document into units (``split``), hash the counted ones, write
   (hash, row, unit index, characters) grouped by hash partition, and each document's id
@@ -26,7 +26,9 @@ import pyarrow.compute as pc
 
 from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT, set_column
-from pipeline.stage import GlobalStage, StageOutput, UnitContext, check_partitions, register
+from pipeline.formats.unit_table import UNITS, UnitTable
+from pipeline.phases import Filter, Finalize, Map, Phases, Reduce, check_partitions
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from pipeline.util.atomic import write_json_atomic
 from stages.paragraph_dedup import work
 from stages.paragraph_dedup.split import UNIT_MODES, Units, removed_units
@@ -65,16 +67,18 @@ class ParagraphDedup(GlobalStage):
     def __init__(self, options: ParagraphDedup.Options):
         super().__init__(options)
         self.work_dir: Path | None = None
-        self._table: work.UnitTable | None = None
+        self._table: UnitTable | None = None
         self._table_from: Path | None = None
         self._unit: dict | None = None
 
-    def reads(self, step: str, source: str = "", unit: str = "") -> tuple[str, ...] | None:
-        return {
-            "reduce": ("map/*/*.paras",),
-            "finalize": ("map/*/*", "reduce/*"),
-            "filter": (work.DONE_FILE, work.UNITS_FILE, "decisions/*", f"map/{source}/{unit}.docs.arrow"),
-        }.get(step)
+    def phases(self) -> Phases:
+        return Phases(
+            map=Map(self.map_unit, writes=(work.PARAS, work.DOCS)),
+            reduce=Reduce(self.reduce_partition, self.partitions(), reads=(work.PARAS,), writes=(work.REDUCED,)),
+            finalize=Finalize.once(self.finalize, reads=(work.PARAS, work.DOCS, work.REDUCED)),
+            filter=Filter(reads=(work.DONE, UNITS, work.DECISIONS, work.DOCS)),
+            numbering=work.numbering(),
+        )
 
     def _units(self, texts: pa.Array, hashed: bool) -> Units:
         return Units(texts, self.options.unit, int(self.options.min_chars), hashed)
@@ -83,12 +87,11 @@ class ParagraphDedup(GlobalStage):
 
     def map_unit(self, batches: Iterable[pa.RecordBatch], unit: UnitContext, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
-        paras_final = work.paras_path(work_dir, unit.source, unit.unit)
-        paras_final.parent.mkdir(parents=True, exist_ok=True)
-        writer = partfile.Writer(unit.atomic(paras_final), work.PARA, self.partitions())
-        docs_final = work.docs_path(work_dir, unit.source, unit.unit)
+        paras = unit.atomic(work.PARAS.path(work_dir, unit.source, unit.unit))
+        writer = partfile.Writer(paras, work.PARA, self.partitions())
+        docs_final = unit.atomic(work.DOCS.path(work_dir, unit.source, unit.unit))
         rows = 0
-        with pa.OSFile(str(unit.atomic(docs_final)), "wb") as sink, pa.ipc.new_file(sink, work.DOCS_SCHEMA) as docs:
+        with pa.OSFile(str(docs_final), "wb") as sink, pa.ipc.new_file(sink, work.DOCS_SCHEMA) as docs:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
@@ -114,7 +117,7 @@ class ParagraphDedup(GlobalStage):
 
     def finalize(self, work_dir: Path) -> dict[str, int]:
         self.bind(work_dir)
-        done = Path(work_dir) / work.DONE_FILE
+        done = work.DONE.path(work_dir)
         if done.exists():
             return json.loads(done.read_text())
         counters = work.decide(Path(work_dir), self.partitions(), float(self.options.max_seen_fraction))
@@ -127,22 +130,22 @@ class ParagraphDedup(GlobalStage):
         work_dir = self.work_dir
         if work_dir is None:
             raise RuntimeError("paragraph_dedup: bind(work_dir) must come before open_unit (see GlobalStage)")
-        if not (work_dir / work.DONE_FILE).exists():
+        if not work.DONE.path(work_dir).exists():
             raise RuntimeError(f"paragraph_dedup: finalize has not completed in {work_dir}")
         if self._table is None or self._table_from != work_dir:
-            self._table, self._table_from = work.UnitTable.load(work_dir), work_dir
+            self._table, self._table_from = work.numbering().saved(work_dir), work_dir
         t = self._table
         u = t.index_of(unit.source, unit.unit)
         start, end = int(t.starts[u]), int(t.starts[u + 1])
         if end > start:
             first, last = work.document_range(np.array([start, end - 1]), t.total, self.partitions())
-            tables = [work.read_arrow(work.decisions_path(work_dir, r)) for r in range(first, last + 1)]
+            tables = [work.read_arrow(work.DECISIONS.path(work_dir, r)) for r in range(first, last + 1)]
             decided = pa.concat_tables(tables)
             gid = decided.column("gid").to_numpy()
             decided = decided.filter(pa.array((gid >= start) & (gid < end)))
         else:
             decided = work.DECISIONS_SCHEMA.empty_table()
-        ids = work.read_arrow(work.docs_path(work_dir, unit.source, unit.unit))
+        ids = work.read_arrow(work.DOCS.path(work_dir, unit.source, unit.unit))
         self._unit = {
             "rows": decided.column("gid").to_numpy() - start,
             "decided": pa.RecordBatch.from_arrays(

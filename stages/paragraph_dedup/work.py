@@ -13,7 +13,7 @@ Files (all written atomically; memory is one partition's records, never the run'
 * ``map/<source>/<unit>.docs.arrow``: per document its id and counted characters;
 * ``reduce/p<p>.part``: ``REMOVED`` records (the occurrences of each hash of partition
   ``p`` outside the document of its first occurrence), grouped by document range;
-* ``units.json``: the unit table finalize used (the filter phase reads it back);
+* ``units.json``: the unit table finalize used (``formats.unit_table``; the filter reads it back);
 * ``decisions/r<r>.arrow``: per document of range ``r`` with a removed unit: its gid,
   removed unit indexes, seen and counted characters, whether it is dropped, and the id
   of the document where its largest removed unit first occurred;
@@ -22,15 +22,16 @@ Files (all written atomically; memory is one partition's records, never the run'
 
 from __future__ import annotations
 
-import json
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from pipeline.formats import partfile
+from pipeline.formats.unit_table import DocStore
+from pipeline.formats.work_files import OneFile, PerIndex, PerUnit
+from pipeline.phases import Numbering
 
 PARA = np.dtype([("hash", "<u8"), ("row", "<u4"), ("para", "<u4"), ("chars", "<u4")])
 REMOVED = np.dtype([("gid", "<i8"), ("para", "<u4"), ("chars", "<u4"), ("first", "<i8")])
@@ -45,24 +46,18 @@ DECISIONS_SCHEMA = pa.schema(
         pa.field("first_id", pa.string()),
     ]
 )
-UNITS_FILE = "units.json"
-DONE_FILE = "done.json"
+
+# The work folder's files, in the order the phases write them (``unit_table.UNITS`` too).
+PARAS = PerUnit("map", ".paras")
+DOCS = PerUnit("map", ".docs.arrow")
+REDUCED = PerIndex("reduce", "p", ".part")
+DECISIONS = PerIndex("decisions", "r", ".arrow")
+DONE = OneFile("done.json")
 
 
-def paras_path(work_dir: Path, source: str, unit: str) -> Path:
-    return Path(work_dir) / "map" / source / f"{unit}.paras"
-
-
-def docs_path(work_dir: Path, source: str, unit: str) -> Path:
-    return Path(work_dir) / "map" / source / f"{unit}.docs.arrow"
-
-
-def reduce_path(work_dir: Path, partition: int) -> Path:
-    return Path(work_dir) / "reduce" / f"p{partition:05d}.part"
-
-
-def decisions_path(work_dir: Path, document_range: int) -> Path:
-    return Path(work_dir) / "decisions" / f"r{document_range:05d}.arrow"
+def numbering() -> Numbering:
+    """The global order of the run's documents: by the units' ``PARAS`` files."""
+    return Numbering("paragraph_dedup", PARAS, DOCS, {})
 
 
 def hash_partition(hashes: np.ndarray, partitions: int) -> np.ndarray:
@@ -72,70 +67,6 @@ def hash_partition(hashes: np.ndarray, partitions: int) -> np.ndarray:
 def document_range(gids: np.ndarray, total: int, partitions: int) -> np.ndarray:
     """Contiguous gid ranges: a unit's documents sit in one or a few."""
     return (np.asarray(gids, np.int64) * partitions // max(total, 1)).astype(np.int64)
-
-
-@dataclass
-class UnitTable:
-    """The mapped units in the global order, with their first gid (``starts``)."""
-
-    sources: list[str]
-    units: list[str]
-    counts: np.ndarray
-
-    def __post_init__(self) -> None:
-        self.starts = np.zeros(len(self.counts) + 1, np.int64)
-        np.cumsum(self.counts, out=self.starts[1:])
-        self._by_name = {key: i for i, key in enumerate(zip(self.sources, self.units))}
-
-    @property
-    def total(self) -> int:
-        return int(self.starts[-1])
-
-    def index_of(self, source: str, unit: str) -> int:
-        try:
-            return self._by_name[(source, unit)]
-        except KeyError:
-            raise KeyError(f"paragraph_dedup has no map output for unit {unit!r} of source {source!r}") from None
-
-    @classmethod
-    def scan(cls, work_dir: Path) -> UnitTable:
-        found = []
-        root = Path(work_dir) / "map"
-        for source_dir in sorted(root.iterdir()) if root.is_dir() else []:
-            for f in source_dir.iterdir() if source_dir.is_dir() else []:
-                if f.name.endswith(".paras") and not f.name.startswith("."):
-                    found.append((source_dir.name, f.name.removesuffix(".paras")))
-        found.sort()
-        counts = [partfile.header(paras_path(work_dir, s, u))[1] for s, u in found]
-        return cls([s for s, _ in found], [u for _, u in found], np.array(counts, np.int64))
-
-    def save(self, work_dir: Path) -> None:
-        rows = [{"source": s, "unit": u, "count": int(c)} for s, u, c in zip(self.sources, self.units, self.counts)]
-        final = Path(work_dir) / UNITS_FILE
-        tmp = partfile.temp_for(final)
-        tmp.write_text(json.dumps({"units": rows}, indent=1))
-        os.replace(tmp, final)
-
-    @classmethod
-    def load(cls, work_dir: Path) -> UnitTable:
-        rows = json.loads((Path(work_dir) / UNITS_FILE).read_text())["units"]
-        return cls(
-            [r["source"] for r in rows], [r["unit"] for r in rows], np.array([r["count"] for r in rows], np.int64)
-        )
-
-    def gather(self, work_dir: Path, gids: np.ndarray, column: str) -> pa.Array:
-        """``column`` of the docs files at ``gids`` (any order), each unit's file read once."""
-        gids = np.asarray(gids, np.int64)
-        units = np.searchsorted(self.starts, gids, side="right") - 1
-        order = np.argsort(units, kind="stable")
-        parts = [pa.array([], DOCS_SCHEMA.field(column).type)]
-        for u in np.unique(units):
-            at = order[np.searchsorted(units[order], u) : np.searchsorted(units[order], u, side="right")]
-            values = read_arrow(docs_path(work_dir, self.sources[u], self.units[u])).column(column)
-            parts += values.take(pa.array(gids[at] - self.starts[u])).chunks
-        inverse = np.empty(len(gids), np.int64)
-        inverse[order] = np.arange(len(gids))
-        return pa.concat_arrays(parts).take(pa.array(inverse))
 
 
 def read_arrow(path: Path) -> pa.Table:
@@ -153,8 +84,8 @@ def write_arrow(final: Path, table: pa.Table) -> None:
 def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[str, int]:
     """The occurrences of each hash of ``partition`` outside the document where it first
     occurs, grouped by document range."""
-    table = UnitTable.scan(work_dir)
-    parts = [partfile.read(paras_path(work_dir, s, u), partition, PARA) for s, u in zip(table.sources, table.units)]
+    table = numbering().table(work_dir)
+    parts = [partfile.read(PARAS.path(work_dir, s, u), partition, PARA) for s, u in zip(table.sources, table.units)]
     records = np.concatenate(parts) if parts else np.empty(0, PARA)
     gids = np.concatenate([p["row"].astype(np.int64) + table.starts[u] for u, p in enumerate(parts)] or [[]])
     order = np.lexsort((records["para"], gids, records["hash"]))
@@ -166,7 +97,7 @@ def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[s
     removed = np.empty(int(later.sum()), REMOVED)
     removed["gid"], removed["para"] = gids[later], records["para"][later]
     removed["chars"], removed["first"] = records["chars"][later], gids[group[later]]
-    final = reduce_path(work_dir, partition)
+    final = REDUCED.path(work_dir, partition)
     tmp = partfile.temp_for(final)
     partfile.write(tmp, removed, document_range(removed["gid"], table.total, partitions), partitions)
     os.replace(tmp, final)
@@ -175,26 +106,33 @@ def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[s
 
 def decide(work_dir: Path, partitions: int, max_seen_fraction: float) -> dict[str, int]:
     """Per document range: which units each document loses, and whether it is dropped."""
-    table = UnitTable.scan(work_dir)
+    table = numbering().table(work_dir)
     table.save(work_dir)
+    store = DocStore(table)
     counters = {"paragraph_dedup.documents": table.total, "paragraph_dedup.documents_changed": 0}
     counters["paragraph_dedup.partial_copies"] = 0
     for r in range(partitions):
-        rows = np.concatenate([partfile.read(reduce_path(work_dir, q), r, REMOVED) for q in range(partitions)])
+        rows = np.concatenate([partfile.read(path, r, REMOVED) for path in REDUCED.paths(work_dir, partitions)])
         rows = rows[np.lexsort((rows["para"], rows["gid"]))]
         gid, starts = np.unique(rows["gid"], return_index=True)
         seen = np.add.reduceat(rows["chars"].astype(np.int64), starts) if len(rows) else np.zeros(0, np.int64)
         # Each document's largest removed unit (then its smallest index): where it first occurred.
         by_size = np.lexsort((rows["para"], -rows["chars"].astype(np.int64), rows["gid"]))
         largest_first = rows["first"][by_size][starts]
-        chars = np.asarray(table.gather(work_dir, gid, "chars").to_numpy(zero_copy_only=False), np.int64)
+        chars = np.asarray(_gathered(store, gid, "chars").to_numpy(zero_copy_only=False), np.int64)
         drop = seen > max_seen_fraction * chars
         first_id = np.full(len(gid), None, object)
-        first_id[drop] = table.gather(work_dir, largest_first[drop], "id").to_pylist()
+        first_id[drop] = _gathered(store, largest_first[drop], "id").to_pylist()
         paras = pa.ListArray.from_arrays(pa.array(np.append(starts, len(rows)), pa.int32()), pa.array(rows["para"]))
         columns = [pa.array(gid, pa.int64()), paras, pa.array(seen), pa.array(chars), pa.array(drop)]
         columns.append(pa.array(first_id, pa.string()))
-        write_arrow(decisions_path(work_dir, r), pa.Table.from_arrays(columns, schema=DECISIONS_SCHEMA))
+        write_arrow(DECISIONS.path(work_dir, r), pa.Table.from_arrays(columns, schema=DECISIONS_SCHEMA))
         counters["paragraph_dedup.documents_changed"] += int((~drop).sum())
         counters["paragraph_dedup.partial_copies"] += int(drop.sum())
     return counters
+
+
+def _gathered(store: DocStore, gids: np.ndarray, column: str) -> pa.Array:
+    """``column`` of the docs files at ``gids`` (any order), typed as ``DOCS_SCHEMA`` says."""
+    values = store.gather(gids, [column]).column(column).combine_chunks()
+    return values if len(values) else pa.array([], DOCS_SCHEMA.field(column).type)
