@@ -28,11 +28,15 @@ def blocks(section: str, language: str) -> list[str]:
 
 
 def commands(block: str) -> list[list[str]]:
-    """The shell commands of a block: continuation lines joined, comments dropped,
-    ``pip install`` left out (the test runs in the installed environment)."""
-    lines = block.replace("\\\n", " ").splitlines()
-    parsed = [shlex.split(line, comments=True) for line in lines]
-    return [argv for argv in parsed if argv and argv[:2] != ["pip", "install"]]
+    """The shell commands of a block: continuation lines joined, ``&&`` chains parted,
+    comments dropped, ``pip install`` left out (the test runs in the installed environment)."""
+    argvs = []
+    for line in block.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        while words:
+            argv, words = (words[: words.index("&&")], words[words.index("&&") + 1 :]) if "&&" in words else (words, [])
+            argvs.append(argv)
+    return [argv for argv in argvs if argv[:2] != ["pip", "install"]]
 
 
 def run_prep(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -51,7 +55,7 @@ def clone(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("clone")
     for name in ("configs", "data"):
         (folder / name).symlink_to(REPO / name)
-    (quick_start,) = blocks("Install and run on the bundled sample", "bash")
+    quick_start = blocks("Install and run on the bundled sample", "bash")[0]
     for argv in commands(quick_start):
         run_prep(argv, folder)
     return folder
