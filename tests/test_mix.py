@@ -53,6 +53,19 @@ def test_shares_hold_in_every_window(three_sources):
     assert math["epochs"] > 1 and abs(math["tokens_used"] - math["tokens_target"]) <= 800
 
 
+def test_a_loader_cache_beside_the_shards_is_no_source(three_sources):
+    """Reading a run with the loader leaves tokens/.loader_cache; a mixture made after
+    that is the one made before (it once planned a `.loader_cache` source, and training
+    on the mixture failed on it)."""
+    _, before = plan_mixture([three_sources], {"code": 0.3}, budget="5M")
+    cache = three_sources / "tokens" / ".loader_cache"
+    cache.mkdir()
+    (cache / "index.npy").write_bytes(b"")
+    description, after = plan_mixture([three_sources], {"code": 0.3}, budget="5M")
+    assert sorted(description["sources"]) == ["code", "math", "web"]
+    assert np.array_equal(before.document, after.document) and np.array_equal(before.source, after.source)
+
+
 def test_deterministic_and_seed_dependent(three_sources):
     _, first = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=7)
     _, again = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=7)

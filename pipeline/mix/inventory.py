@@ -87,7 +87,9 @@ def take_inventory(runs: list[Path]) -> Inventory:
         tokens = Layout(run).tokens_folder
         if not tokens.is_dir():
             raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
-        for folder in sorted(p for p in tokens.iterdir() if p.is_dir()):
+        # Hidden folders are no source (a source name starts with a letter or digit): the
+        # loader keeps its index cache in tokens/.loader_cache once a run has been read.
+        for folder in sorted(p for p in tokens.iterdir() if p.is_dir() and not p.name.startswith(".")):
             shards_by_source.setdefault(folder.name, []).extend(list_shards(folder))
     if not shards_by_source:
         raise MixError(f"no token shards under {', '.join(str(r) for r in runs)}")
