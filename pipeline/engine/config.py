@@ -123,7 +123,6 @@ class RunSettings:
     max_doc_bytes: int = 32 << 20
     split_bytes: int = 64 << 20  # 0: one unit per file
     group_bytes: int = 4 << 20  # 0: one unit per file
-    sample_seed: int = 0  # which documents a --sample picks (--sample-seed; 0: by the id hash alone)
 
 
 @dataclass
