@@ -168,4 +168,4 @@ def _cut(data: np.ndarray, start: int, end: int, n: int, ix: Index) -> tuple[byt
 
 def work_folder(out: str | Path) -> Path:
     """Where a run in ``out`` keeps its benchmark indexes."""
-    return Layout(out).out / Layout.WORK / WORK_FOLDER
+    return Layout(out).stage_work(WORK_FOLDER)
