@@ -117,8 +117,7 @@ def _run_claimed(
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
                 global_stats[label] = run_global(config, store, segment, units, runner, options.mode, disk, tally)
-            input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
-            unit_stats += _run_segment(config, options, store, segment, units, runner, input_bytes, sizes, tally)
+            unit_stats += _run_segment(config, options, store, segment, units, runner, sizes, tally)
             sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
             disk.note()
             drop_finished(config, store, segment)
@@ -306,7 +305,6 @@ def _run_segment(
     segment: Segment,
     units: list[Unit],
     executor,
-    input_bytes: int,
     sizes: dict[tuple[str, str], float],
     tally: Counter,
 ) -> list[dict]:
@@ -316,6 +314,7 @@ def _run_segment(
     layout = Layout(store.root)
     store.sync(layout.key(layout.markers(phase)))
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
+    input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
     bar = ProgressBar(name, input_bytes, len(units), mode=options.mode)
     todo, done = [], []
     for unit in units:
