@@ -193,41 +193,71 @@ def test_no_module_is_longer_than_a_reader_takes_in():
     assert not long, long
 
 
-# Modules that still join path strings themselves (issue 49, item 4): each is to move its
-# paths to ``Layout`` or the format that owns them; no other module may start.
-PATH_JOINS_LEFT = {
-    "pipeline/ablate/ablation.py",
-    "pipeline/compile/numba_cache.py",
-    "pipeline/engine/storage.py",
-    "pipeline/loader/cache.py",
-    "pipeline/mixsearch/search.py",
-    "pipeline/mixsearch/trials.py",
-    "pipeline/readers/arrow_files.py",
-    "pipeline/readers/rpv2_layout.py",
-    "pipeline/text/tiktoken_encodings.py",
-    "stages/decontaminate/reference.py",
-    "stages/dedup/warmup.py",
-    "stages/langid/model.py",
-    "stages/langid/thresholds.py",
-    "stages/url_filter/lists.py",
+# Files the check flags that join no path of a folder prep writes or reads.
+JOINS_ALLOWED = {
+    "stages/dedup/rounds.py",  # names a round's work-file family (cc/step<k>) for formats/work_files.PerIndex
+    "stages/dedup/warmup.py",  # the compile rehearsal's own temporary folder, no run folder
+    "pipeline/text/tokenizers.py",  # a tokenizer's display name ("<folder>/tokenizer.json"), no path
 }
 
 
-def _joins_a_path(node: ast.AST) -> bool:
-    """``something / "name"`` or ``something / f"{unit}.json"``: a path joined by hand."""
-    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div)):
+def _is_text(node: ast.AST) -> bool:
+    return isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+
+
+def _builds_a_path(node: ast.JoinedStr) -> bool:
+    """An f-string that puts a ``/`` beside a value and has no spaces or markup in its
+    text (``f"{folder}/{name}.json"``): a message (``"units {a}/{b}"``), a piece of HTML
+    or a URI's ``scheme://`` is no path."""
+    text = [part.value for part in node.values if isinstance(part, ast.Constant)]
+    if any(c.isspace() or c in "<>" for piece in text for c in piece):
         return False
-    return any(
-        isinstance(side, ast.JoinedStr) or (isinstance(side, ast.Constant) and isinstance(side.value, str))
-        for side in (node.left, node.right)
-    )
+    parts = node.values
+    for i, part in enumerate(parts):
+        if isinstance(part, ast.Constant) and "/" in part.value.replace("://", ""):
+            if any(0 <= j < len(parts) and isinstance(parts[j], ast.FormattedValue) for j in (i - 1, i + 1)):
+                return True
+    return False
 
 
-def test_paths_are_joined_only_by_their_owners():
-    joined = []
+def _path_joins(tree: ast.AST) -> list[int]:
+    """The lines that join a path from a written name: ``path / "name"`` (or an f-string),
+    ``os.path.join``, ``joinpath``, and f-strings that build a path."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            joined = _is_text(node.left) or _is_text(node.right)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            owner = ast.unparse(node.func.value)
+            joined = node.func.attr == "joinpath" or (node.func.attr == "join" and owner in ("os.path", "posixpath"))
+        else:
+            joined = isinstance(node, ast.JoinedStr) and _builds_a_path(node)
+        if joined:
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_paths_are_joined_only_in_the_formats():
+    """ARCHITECTURE.md: every path of a folder prep writes or reads comes from its format
+    (``Layout`` for a run folder). The rooms below ``formats/`` (which it imports, so they
+    cannot take a path from it) hold no folder's layout and are not read."""
+    below = MAY_IMPORT["formats"] | {"root", "formats"}
+    joins = []
     for module, path in sorted(_modules(REPO).items()):
-        rel = path.relative_to(REPO).as_posix()
-        if module.startswith("pipeline.formats") or rel in PATH_JOINS_LEFT:
+        name = path.relative_to(REPO).as_posix()
+        if _room(module) in below or name in JOINS_ALLOWED:
             continue
-        joined += [f"{rel}:{node.lineno}" for node in ast.walk(ast.parse(path.read_text())) if _joins_a_path(node)]
-    assert not joined, "paths joined outside Layout and formats/: " + ", ".join(joined)
+        lines = path.read_text().splitlines()
+        joins += [f"{name}:{n}: {lines[n - 1].strip()}" for n in _path_joins(ast.parse(path.read_text()))]
+    assert not joins, "\n".join(joins)
+
+
+def test_the_path_join_check_sees_each_kind_of_join():
+    joins = _path_joins(
+        ast.parse(
+            'a = out / "docs"\nb = out / f"{unit}.json"\nc = os.path.join(out, name)\n'
+            'd = Path(out).joinpath(name)\ne = f"{base}/{rel}"\n'
+            'f = f"units {done}/{total}"\ng = f"<td>{cell}</td>"\nh = f"{scheme}://{key}"\ni = size / 2\n'
+        )
+    )
+    assert joins == [1, 2, 3, 4, 5]

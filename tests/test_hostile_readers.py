@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import SHARED_DATA
 
+from pipeline.formats.hf_dataset_folder import expand_hf_folder
 from pipeline.readers import InputSpec, rawfile, read_input
-from pipeline.readers.arrow_files import expand_hf_folder
 from pipeline.readers.common import StrictModeError
 from pipeline.readers.nesting import MAX_DEPTH, too_deep_lines
 

@@ -34,9 +34,9 @@ from benchmarks.mix_stream import (
     training_windows,
     worst,
 )
+from pipeline.formats.scratch import LOADER_CACHE as CACHE_DIRNAME
 from pipeline.formats.token_shards import ShardWriter, write_index
 from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
-from pipeline.loader.cache import CACHE_DIRNAME
 from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WindowOrder, balanced_order
 
 REPO = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from test_loader import make_run
 
+from pipeline.formats.scratch import LOADER_CACHE as CACHE_DIRNAME
 from pipeline.loader import TokenDataset, build_dataloader
-from pipeline.loader.cache import CACHE_DIRNAME
 
 
 def is_mapped(array: np.ndarray) -> bool:

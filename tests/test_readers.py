@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import SAMPLE, write_jsonl
 
+from pipeline.formats.hf_dataset_folder import expand_hf_folder, is_hf_folder
 from pipeline.readers import InputSpec, read_input
-from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 
 
 def read_all(path: Path, **spec_options) -> tuple[pa.Table | None, list[dict], dict]:

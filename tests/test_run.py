@@ -21,7 +21,7 @@ from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, SAMPLE_CONFI
 
 from pipeline import phases as stage_phases
 from pipeline.commands.main import main
-from pipeline.engine import run as run_module
+from pipeline.engine import unit as unit_module
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.run import run_pipeline
@@ -457,20 +457,20 @@ def test_a_resumed_run_keeps_the_partitions_its_start_chose(tmp_path, monkeypatc
     )
     clean, out = tmp_path / "clean", tmp_path / "out"
     run_pipeline(config, clean, workers=1, quiet=True)
-    run_unit = run_module.run_unit
+    run_unit = unit_module.run_unit
 
-    def killed(config, layout, segment, *args, **kwargs):  # workers=1 runs the units in this process
+    def killed(config, store, options, segment, *args, **kwargs):  # workers=1 runs the units in this process
         if segment.index == 1:
             raise RuntimeError("killed in the filter phase")
-        return run_unit(config, layout, segment, *args, **kwargs)
+        return run_unit(config, store, options, segment, *args, **kwargs)
 
-    monkeypatch.setattr(run_module, "run_unit", killed)
+    monkeypatch.setattr(unit_module, "run_unit", killed)
     with pytest.raises(RuntimeError, match="killed in the filter phase"):
         run_pipeline(config, out, workers=1, quiet=True)
     layout = Layout(out)
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
     assert len(list((layout.global_work(1) / "decisions").iterdir())) == 2
-    monkeypatch.setattr(run_module, "run_unit", run_unit)
+    monkeypatch.setattr(unit_module, "run_unit", run_unit)
     monkeypatch.setattr(stage_phases, "partitions_for", lambda size: 4)
     run_pipeline(config, out, workers=1, quiet=True)  # the filter phase reads the decisions per range
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}

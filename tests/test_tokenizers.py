@@ -18,8 +18,9 @@ from conftest import SHARED_DATA
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.formats.bundled import VOCABULARIES as VOCAB_DIR
 from pipeline.text import tokenizers as T
-from pipeline.text.tiktoken_encodings import NAMED_ENCODINGS, VOCAB_DIR
+from pipeline.text.tiktoken_encodings import NAMED_ENCODINGS
 from pipeline.text.tokenizers import TokenizerError, load_tokenizer, split_long_text
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip

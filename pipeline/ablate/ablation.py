@@ -25,7 +25,7 @@ from pipeline.ablate.presets import PRESETS
 from pipeline.ablate.projection import project
 from pipeline.ablate.trial import TrialPlan, choose_device, describe_device, run_trial
 from pipeline.ablate.verdict import verdict_lines
-from pipeline.formats.experiments import LEDGER_DIR, find_trial, write_record
+from pipeline.formats.experiments import AblationFolder, find_trial, write_record
 from pipeline.loader.cache import fingerprint
 from pipeline.util.atomic import write_json_atomic
 
@@ -60,7 +60,7 @@ class AblationOptions:
 
     @property
     def ledger_dir(self) -> Path:
-        return self.ledger if self.ledger is not None else self.out / LEDGER_DIR
+        return self.ledger if self.ledger is not None else AblationFolder(self.out).ledger
 
 
 @dataclass
@@ -85,7 +85,7 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
     """Open every DATA, group it by tokenizer, build each group's eval sets and vocabulary."""
     if options.preset not in PRESETS:
         raise ValueError(f"unknown model preset {options.preset!r}; choose one of {', '.join(PRESETS)}")
-    cache = options.out / ".loader_cache"
+    cache = AblationFolder(options.out).loader_cache
     datas = [
         open_data(path, name, options.held_out, cache)
         for path, name in zip(options.data, data_names(options.data), strict=True)
@@ -195,7 +195,7 @@ def run_ablation(options: AblationOptions, progress: Callable[[str], None] = pri
     weights = weights_of(options, groups)
     verdict = verdict_lines(records, weights)
     write_json_atomic(
-        options.out / "ablation.json",
+        AblationFolder(options.out).summary,
         {
             "experiment": experiment,
             "trials": [r["trial"] for r in records],

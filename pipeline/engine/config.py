@@ -50,9 +50,9 @@ from typing import Any
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.engine.stage_registry import registry
+from pipeline.formats.rpv2_layout import documents_of
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.redpajama_v2 import THRESHOLDS
-from pipeline.readers.rpv2_layout import documents_of
 from pipeline.stage import GlobalStage
 from pipeline.util.numbers import first_non_finite
 from pipeline.util.suggest import nearest_hint
@@ -123,7 +123,6 @@ class RunSettings:
     max_doc_bytes: int = 32 << 20
     split_bytes: int = 64 << 20  # 0: one unit per file
     group_bytes: int = 4 << 20  # 0: one unit per file
-    sample_seed: int = 0  # which documents a --sample picks (--sample-seed; 0: by the id hash alone)
 
 
 @dataclass

@@ -1,54 +1,32 @@
 """A global stage's phases before its filter, as the stage declares them
 (``pipeline.phases``): map over every unit, reduce each partition, finalize in rounds;
 each task leaves a marker so a killed run redoes only what has none. The files a task
-fetches, the folders removed between rounds, all come from the declarations.
-
-Also the two pulls a task needs when the run folder lives on object storage: a unit's
-documents from the segment before, and the work-folder files a step reads.
+fetches (``engine/fetch.py``), the folders removed between rounds, all come from the
+declarations.
 """
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import time
 from collections import Counter
 from dataclasses import replace
-from pathlib import PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
+from pipeline.engine.fetch import matching, pull_unit_documents, pull_work
 from pipeline.engine.plan import Segment, Unit, plan_segments
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.engine.work_disk import WorkDisk
-from pipeline.formats.layout import Layout, is_part_file, part_files
+from pipeline.formats.layout import Layout, part_files
 from pipeline.phases import Round, globs
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import write_json_atomic
-
-
-def pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Unit) -> None:
-    """The documents a unit kept in segment ``segment_index``, which the next phase reads."""
-    folder = layout.key(layout.segment_docs(segment_index, unit.source))
-    store.pull(folder, keep=lambda rel: is_part_file(PurePosixPath(rel).name, unit.name))
-
-
-def pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
-    """The files of a global stage's work folder that a step reads (globs of its declared
-    families: ``pipeline.phases``); None: all of them."""
-    folder = layout.key(layout.global_work(segment_index))
-    store.pull(folder, keep=None if patterns is None else _matching(folder, patterns))
-
-
-def _matching(folder: str, patterns: tuple[str, ...]):
-    """Whether a path relative to the run's root matches a glob relative to ``folder``."""
-    prefix = len(folder) + 1
-    return lambda rel: any(fnmatch.fnmatch(rel[prefix:], p) for p in patterns)
 
 
 def run_global(
@@ -200,7 +178,7 @@ def _work_task(
     pull_work(store, layout, segment_index, whole)
     if sliced:
         folder = layout.key(layout.global_work(segment_index))
-        pull_slices(store, folder, _matching(folder, sliced), partitions)
+        pull_slices(store, folder, matching(folder, sliced), partitions)
     started = time.process_time()
     counters = work_on(layout.global_work(segment_index))
     phase, name, label = cost_at

@@ -76,7 +76,7 @@ class RealPaths:
         folder, name = os.path.split(os.fspath(file))
         if folder not in self._folders:
             self._folders[folder] = os.path.realpath(folder or ".")
-        return os.path.join(self._folders[folder], name)
+        return str(Path(self._folders[folder], name))
 
 
 def input_stat(path: str | Path) -> list[int | str]:

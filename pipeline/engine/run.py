@@ -22,19 +22,20 @@ from pipeline.engine.config import Config, ConfigError, load_config
 from pipeline.engine.cost import RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
-from pipeline.engine.global_run import pull_unit_documents, pull_work, run_global
+from pipeline.engine.global_run import run_global
 from pipeline.engine.input_files import input_stat
 from pipeline.engine.inputs_read import files_read, without_files
 from pipeline.engine.manifest import build_manifest, write_manifest
 from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.retry import start_counting, take_retries
+from pipeline.engine.run_options import RunOptions
 from pipeline.engine.run_record import entries, previous_run, refuse_foreign
 from pipeline.engine.run_state import check_inputs, same_inputs, write_state
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
-from pipeline.engine.unit import built_stage, run_unit
+from pipeline.engine.unit import segment_task
 from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
@@ -45,58 +46,41 @@ from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
 
 
-def run_pipeline(
-    config_path: str | Path,
-    out: str | Path,
-    workers: int | None = None,
-    strict: bool = False,
-    force: bool = False,
-    quiet: bool = False,
-    executor: str = "local",
-    address: str | None = None,
-    sample: float = 1.0,
-    progress: str = "bar",
-    sample_seed: int = 0,
-) -> dict:
-    """Run (or resume) a config into ``out``; returns the manifest.
+def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
+    """Run (or resume) a config into ``out``; returns the manifest. ``flags`` are
+    ``prep run``'s, by name (``RunOptions``).
 
     ``sample`` < 1 keeps a hash-sampled fraction of every source (by document id, so the
     same documents whatever the worker count; another ``sample_seed`` draws another sample)
     and projects the full run in cost.json.
     ``progress`` is "bar", "json" (one JSON line a second, for logs) or "none".
     """
-    if not 0 < sample <= 1:
-        raise ConfigError(f"--sample must be in (0, 1], not {sample}")
     wall_start = time.monotonic()
     start_counting()
     config = load_config(config_path, out)
-    config.run.sample_seed = sample_seed
-    asked = workers or config.run.workers  # None: as many as there are cores
-    workers = asked or os.cpu_count() or 1
-    if executor == "local" and workers > 1:
+    options = RunOptions.from_flags(config, **flags)
+    if options.executor == "local" and options.workers > 1:
         start_fork_server()  # the workers' imports overlap the planning below
     units = _planned_units(config)
     config = config.without_files()  # the units name them; tasks carry the config
     sizes = _input_sizes(units)
-    fingerprint = _fingerprint(config, units, sample)
+    fingerprint = _fingerprint(config, units, options)
     store = RunStore(str(out), fingerprint["fingerprint"])
     if not store.remote and Path(out).exists() and not Path(out).is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
     with contextlib.ExitStack() as held:
         try:
-            refuse_foreign(store, force)  # before the lock, which would leave .prep/ in a folder not prep's
+            refuse_foreign(store, options.force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
-            sized = _claim_output(store, units, fingerprint, force, _sized(config, sizes, sample))
+            sized = _claim_output(store, units, fingerprint, options.force, _sized(config, sizes, options.sample))
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
             config.stages[int(index)].options.update(values)
-        if asked and not quiet and executor == "local":
-            for line in worker_notes(asked, len(units), os.cpu_count() or 1):
-                print(json.dumps({"note": line}) if progress == "json" else line, file=sys.stderr)
-        return _run_claimed(
-            config, store, units, sizes, workers, strict, quiet, executor, address, sample, progress, wall_start
-        )
+        if options.asked_workers and not options.quiet and options.executor == "local":
+            for line in worker_notes(options.asked_workers, len(units), os.cpu_count() or 1):
+                print(json.dumps({"note": line}) if options.progress == "json" else line, file=sys.stderr)
+        return _run_claimed(config, options, store, units, sizes, wall_start)
 
 
 def _planned_units(config: Config) -> list[Unit]:
@@ -112,51 +96,43 @@ def _planned_units(config: Config) -> list[Unit]:
 
 def _run_claimed(
     config: Config,
+    options: RunOptions,
     store: RunStore,
     units: list[Unit],
     sizes: dict[tuple[str, str], float],
-    workers,
-    strict,
-    quiet,
-    executor,
-    address,
-    sample,
-    progress,
-    wall_start,
+    wall_start: float,
 ) -> dict:
     """The run itself, once this process holds --out."""
     layout = Layout(store.root)
     segments = plan_segments(config)
     labels = stage_labels(config)
     _remove_temporaries(layout.out)
-    runner = _executor(executor, address, workers)
-    mode = "none" if quiet else progress
+    runner = _executor(options)
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
     disk = WorkDisk(store)
     tally: Counter[str] = Counter()  # what earlier runs had done (``RESUMED``)
     try:
-        warm_up(config, units, runner, mode, sizes)
+        warm_up(config, units, runner, options.mode, sizes)
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]
-                global_stats[label] = run_global(config, store, segment, units, runner, mode, disk, tally)
-            input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
-            unit_stats += _run_segment(
-                config, store, segment, units, labels, runner, strict, mode, sample, input_bytes, sizes, tally
-            )
+                global_stats[label] = run_global(config, store, segment, units, runner, options.mode, disk, tally)
+            unit_stats += _run_segment(config, options, store, segment, units, runner, sizes, tally)
             sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
             disk.note()
             drop_finished(config, store, segment)
     finally:
         runner.close()
-    manifest = build_manifest(config, labels, unit_stats, global_stats, sampled=sample < 1)
-    manifest["sample"] = sample
-    if config.run.sample_seed:
-        manifest["sample_seed"] = config.run.sample_seed
+    manifest = build_manifest(config, labels, unit_stats, global_stats, sampled=options.sampled)
+    manifest["sample"] = options.sample
+    if options.sample_seed:
+        manifest["sample_seed"] = options.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
     store.sync(layout.key(layout.cost_folder))
-    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, workers, store.size(Layout.OUTPUT_FOLDERS))
+    cost = summarize_cost(
+        layout, manifest, time.monotonic() - wall_start, options.workers, store.size(Layout.OUTPUT_FOLDERS)
+    )
     cost[WORK_DISK] = disk.figures()
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
@@ -208,17 +184,17 @@ def worker_notes(asked: int, units: int, cores: int) -> list[str]:
     return notes
 
 
-def _executor(name: str, address: str | None, workers: int | None):
-    if name == "local":
-        return LocalExecutor(workers)
-    if name == "ray":
+def _executor(options: RunOptions):
+    if options.executor == "local":
+        return LocalExecutor(options.workers)
+    if options.executor == "ray":
         from pipeline.engine.ray_executor import RayExecutor  # ray is an optional extra
 
-        return RayExecutor(address, workers)
-    raise ConfigError(f"unknown executor {name!r} (local or ray)")
+        return RayExecutor(options.address, options.workers)
+    raise ConfigError(f"unknown executor {options.executor!r} (local or ray)")
 
 
-def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
+def _fingerprint(config: Config, units: list[Unit], options: RunOptions) -> dict:
     """What makes a run this run: the config, the list of inputs, the sample, and the
     contents of the files stages read besides the documents (models, by sha256), and the
     ``version`` of each stage past its first (so a run's earlier fingerprints stay theirs).
@@ -231,15 +207,15 @@ def _fingerprint(config: Config, units: list[Unit], sample: float) -> dict:
     digest = hashlib.sha256(f"[{json.dumps(config.canonical())}, [".encode())
     for k, (source, key) in enumerate((unit.source, file.key) for unit in units for file in unit.files):
         digest.update(f"{', ' if k else ''}{json.dumps([source, key])}".encode())  # the list's json, streamed
-    seed = f", {config.run.sample_seed}" if config.run.sample_seed else ""  # seedless runs keep their print
+    seed = f", {options.sample_seed}" if options.sample_seed else ""  # seedless runs keep their print
     versions = {stage.name: version for stage in config.stages if (version := registry()[stage.name].version) > 1}
     versioned = f", {json.dumps(versions)}" if versions else ""
-    digest.update(f"], {json.dumps(sample)}{seed}, {json.dumps(stage_files)}{versioned}]".encode())
+    digest.update(f"], {json.dumps(options.sample)}{seed}, {json.dumps(stage_files)}{versioned}]".encode())
     return {
         "config": config.raw,
         "config_file": str(config.path),
-        "sample": sample,
-        "sample_seed": config.run.sample_seed,
+        "sample": options.sample,
+        "sample_seed": options.sample_seed,
         "stage_files": stage_files,
         "fingerprint": digest.hexdigest(),
     }
@@ -327,17 +303,13 @@ def _largest_first(units: list[Unit], sizes: dict[tuple[str, str], float]) -> li
 
 
 def _run_segment(
-    config,
+    config: Config,
+    options: RunOptions,
     store: RunStore,
     segment: Segment,
-    units,
-    labels,
+    units: list[Unit],
     executor,
-    strict,
-    mode,
-    sample,
-    input_bytes: int,
-    sizes,
+    sizes: dict[tuple[str, str], float],
     tally: Counter,
 ) -> list[dict]:
     """Run the units of a segment that have no marker, largest first; their stats in
@@ -346,7 +318,8 @@ def _run_segment(
     layout = Layout(store.root)
     store.sync(layout.key(layout.markers(phase)))
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
-    bar = ProgressBar(name, input_bytes, len(units), mode=mode)
+    input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
+    bar = ProgressBar(name, input_bytes, len(units), mode=options.mode)
     todo, done = [], []
     for unit in units:
         marker = layout.marker(phase, unit.source, unit.name)
@@ -358,24 +331,7 @@ def _run_segment(
             todo.append(unit)
     tally.update(units=len(units), done_before=len(done))
     todo = _largest_first(todo, sizes)
-    tasks = [(segment_task, (config, store, segment.index, unit, labels, strict, sample)) for unit in todo]
-    results = executor.run(tasks, bar)
+    results = executor.run([(segment_task, (config, store, segment.index, unit, options)) for unit in todo], bar)
     bar.close()
     by_name = {(s["source"], s["unit"]): s for s in done + results}
     return [by_name[(u.source, u.name)] for u in units]
-
-
-def segment_task(
-    config: Config, store: RunStore, segment_index: int, unit: Unit, labels, strict, sample, progress=None
-) -> dict:
-    segment = plan_segments(config)[segment_index]
-    layout = Layout(store.root)
-    if segment_index > 0:
-        pull_unit_documents(store, layout, segment_index - 1, unit)
-        if segment.entry.applies_to(unit.source):
-            stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
-            pull_work(store, layout, segment_index, stage.phases().filter.globs(unit.source, unit.name))
-    stats = run_unit(
-        config, layout, segment, unit, labels, strict=strict, progress=progress, sample=sample, store=store
-    )
-    return without_files(stats)  # the manifest reads them from the marker (files_read)

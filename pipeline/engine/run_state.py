@@ -35,7 +35,7 @@ def unit_version(unit: Unit) -> str:
 
 
 def _unit_key(unit: Unit) -> str:
-    return f"{unit.source}/{unit.name}"
+    return Layout.unit_key(unit.source, unit.name)
 
 
 def write_state(store: RunStore, head: dict, units: list[Unit]) -> None:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from pipeline.engine.input_files import RealPaths, not_a_file
 from pipeline.engine.storage import glob_remote, is_remote
+from pipeline.formats.hf_dataset_folder import expand_hf_folder, is_hf_folder
 from pipeline.formats.layout import Layout
 from pipeline.readers import detect_format
-from pipeline.readers.arrow_files import expand_hf_folder, is_hf_folder
 from pipeline.util.globbing import GlobError, glob_reporting, walk_root
 
 
@@ -96,8 +96,7 @@ def _not_output(files: list, root: str, out: str | Path | None, real: RealPaths)
     pattern names before its first wildcard (``prev/docs/**/*.parquet``) is read: feeding a
     run's output to the next is a choice, made by naming it."""
     if files and isinstance(files[0], str):  # URIs: a run's record is not looked for, which costs requests
-        inside = f"{str(out).rstrip('/')}/"
-        return [uri for uri in files if out is None or not uri.startswith(inside)]
+        return [uri for uri in files if out is None or not _is_below(uri, str(out))]
     below = os.path.realpath(root)
     own = os.path.realpath(out) if out is not None and not is_remote(out) else None
     is_run = cache(lambda folder: Layout(Path(folder)).state.is_file())

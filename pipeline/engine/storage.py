@@ -19,7 +19,8 @@ Hugging Face Hub (``hf://datasets/...``), through huggingface_hub's file system 
 
 Credentials and endpoints come from the usual AWS settings (``AWS_ACCESS_KEY_ID``,
 ``AWS_ENDPOINT_URL`` for MinIO or other S3-compatible stores, ...). ``PREP_SCRATCH``
-names the local folder for mirrors and input copies (default: the system temp folder).
+names the local folder for mirrors and input copies (default: the system temp folder;
+its layout: ``formats/scratch.py``).
 Every request to the store is retried on throttling, server errors and dropped
 connections, within a bound, and counted (``retry``).
 """
@@ -43,6 +44,8 @@ import pyarrow.fs as pafs
 
 from pipeline.engine import hub
 from pipeline.engine.retry import RangedFile, download, files_under, retrying, sdk_untried, upload
+from pipeline.formats.layout import file_in
+from pipeline.formats.scratch import Scratch
 from pipeline.util.atomic import atomic_path
 from pipeline.util.globbing import glob_regex, has_magic
 
@@ -70,8 +73,8 @@ def filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
         raise OSError(f"cannot open {uri}: {error}") from None
 
 
-def scratch() -> Path:
-    return Path(os.environ.get("PREP_SCRATCH") or Path(tempfile.gettempdir()) / "prep-scratch")
+def scratch() -> Scratch:
+    return Scratch(os.environ.get("PREP_SCRATCH"))
 
 
 # -- inputs -------------------------------------------------------------------------------
@@ -99,7 +102,7 @@ def local_input(path: str | Path) -> Iterator[Path]:
     if not is_remote(path):
         yield Path(path)
         return
-    folder = scratch() / "inputs"
+    folder = scratch().inputs
     folder.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="input.", suffix="." + PurePosixPath(str(path)).name, dir=folder)
     os.close(fd)
@@ -137,11 +140,11 @@ class RunStore:
         if not self.remote:
             return Path(self.uri)
         name = hashlib.sha256(f"{self.uri}\0{self.run_key}".encode()).hexdigest()[:20]
-        return scratch() / "mirrors" / name
+        return scratch().mirror(name)
 
     def _key(self, rel: str) -> str:
         fs, base = filesystem(self.uri)
-        return f"{base}/{rel}" if rel else base
+        return file_in(base, rel)
 
     def _rel(self, local: Path) -> str:
         return local.relative_to(self.root).as_posix()

@@ -20,7 +20,7 @@ from pipeline.engine.cost import (
 )
 from pipeline.engine.storage import RunStore
 from pipeline.engine.work_disk import WORK_DISK
-from pipeline.formats.layout import Layout
+from pipeline.formats.layout import Layout, file_in
 from pipeline.util.printable import printable
 
 
@@ -70,7 +70,9 @@ def print_summary_json(manifest: dict, out: str | Path, stream=None) -> None:
     record = {
         "phase": "done",
         "out": str(out),
-        "outputs": {name: f"{out}/{name}" for name in (*Layout.OUTPUT_FOLDERS, Layout.MANIFEST, Layout.COST_SUMMARY)},
+        "outputs": {
+            name: file_in(str(out), name) for name in (*Layout.OUTPUT_FOLDERS, Layout.MANIFEST, Layout.COST_SUMMARY)
+        },
         "balance": manifest["balance"],
         "sources": manifest["sources"],
         "stages": stages,

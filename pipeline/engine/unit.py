@@ -21,8 +21,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, StageConfig
+from pipeline.engine.fetch import pull_unit_documents, pull_work
 from pipeline.engine.input_files import not_a_file
-from pipeline.engine.plan import InputFile, Segment, Unit
+from pipeline.engine.inputs_read import without_files
+from pipeline.engine.plan import InputFile, Segment, Unit, plan_segments, stage_labels
+from pipeline.engine.run_options import RunOptions
 from pipeline.engine.sample_estimate import add, new_tally, text_bytes
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
@@ -83,18 +86,30 @@ class StageTally:
         }
 
 
-def run_unit(
-    config: Config,
-    layout: Layout,
-    segment: Segment,
-    unit: Unit,
-    labels: list[str],
-    strict: bool = False,
-    progress: Progress | None = None,
-    sample: float = 1.0,
-    store: RunStore | None = None,
+def segment_task(
+    config: Config, store: RunStore, segment_index: int, unit: Unit, options: RunOptions, progress=None
 ) -> dict:
+    """A unit's task in one segment, as the executor runs it (on any machine): fetch what
+    it reads, run it, and return its stats ``without_files``."""
+    segment = plan_segments(config)[segment_index]
+    layout = Layout(store.root)
+    if segment_index > 0:
+        pull_unit_documents(store, layout, segment_index - 1, unit)
+        if segment.entry.applies_to(unit.source):
+            stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
+            pull_work(store, layout, segment_index, stage.phases().filter.globs(unit.source, unit.name))
+    stats = run_unit(config, store, options, segment, unit, progress=progress)
+    return without_files(stats)  # the manifest reads them from the marker (files_read)
+
+
+def run_unit(
+    config: Config, store: RunStore, options: RunOptions, segment: Segment, unit: Unit, progress: Progress | None = None
+) -> dict:
+    """Run one segment of the stage chain over one unit, commit what it wrote, and
+    return its stats (the marker's contents)."""
     started = time.process_time()
+    layout = Layout(store.root)
+    labels = stage_labels(config)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
     chain = [
         (labels[config.stages.index(s)], built_stage(config.stages.index(s), s, unit.source))
@@ -121,11 +136,12 @@ def run_unit(
     for _, stage in steps:
         stage.open_unit(ctx)
     ours = stage_columns(config)
-    chunks = _discarded_if_changed(_batches(config, layout, segment, unit, strict, ours), ctx, [kept_sink, ledger_sink])
-    tally = new_tally() if sample < 1.0 else None  # what the projection scales from (``sample_estimate``)
+    batches = _batches(config, layout, segment, unit, options.strict, ours)
+    chunks = _discarded_if_changed(batches, ctx, [kept_sink, ledger_sink])
+    tally = new_tally() if options.sampled else None  # what the projection scales from (``sample_estimate``)
     if tally is not None and segment.index == 0:
-        chunks = _sampled_chunks(chunks, sample, config.run.sample_seed, tally)
-    if segment.index == 0 and (sample < 1.0 or len(unit.files) > 1):
+        chunks = _sampled_chunks(chunks, options.sample, options.sample_seed, tally)
+    if segment.index == 0 and (options.sampled or len(unit.files) > 1):
         chunks = _gathered(chunks)
     input_ids: list[np.ndarray] = []  # hashes of every input id (segment 0), for find_duplicates
     for batch, bad, nbytes, extra in chunks:
@@ -359,11 +375,10 @@ def _discarded_if_changed(chunks: Iterator[tuple], ctx: UnitContext, sinks: list
         raise
 
 
-def commit(ctx: UnitContext, marker: Path, stats: dict, store: RunStore | None = None) -> None:
+def commit(ctx: UnitContext, marker: Path, stats: dict, store: RunStore) -> None:
     """Rename every pending file to its final name, then write the marker, last; with a
     remote store, upload them in the same order."""
     for tmp, final in ctx.pending.items():
         os.replace(tmp, final)
     write_json_atomic(marker, stats)
-    if store is not None:
-        store.push(ctx.pending.values(), marker=marker)
+    store.push(ctx.pending.values(), marker=marker)

@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 
 from pipeline.formats.layout import Layout
+from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.util.atomic import write_json_atomic
 
 FORMAT = "prep-ablation-trial"
@@ -53,6 +54,65 @@ REQUIRED_FIELDS = (
     "health",
     "projection",
 )
+
+
+class AblationFolder:
+    """``prep ablate --out DIR``: its ledger (``ledger/``, unless ``--ledger`` names
+    another), its verdict (``ablation.json``) and the loader's cache of its data."""
+
+    SUMMARY = "ablation.json"
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+
+    @property
+    def ledger(self) -> Path:
+        return self.out / LEDGER_DIR
+
+    @property
+    def summary(self) -> Path:
+        return self.out / self.SUMMARY
+
+    @property
+    def loader_cache(self) -> Path:
+        return self.out / LOADER_CACHE
+
+
+class SearchFolder:
+    """``prep mix search --out DIR``: the search's result (``search.json``, whose presence
+    makes DIR a search), one folder per trial mixture (``trials/mix-<key>/``, the mixture
+    and its ablation in ``ablation/``), the validation's mixtures (``validation/<name>/``,
+    the validation's ablation in ``validation/``), and one ledger for every trial."""
+
+    SUMMARY = "search.json"
+
+    def __init__(self, out: str | os.PathLike):
+        self.out = Path(out)
+
+    @property
+    def summary(self) -> Path:
+        return self.out / self.SUMMARY
+
+    @property
+    def ledger(self) -> Path:
+        return AblationFolder(self.out).ledger
+
+    def trial(self, key: str) -> Path:
+        """The folder of the trial mixture of ``key`` (a fingerprint of its shares)."""
+        return self.out / "trials" / f"mix-{key}"
+
+    @staticmethod
+    def trial_ablation(trial: Path) -> Path:
+        """Where a trial mixture's ablation writes (its ``--out``)."""
+        return trial / "ablation"
+
+    @property
+    def validation(self) -> Path:
+        """The validation's ablation folder; each of its mixtures is a folder in it."""
+        return self.out / "validation"
+
+    def validation_mixture(self, name: str) -> Path:
+        return self.validation / name
 
 
 class LedgerError(ValueError):
@@ -109,7 +169,7 @@ def find_ledger(folder: Path) -> Path | None:
     ``ledger/`` subfolder when that holds them (or exists in a folder that is no prep run:
     an ablation with no finished trial yet); None when it is no ledger."""
     folder = Path(folder)
-    sub = folder / LEDGER_DIR
+    sub = AblationFolder(folder).ledger
     if any(folder.glob(f"*{SUFFIX}")):
         return folder
     if sub.is_dir() and (any(sub.glob(f"*{SUFFIX}")) or not Layout(folder).manifest.exists()):

@@ -16,6 +16,7 @@ decided once. This module imports nothing of the engine (nor anything else of pr
     work/global/<segment>/                       a global stage's own files (``work_files`` names them)
     work/<stage>/                                a stage's own index (decontaminate's)
     work/ids/<source>/<unit>.npy                 sorted id hashes, for the duplicate-id check
+    work/<stage>/                                what a stage builds once for the run (decontaminate's index)
     .prep/run.json, .prep/lock, .prep/lease.json the run's state, its lock (local), its lease (remote)
     manifest.json, cost.json
 
@@ -59,6 +60,11 @@ class Layout:
         """``path`` (one of this layout's) relative to the folder, ``/``-separated: how a
         run store names it on an object store."""
         return Path(path).relative_to(self.out).as_posix()
+
+    @staticmethod
+    def unit_key(source: str, unit: str) -> str:
+        """A unit named among every source's, as the run's state records it (``<source>/<unit>``)."""
+        return f"{source}/{unit}"
 
     # -- the run's results ------------------------------------------------------------
 
@@ -202,6 +208,13 @@ class Layout:
     def lease(self) -> Path:
         """A remote folder's lease (an object store has no locks)."""
         return self.control / "lease.json"
+
+
+def file_in(folder: str, key: str) -> str:
+    """A file of a run folder named as text, from the folder's own name (``--out`` as
+    given, a URI, or its key on an object store) and the file's ``key`` in it
+    (``Layout.key``; empty for the folder itself)."""
+    return f"{folder}/{key}" if key else folder
 
 
 # -- part files ------------------------------------------------------------------------------

@@ -19,15 +19,13 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.formats.scratch import user_loader_cache
 from pipeline.util.atomic import save_npy_atomic
-
-CACHE_DIRNAME = ".loader_cache"
 
 
 def fingerprint(*parts: object) -> str:
@@ -46,7 +44,7 @@ def temporary_cache_dir(name: str) -> Path | None:
     Only a folder this user owns and nobody else may write is used: anyone can write to
     the temporary folder, and arrays planted there could send the kernels' reads anywhere.
     """
-    folder = Path(tempfile.gettempdir()) / f"prep-loader-cache-{os.getuid()}"
+    folder = user_loader_cache()
     try:
         folder.mkdir(mode=0o700, exist_ok=True)
         info = folder.lstat()

@@ -27,8 +27,9 @@ import numpy as np
 
 from pipeline.formats.indexed_shard import IndexedShard, ShardBin
 from pipeline.formats.layout import Layout
+from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.formats.token_shards import ShardError, list_shards, shard_paths
-from pipeline.loader.cache import CACHE_DIRNAME, cached_array, fingerprint, temporary_cache_dir
+from pipeline.loader.cache import cached_array, fingerprint, temporary_cache_dir
 
 CORPUS_FORMAT = 1
 
@@ -132,7 +133,7 @@ class ShardCorpus:
         if cache_dir is not None:
             return Path(cache_dir)
         if os.access(self.root, os.W_OK):
-            return self.root / CACHE_DIRNAME
+            return self.root / LOADER_CACHE
         return temporary_cache_dir(fingerprint("root", str(self.root.resolve())))
 
     def _open_shards(self, verify: bool) -> np.ndarray:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.formats.experiments import SearchFolder
 from pipeline.mix.inventory import take_inventory
 from pipeline.mix.plan import resolve_weights
 from pipeline.mixsearch.fit import MODELS, Objective
@@ -101,7 +102,7 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
             mixtures["baseline"] = np.array([named[name] for name in space.sources])
         validation = validate(settings, space.sources, mixtures, options.seeds, progress)
         result.verdict, result.trained = validation.verdict, result.trained + validation.trained
-    write_json_atomic(settings.out / "search.json", describe(result, settings))
+    write_json_atomic(SearchFolder(settings.out).summary, describe(result, settings))
     return result
 
 

@@ -24,14 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.ablate.ablation import AblationOptions, run_ablation
-from pipeline.formats.experiments import LEDGER_DIR
+from pipeline.formats.experiments import SearchFolder
 from pipeline.formats.mix import MixLayout
 from pipeline.loader.cache import fingerprint
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.output import write_mix
 
 ANY_REPETITION = 1e9  # the trial mixture's own --max-epochs (see the module docstring)
-TRIALS_DIR = "trials"
 
 
 @dataclass
@@ -71,7 +70,7 @@ class TrialSettings:
             workers=self.workers,
             device=self.device,
             threads=self.threads,
-            ledger=self.out / LEDGER_DIR,
+            ledger=SearchFolder(self.out).ledger,
             target_tokens=self.target_tokens,
             **self.extra,
         )
@@ -92,7 +91,7 @@ def make_mixture(settings: TrialSettings, sources: list[str], shares: np.ndarray
 
 def trial_folder(settings: TrialSettings, sources: list[str], shares: np.ndarray) -> Path:
     key = fingerprint("mixture", sources, [round(float(s), 12) for s in shares], settings.tokens, settings.seed)
-    return settings.out / TRIALS_DIR / f"mix-{key[:10]}"
+    return SearchFolder(settings.out).trial(key[:10])
 
 
 def run_trials(
@@ -104,7 +103,7 @@ def run_trials(
         folder = make_mixture(settings, sources, row, trial_folder(settings, sources, row))
         described = ", ".join(f"{name} {share:.3f}" for name, share in zip(sources, row, strict=True))
         progress(f"trial {index + 1}/{len(shares)}: {described}")
-        result = run_ablation(settings.options([folder], folder / "ablation"), progress)
+        result = run_ablation(settings.options([folder], SearchFolder.trial_ablation(folder)), progress)
         records.append(result.records[0])
         trained += result.trained
     return records, trained
@@ -118,11 +117,11 @@ def validate(
     progress: Callable[[str], None],
 ):
     """Train each named mixture with ``seeds`` seeds in one ablation: its verdict compares them."""
-    root = settings.out / "validation"
+    search = SearchFolder(settings.out)
     folders = []
     for name, shares in mixtures.items():
-        folder = root / name
+        folder = search.validation_mixture(name)
         if MixLayout(folder).manifest.exists():
             MixLayout(folder).manifest.unlink()  # the proposal may have moved: plan it again
         folders.append(make_mixture(settings, sources, shares, folder))
-    return run_ablation(settings.options(folders, root, seeds=seeds), progress)
+    return run_ablation(settings.options(folders, search.validation, seeds=seeds), progress)

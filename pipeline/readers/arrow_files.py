@@ -1,9 +1,8 @@
 """Arrow IPC files, as Hugging Face ``datasets`` writes them with ``save_to_disk``.
 
-A ``save_to_disk`` folder (``state.json`` plus ``data-*.arrow``) or a ``DatasetDict``
-folder (``dataset_dict.json`` plus one such folder per split) is expanded into its Arrow
-files by ``expand_hf_folder``; each file is then read memory-mapped, without importing
-``datasets`` at all, one record batch at a time: a batch that decodes but cannot be
+A ``save_to_disk`` folder is expanded into its Arrow files by the format that owns its
+layout (``formats/hf_dataset_folder.py``); each file is then read memory-mapped, without
+importing ``datasets`` at all, one record batch at a time: a batch that decodes but cannot be
 trusted costs only its rows (``batches``); one that cannot be decoded at all ends the file,
 the documents before it kept (its row count, and so where the next batch's rows start, is
 in its own damaged header).
@@ -11,7 +10,6 @@ in its own damaged header).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,46 +18,6 @@ import pyarrow as pa
 
 from pipeline.readers.batches import Block, read_batches
 from pipeline.readers.common import Chunk, InputSpec
-
-
-def is_hf_folder(path: Path) -> bool:
-    return path.is_dir() and ((path / "state.json").exists() or (path / "dataset_dict.json").exists())
-
-
-def expand_hf_folder(path: Path, splits: bool = True) -> list[Path]:
-    """The Arrow files of a ``save_to_disk`` folder, in the dataset's own order.
-
-    A ``state.json`` or ``dataset_dict.json`` that cannot be read (damaged, not what
-    ``datasets`` writes) must not stop the run: the folder's own files are taken
-    instead, in name order, which is the dataset's order (``data-00000-of-00003.arrow``,
-    ...; splits by folder name). Each file is then read, or quarantined, on its own.
-    Names in those files are data: one that is not a plain file name (``../x``, ``/etc``)
-    counts as damage, so no path outside the folder is ever read. Splits hold no splits
-    (``splits``), so a split that links back to its parent cannot recurse.
-    """
-    try:
-        if splits and (path / "dataset_dict.json").exists():
-            names = _plain_names(json.loads((path / "dataset_dict.json").read_text())["splits"])
-            return [f for split in names for f in expand_hf_folder(path / split, splits=False)]
-        state = json.loads((path / "state.json").read_text())
-        return [path / name for name in _plain_names([entry["filename"] for entry in state["_data_files"]])]
-    except (OSError, ValueError, KeyError, TypeError):
-        return _arrow_files_by_name(path, splits)
-
-
-def _plain_names(names: list) -> list[str]:
-    if not all(isinstance(n, str) and n not in ("", ".", "..") and "/" not in n and "\\" not in n for n in names):
-        raise ValueError("a name that is not a plain file name")
-    return names
-
-
-def _arrow_files_by_name(path: Path, splits: bool) -> list[Path]:
-    """The Arrow files of a folder and (``splits``) of its split folders, in name order."""
-    files = sorted(path.glob("*.arrow"))
-    if splits:
-        for split in sorted(p for p in path.iterdir() if is_hf_folder(p)):
-            files.extend(expand_hf_folder(split, splits=False))
-    return files
 
 
 def read_arrow_file(path: Path, spec: InputSpec) -> Iterator[Chunk]:

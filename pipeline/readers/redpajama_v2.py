@@ -1,5 +1,5 @@
 """RedPajama-V2 (``format = "redpajama-v2"``): a documents file joined, row by row, with
-what ships beside it (``rpv2_layout``): its quality signals, the ids of its duplicates
+what ships beside it (``formats/rpv2_layout.py``): its quality signals, the ids of its duplicates
 and its MinHash signatures, so a recipe filters on them without recomputing any.
 
 One unit reads one documents file, whole (``splits`` never cuts one: the joins go by
@@ -37,10 +37,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.documents import ID, LINE, SOURCE, TEXT
+from pipeline.formats.rpv2_layout import ID_SEPARATOR, bucket, component_path, document_tag, id_prefix
 from pipeline.readers.codecs import open_stream
 from pipeline.readers.common import READ_ERRORS, BadInput, Chunk, InputSpec, bad_rows, file_facts, unreadable
 from pipeline.readers.jsonl import read_jsonl
-from pipeline.readers.rpv2_layout import bucket, component_path, document_tag
 from pipeline.readers.rpv2_signals import SignalsError, empty_columns, read_signals
 from pipeline.util.printable import error_line
 
@@ -105,7 +105,7 @@ def read_redpajama_v2(path: Path, spec: InputSpec) -> Iterator[Chunk]:
 
 
 def _join(path: Path, tag: str, spec: InputSpec) -> _Joined:
-    prefix = f"{tag}.json.gz"
+    prefix = id_prefix(tag)
     rows = _count_rows(path)
     tail = bucket(tag) == "tail"
     joined = _Joined(prefix, empty_columns(0), pa.nulls(0, pa.bool_()), None, rows or 0, [])
@@ -167,7 +167,7 @@ def _checked(found: tuple, component: str, joined: _Joined):
 def _duplicates(doc_ids: pa.Array, joined: _Joined) -> pa.Array:
     """Per row whether the duplicates file lists it; a listed id of another file, or of
     a row the file lacks, is a mismatch."""
-    head = f"{joined.prefix}/"
+    head = joined.prefix + ID_SEPARATOR
     starts = pc.starts_with(doc_ids, head)
     if len(doc_ids) and not pc.all(pc.fill_null(starts, False)).as_py():
         raise _Mismatch("duplicates-mismatch", f"duplicates of {joined.prefix}: ids of another file")
@@ -240,7 +240,7 @@ def _typed(docs: pa.RecordBatch, name: str, type_: pa.DataType, joined: _Joined)
 def _ids(prefix: str, rows: np.ndarray) -> pa.Array:
     n = len(rows)
     return pc.binary_join_element_wise(
-        pa.repeat(pa.scalar(prefix + "/"), n), pc.cast(pa.array(rows, pa.int64()), pa.string()), ""
+        pa.repeat(pa.scalar(prefix + ID_SEPARATOR), n), pc.cast(pa.array(rows, pa.int64()), pa.string()), ""
     )
 
 

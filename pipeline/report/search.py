@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline import __version__
+from pipeline.formats.experiments import SearchFolder
 from pipeline.report import svg
 from pipeline.report.experiments import NOWRAP, _count, _finite, _table
 from pipeline.report.html import STYLE, ReportError, page_shell, write_page
 
-SEARCH_FILE = "search.json"  # what ``prep mix search --out DIR`` writes; its presence makes DIR a search
 FORMAT = "prep-mix-search"
 SMALL = (372, 220)  # width, height of a per-source chart: two fit side by side on the page
 FLEX = ".charts{display:flex;flex-wrap:wrap;gap:0 16px}"
@@ -55,11 +55,11 @@ class Search:
 
 
 def is_search(folder: Path) -> bool:
-    return (Path(folder) / SEARCH_FILE).is_file()
+    return SearchFolder(folder).summary.is_file()
 
 
 def load_search(folder: Path) -> Search:
-    path = Path(folder) / SEARCH_FILE
+    path = SearchFolder(folder).summary
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

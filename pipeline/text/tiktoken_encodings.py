@@ -10,9 +10,6 @@ hashes in its way, and a new bundled encoding is one entry here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-
-VOCAB_DIR = Path(__file__).resolve().parent / "vocab"
 
 ENDOFTEXT = "<|endoftext|>"
 FIM_PREFIX, FIM_MIDDLE, FIM_SUFFIX = "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>"
@@ -41,7 +38,7 @@ O200K_PATTERN = "|".join(
 class NamedEncoding:
     """How to rebuild one of OpenAI's encodings from the bundled rank files."""
 
-    files: tuple[str, ...]  # gzipped parts under VOCAB_DIR, concatenated in order
+    files: tuple[str, ...]  # gzipped parts under formats.bundled.VOCABULARIES, concatenated in order
     sha256: str  # official hash of the concatenated, decompressed rank file
     pattern: str
     special_tokens: dict[str, int]

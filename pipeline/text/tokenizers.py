@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.text.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS, VOCAB_DIR
+from pipeline.formats.bundled import VOCABULARIES
+from pipeline.text.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS
 
 
 class TokenizerError(ValueError):
@@ -147,7 +148,7 @@ def parse_tiktoken_ranks(contents: bytes) -> dict[bytes, int]:
 _b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
 
 
-def load_named_ranks(name: str, vocab_dir: Path = VOCAB_DIR) -> bytes:
+def load_named_ranks(name: str, vocab_dir: Path = VOCABULARIES) -> bytes:
     """The rank file of a named encoding, from the bundled files, hash-checked."""
     enc = NAMED_ENCODINGS[name]
     data = b"".join(_read_maybe_gzip(vocab_dir / f) for f in enc.files)

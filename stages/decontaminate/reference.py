@@ -228,7 +228,7 @@ def load_or_build(folder: Path, benchmarks: tuple[Benchmark, ...], n: int) -> In
     where = Path(folder) / key[:32]
     if not (where / META).exists():
         where.mkdir(parents=True, exist_ok=True)
-        with open(Path(folder) / f"{key[:32]}.lock", "a") as lock:
+        with open(where.with_suffix(".lock"), "a") as lock:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX)
             except OSError:

@@ -32,12 +32,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.formats.bundled import bundled_model
+
 _LABEL_PREFIX = "__label__"
 _HAS_LETTER = r"\pL"
 _HAS_KANA = r"[\p{Hiragana}\p{Katakana}]"
 
 
-BUNDLED_MODEL = Path(__file__).resolve().parents[1] / "models" / "lid.176.ftz"
+BUNDLED_MODEL = bundled_model("lid.176.ftz")
 BUNDLED_SHA256 = "8f3472cfe8738a7b6099e8e999c3cbfae0dcd15696aac7d7738a8039db603e83"
 
 

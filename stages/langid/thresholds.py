@@ -26,7 +26,9 @@ import functools
 import json
 from pathlib import Path
 
-THRESHOLDS_FILE = Path(__file__).resolve().parents[1] / "models" / "lid.176.thresholds.json"
+from pipeline.formats.bundled import bundled_model
+
+THRESHOLDS_FILE = bundled_model("lid.176.thresholds.json")
 ENGLISH_THRESHOLD = 0.65  # FineWeb's, tuned on English with this model's scores
 UNLISTED_THRESHOLD = 0.65
 FLOOR, CEILING, CAP = 0.3, 0.9, 0.65

@@ -18,13 +18,13 @@ import hashlib
 import os
 from pathlib import Path
 
+from pipeline.formats.bundled import bundled_list
 from pipeline.sidefiles import list_entries
 from stages.url_filter.urls import normalize_host
 
-LISTS = Path(__file__).resolve().parents[1] / "lists"
 # C4's English list: LDNOOBW at the commit C4 (and datatrove) pin, unchanged. CC-BY-4.0,
 # see stages/lists/NOTICE.md.
-LDNOOBW_EN = LISTS / "ldnoobw_en.txt"
+LDNOOBW_EN = bundled_list("ldnoobw_en.txt")
 LDNOOBW_EN_SHA256 = "a506cbcf8a31935b122299f3bb1d32be6db3d0ad498765d28f365dfc4f4d7b8c"
 
 _CACHE: dict[tuple, object] = {}

@@ -24,6 +24,7 @@ COMPONENTS = {
 DOCUMENTS = "documents"
 DOCUMENT_SUFFIX = ".json.gz"
 LISTING_SUFFIX = ".txt"
+ID_SEPARATOR = "/"  # between a document id's file and its row
 
 
 def document_tag(path: Path) -> str | None:
@@ -33,6 +34,13 @@ def document_tag(path: Path) -> str | None:
     if len(parts) < 4 or parts[-4] != DOCUMENTS or not parts[-1].endswith(DOCUMENT_SUFFIX):
         return None
     return "/".join([*parts[-3:-1], parts[-1].removesuffix(DOCUMENT_SUFFIX)])
+
+
+def id_prefix(tag: str) -> str:
+    """What every document id of a documents file starts with: the file's path below
+    ``documents/`` (``<snapshot>/<shard>/<lang>_<bucket>.json.gz``); ``ID_SEPARATOR`` and
+    the document's row follow, as RedPajama-V2 numbers its documents."""
+    return f"{tag}{DOCUMENT_SUFFIX}"
 
 
 def bucket(tag: str) -> str:
