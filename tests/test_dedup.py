@@ -602,6 +602,7 @@ def test_an_index_of_another_dedup_version_is_refused(tmp_path, monkeypatch):
 def test_a_runs_fingerprint_changes_with_a_stage_version_past_the_first(tmp_path, monkeypatch):
     from pipeline.engine.config import load_config
     from pipeline.engine.run import _fingerprint
+    from pipeline.engine.run_options import RunOptions
     from stages.length import Length
 
     (tmp_path / "in.jsonl").write_text('{"id": "a", "text": "x"}\n')
@@ -609,9 +610,10 @@ def test_a_runs_fingerprint_changes_with_a_stage_version_past_the_first(tmp_path
     stages = '[[stages]]\nname = "length"\n[[stages]]\nname = "dedup"\n'
     config_file.write_text('[sources.web]\npaths = ["in.jsonl"]\n' + stages)
     config = load_config(config_file)
-    prints = {_fingerprint(config, [], 1.0)["fingerprint"]}
+    options = RunOptions(workers=1)
+    prints = {_fingerprint(config, [], options)["fingerprint"]}
     monkeypatch.setattr(Length, "version", 2)
-    prints.add(_fingerprint(config, [], 1.0)["fingerprint"])
+    prints.add(_fingerprint(config, [], options)["fingerprint"])
     monkeypatch.setattr(Dedup, "version", Dedup.version + 1)
-    prints.add(_fingerprint(config, [], 1.0)["fingerprint"])
+    prints.add(_fingerprint(config, [], options)["fingerprint"])
     assert len(prints) == 3
