@@ -39,7 +39,7 @@ def _largest_task(tmp_path, files: int, monkeypatch) -> int:
         f'[run]\ngroup_bytes = 0\n[sources.web]\npaths = ["{folder}/*.jsonl"]\n[[stages]]\nname = "normalize"\n'
     )
     RecordingExecutor.sizes = []
-    monkeypatch.setattr(run_module, "_executor", lambda name, address, workers: RecordingExecutor(1))
+    monkeypatch.setattr(run_module, "_executor", lambda options: RecordingExecutor(1))
     manifest = run_pipeline(config, tmp_path / f"out{files}", workers=1, quiet=True)
     assert manifest["balance"]["input"] == files
     return max(RecordingExecutor.sizes)
