@@ -267,12 +267,12 @@ def test_a_source_made_useless_for_the_eval_sets_gets_the_smallest_share(shared_
     yet it is the largest source, so the natural shares (the sampling's centre) give it half.
 
     Why this eval and not prose alone with shuffled web pages: at a few hundred steps the
-    proxy is near the unigram cross-entropy of web text on prose (7.6 nats/token against its
-    7.5-7.6), and shuffled pages keep exactly those unigrams: for prose they beat code and
-    math, so a correct search must not give them the smallest share. And the real sources'
-    shares are bounded away from 0: below a few percent of code the code eval's loss turns up
-    much more steeply than the log-linear form's log(share) can follow, and the misfit leaks
-    into the other sources' slopes (on the simplex they are correlated)."""
+    proxy's loss on prose is about a unigram model's (7.6 nats/token), and shuffled pages keep
+    exactly the unigrams: for prose they beat code and math, so a correct search must not give
+    them the smallest share. And the real sources' shares are bounded away from 0: below a few
+    percent of code the code eval's loss turns up more steeply than the log-linear form's
+    log(share) can follow, and the misfit leaks into the other sources' slopes (on the simplex
+    they are correlated). benchmarks/README.md has the numbers."""
     rng = random.Random(0)
 
     def shuffled(row: dict) -> dict:

@@ -15,7 +15,7 @@ import numpy as np
 from pipeline.mix.inventory import take_inventory
 from pipeline.mix.plan import resolve_weights
 from pipeline.mixsearch.fit import MODELS, Objective
-from pipeline.mixsearch.propose import command_weights, mix_command, propose
+from pipeline.mixsearch.propose import command_weights, mix_command, propose, trusted
 from pipeline.mixsearch.sampling import make_space, sample
 from pipeline.mixsearch.trials import TrialSettings, run_trials, validate
 from pipeline.util.atomic import write_json_atomic
@@ -93,6 +93,9 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
     predicted = {label: float(chosen.predict(row)[0]) for label, row in mixtures.items()}
     if not space.allowed(natural):
         notes.append("the natural mixture is outside the bounds or --max-epochs: it is shown for reference only")
+    box = trusted(space, fitted)
+    for label in (label for label, row in mixtures.items() if not box.allowed(row)):
+        notes.append(f"the {label} mixture lies outside the trials' range of shares: its prediction is extrapolated")
     notes += comparison_notes(predicted, chosen)
     weights = command_weights(space.sources, proposal)
     command = mix_command(settings.runs, inventory, weights, target, options.max_epochs)
