@@ -9,9 +9,10 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 from click.testing import CliRunner
-from conftest import REPO
+from conftest import REPO, SHARED_DATA
 
 from pipeline.ablate.evalsets import pack, text_set
 from pipeline.ablate.evaltexts import EvalTexts, choose
@@ -54,6 +55,24 @@ def test_bits_per_byte_divide_the_text_tokens_bits_by_the_texts_utf8_bytes():
     assert framed.labels[framed.real].tolist() == [8, 1, 3, EOD, 8, 1, EOD] and framed.text.sum() == 3
     _, again = evaluate(BitsModel(), framed, None, "cpu", torch.autocast("cpu", enabled=False))
     assert math.isclose(again, bits_per_byte, rel_tol=1e-6)
+
+
+SENTENCEPIECE = SHARED_DATA and SHARED_DATA / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"
+TOKENIZERS = ["gpt2", "cl100k_base", "o200k_base", *([str(SENTENCEPIECE)] if SENTENCEPIECE else [])]
+
+
+@pytest.mark.parametrize("spec", TOKENIZERS)
+def test_bits_per_byte_have_the_same_denominator_whatever_the_tokenizer(spec):
+    """Each tokenizer cuts the text its own way (byte-level BPE splits a CJK character into
+    several tokens, SentencePiece falls back to byte pieces); the bytes stay the text's."""
+    tok = load_tokenizer(spec)
+    texts = ["café", "日本", "plain"]  # by hand: 4 + 1 (é is 2) = 5, 3 + 3 = 6, and 5 bytes
+    eval_set = text_set(EvalTexts("eval:x", texts), tok, {"eod_id": EOD, "bos_id": None}, seq_len=4)
+    assert eval_set.text_bytes == 5 + 6 + 5
+    flat, _ = tok.encode_batch(texts)
+    _, bits_per_byte = evaluate(BitsModel(), eval_set, None, "cpu", torch.autocast("cpu", enabled=False))
+    # BitsModel makes token id k cost k bits: the text's tokens cost sum(ids) bits over 16 bytes.
+    assert math.isclose(bits_per_byte, int(np.sum(flat)) / 16, rel_tol=1e-5)
 
 
 def test_every_text_token_is_scored_once_and_a_token_set_has_no_bytes():

@@ -10,6 +10,13 @@ assumed form, so it shows whether the log-linear form is the limit.
 
 ``loo_errors`` refits each model without each trial in turn and predicts it: the root mean
 square of those errors is the figure to compare a predicted difference with.
+
+A known limit of the log-linear form: a source whose eval loss turns up steeply as its share
+nears 0 (an eval set only that source covers, e.g. code at a share of 1-3%) rises faster than
+log(share) can follow, and with few trials the misfit leaks into the other sources' slopes
+(on the simplex the shares are correlated), even with the wrong sign. The leave-one-out
+error shows it (large on that eval set); a lower ``--bound`` on such a source keeps the
+trials out of that region.
 """
 
 from __future__ import annotations

@@ -4,11 +4,19 @@ The fitted objective is smooth and cheap, so the search is by sampling: many bro
 Dirichlet samples over the allowed region (the trials among them), then rounds of samples
 ever closer around the best so far (local refinement). Every candidate comes from
 ``sampling.sample``, so every one meets the bounds and the epoch limit.
+
+The region searched is also held to what the trials measured: each source's share between
+the least and the most any trial gave it (``trusted``). Outside that box a fit only
+extrapolates, and the log-linear form does so without limit: towards a share of 0 its
+log(w + EPS) term runs to -6.9, so a slope fit to noise predicts losses far below any
+trial's at a corner no trial came near, a gain that the cross-validated error (measured at
+the trials) cannot check. Inside the box a proposal is an interpolation the error vouches for.
 """
 
 from __future__ import annotations
 
 import shlex
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,12 +32,23 @@ TIGHTEN = 4.0  # each round's concentration, times the last (starting at 50)
 DECIMALS = 4  # shares printed in the prep mix command
 
 
+def trusted(space: Space, trials: np.ndarray) -> Space:
+    """``space`` narrowed to the box of the trials' shares (the fit's support)."""
+    low, high = np.maximum(space.low, trials.min(axis=0)), np.minimum(space.high, trials.max(axis=0))
+    return replace(space, low=low, high=high)
+
+
 def propose(space: Space, predict, trials: np.ndarray, candidates: int, seed: int) -> np.ndarray:
-    pool = np.vstack([trials, sample(space, candidates, BROAD * len(space.sources), seed)])
+    box = trusted(space, trials)
+
+    def inside(draws: np.ndarray) -> np.ndarray:  # drawn in the allowed region, kept in the box
+        return draws[box.allowed(draws)]
+
+    pool = np.vstack([trials, inside(sample(space, candidates, BROAD * len(space.sources), seed))])
     best = pool[int(np.argmin(predict(pool)))]
     concentration = 50.0
     for round_ in range(ROUNDS):
-        local = np.vstack([best, sample(space, LOCAL, concentration, seed + 1 + round_, around=best)])
+        local = np.vstack([best, inside(sample(space, LOCAL, concentration, seed + 1 + round_, around=best))])
         best = local[int(np.argmin(predict(local)))]
         concentration *= TIGHTEN
     return best

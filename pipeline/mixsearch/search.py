@@ -16,7 +16,7 @@ from pipeline.formats.experiments import SearchFolder
 from pipeline.mix.inventory import take_inventory
 from pipeline.mix.plan import resolve_weights
 from pipeline.mixsearch.fit import MODELS, Objective
-from pipeline.mixsearch.propose import command_weights, mix_command, propose
+from pipeline.mixsearch.propose import command_weights, mix_command, propose, trusted
 from pipeline.mixsearch.sampling import make_space, sample
 from pipeline.mixsearch.trials import TrialSettings, run_trials, validate
 from pipeline.util.atomic import write_json_atomic
@@ -55,7 +55,7 @@ class SearchResult:
     chosen: Objective  # the fit of least leave-one-out error on the objective
     proposal: np.ndarray
     natural: np.ndarray
-    predicted: dict[str, float]  # "proposal", "natural" -> predicted objective
+    predicted: dict[str, float]  # "proposal", "natural" (and "baseline") -> predicted objective
     command: str
     notes: list[str]
     verdict: list[str] | None = None
@@ -87,8 +87,17 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
     chosen = min(fits, key=lambda fit: fit.error)
     proposal = propose(space, chosen.predict, fitted, options.candidates, settings.seed + 1)
     natural = space.natural
-    predicted = {"proposal": float(chosen.predict(proposal)[0]), "natural": float(chosen.predict(natural)[0])}
-    notes += _comparison_notes(space, natural, predicted, chosen)
+    mixtures = {"proposal": proposal, "natural": natural}
+    if options.baseline is not None:
+        named = resolve_weights(options.baseline, inventory, None, "--baseline")
+        mixtures["baseline"] = np.array([named[name] for name in space.sources])
+    predicted = {label: float(chosen.predict(row)[0]) for label, row in mixtures.items()}
+    if not space.allowed(natural):
+        notes.append("the natural mixture is outside the bounds or --max-epochs: it is shown for reference only")
+    box = trusted(space, fitted)
+    for label in (label for label, row in mixtures.items() if not box.allowed(row)):
+        notes.append(f"the {label} mixture lies outside the trials' range of shares: its prediction is extrapolated")
+    notes += comparison_notes(predicted, chosen)
     weights = command_weights(space.sources, proposal)
     command = mix_command(settings.runs, inventory, weights, target, options.max_epochs)
     result = SearchResult(
@@ -96,11 +105,8 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
         fits, chosen, proposal, natural, predicted, command, notes,
     )  # fmt: skip
     if options.seeds:
-        mixtures = {"proposed": proposal, "natural": natural}
-        if options.baseline is not None:
-            named = resolve_weights(options.baseline, inventory, None, "--baseline")
-            mixtures["baseline"] = np.array([named[name] for name in space.sources])
-        validation = validate(settings, space.sources, mixtures, options.seeds, progress)
+        validated = {"proposed" if label == "proposal" else label: row for label, row in mixtures.items()}
+        validation = validate(settings, space.sources, validated, options.seeds, progress)
         result.verdict, result.trained = validation.verdict, result.trained + validation.trained
     write_json_atomic(SearchFolder(settings.out).summary, describe(result, settings))
     return result
@@ -110,22 +116,20 @@ def _objective(fit: Objective, measured: dict[str, np.ndarray]) -> np.ndarray:
     return sum(fit.weights[name] * values for name, values in measured.items())
 
 
-def _comparison_notes(space, natural: np.ndarray, predicted: dict[str, float], chosen: Objective) -> list[str]:
+def comparison_notes(predicted: dict[str, float], chosen: Objective) -> list[str]:
+    """A sentence per mixture compared with the proposal: whether its predicted gain exceeds
+    the fit's cross-validated error. A gain within that error is one the regression cannot
+    vouch for, so the search says so instead of presenting the proposal as better."""
     notes = []
-    if not space.allowed(natural):
-        notes.append("the natural mixture is outside the bounds or --max-epochs: it is shown for reference only")
-    gain = predicted["natural"] - predicted["proposal"]
-    if gain <= chosen.error:
-        notes.append(
-            f"the proposal's predicted gain over the natural mixture ({gain:.4f}) is within the {chosen.name} "
-            f"fit's cross-validated error ({chosen.error:.4f}): the proxy cannot tell them apart; "
-            "add trials or validate with --seeds 3"
-        )
-    else:
-        notes.append(
-            f"the proposal's predicted gain over the natural mixture ({gain:.4f}) exceeds the {chosen.name} "
-            f"fit's cross-validated error ({chosen.error:.4f})"
-        )
+    for label in (name for name in predicted if name != "proposal"):
+        gain = predicted[label] - predicted["proposal"]
+        head = f"the proposal's predicted gain over the {label} mixture ({gain:.4f})"
+        error = f"the {chosen.name} fit's cross-validated error ({chosen.error:.4f})"
+        if gain <= chosen.error:
+            advice = "the proxy cannot tell them apart; add trials or validate with --seeds 3"
+            notes.append(f"{head} is within {error}: {advice}")
+        else:
+            notes.append(f"{head} exceeds {error}")
     return notes
 
 
