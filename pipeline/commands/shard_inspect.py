@@ -19,7 +19,7 @@ import numpy as np
 
 from pipeline.formats.indexed_shard import IndexedShard, verify_bin
 from pipeline.formats.layout import Layout
-from pipeline.formats.token_shards import list_shards, shard_paths, shard_prefix, sidecar_path
+from pipeline.formats.token_shards import list_shards, shard_paths, shard_prefix, sidecar_path, source_folders
 from pipeline.kernels.hashing import file_sha256
 from pipeline.text.tokenizers import TokenizerError, load_tokenizer
 
@@ -58,7 +58,7 @@ def _folder_shards(folder: Path) -> list[str]:
         return found
     tokens = Layout(folder).tokens_folder
     sources = tokens if tokens.is_dir() else folder
-    return [prefix for sub in sorted(sources.iterdir()) if sub.is_dir() for prefix in list_shards(sub)]
+    return [prefix for sub in source_folders(sources) for prefix in list_shards(sub)]
 
 
 def describe_shard(prefix: str, verify: bool = False) -> dict[str, Any]:

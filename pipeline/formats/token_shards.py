@@ -148,6 +148,13 @@ class ShardError(ValueError):
     """
 
 
+def source_folders(tokens: str | os.PathLike) -> list[Path]:
+    """The ``<source>/`` folders of a tokens folder, in name order. A hidden folder is no
+    source (a source name starts with a letter or digit): the loader keeps its index cache
+    in ``tokens/.loader_cache`` once a run has been read."""
+    return sorted(p for p in Path(tokens).iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
 def list_shards(folder: str | os.PathLike) -> list[str]:
     """Prefixes of the shards in ``folder``, sorted by name: every ``.idx``, and every
     prep sidecar whose ``.idx`` is gone.

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
-from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar
+from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar, source_folders
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import hash_strings
 from pipeline.util.suggest import nearest_hint
@@ -87,9 +87,7 @@ def take_inventory(runs: list[Path]) -> Inventory:
         tokens = Layout(run).tokens_folder
         if not tokens.is_dir():
             raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
-        # Hidden folders are no source (a source name starts with a letter or digit): the
-        # loader keeps its index cache in tokens/.loader_cache once a run has been read.
-        for folder in sorted(p for p in tokens.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for folder in source_folders(tokens):
             shards_by_source.setdefault(folder.name, []).extend(list_shards(folder))
     if not shards_by_source:
         raise MixError(f"no token shards under {', '.join(str(r) for r in runs)}")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
-from pipeline.formats.token_shards import list_shards, read_sidecar
+from pipeline.formats.token_shards import list_shards, read_sidecar, source_folders
 from pipeline.util.records import Each, Optional, read_record
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
@@ -135,7 +135,7 @@ def token_folders(layout: Layout) -> dict[str, list[str]]:
     root = layout.tokens_folder
     if not root.is_dir():
         return {}
-    folders = {p.name: list_shards(p) for p in sorted(root.iterdir()) if p.is_dir()}
+    folders = {p.name: list_shards(p) for p in source_folders(root)}
     return {name: shards for name, shards in folders.items() if shards}
 
 
