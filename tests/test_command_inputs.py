@@ -24,6 +24,7 @@ from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
 from pipeline.mix.plan import parse_phase_weights, parse_tokens
 from pipeline.util.printable import error_line
+from tests.conftest import SAMPLE_CONFIG
 
 NOT_FINITE = ["nan", "inf", "-inf", "1e999", "NaN"]
 
@@ -271,3 +272,9 @@ def test_index_from_a_truncated_band_index_names_it(tmp_path):
 )
 def test_a_missing_file_keeps_the_sentence_that_says_why(error, line):
     assert error_line(error) == line
+
+
+def test_a_sample_seed_without_a_sample_is_refused_not_ignored(tmp_path):
+    result = CliRunner().invoke(main, ["run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "out"), "--sample-seed", "3"])
+    assert result.exit_code == 2 and "--sample-seed picks which documents --sample keeps" in result.output
+    assert not (tmp_path / "out").exists()

@@ -23,6 +23,7 @@ from pipeline.commands.interrupts import (
 
 try:  # importing takes a second or two: a Ctrl-C then is as quiet as one later
     import click
+    from click.core import ParameterSource
 
     from pipeline import __version__
     from pipeline.commands.options import Finite
@@ -180,6 +181,9 @@ def run(
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
     """
+    seed_given = click.get_current_context().get_parameter_source("sample_seed") is not ParameterSource.DEFAULT
+    if seed_given and sample == 1.0:
+        raise click.UsageError("--sample-seed picks which documents --sample keeps: give --sample too (e.g. 0.05)")
     options = dict(
         workers=workers,
         strict=strict,
