@@ -130,16 +130,22 @@ class LangId(Stage):
         """Per document: the score its label is judged on (its group's, for a group
         member; its own, 0, without a label) and that label's threshold, as float32."""
         judged = np.asarray(found.score, np.float32).copy()
-        limit = np.full(len(labels), self.default_threshold, np.float32)
         for row, (label, top) in enumerate(zip(labels, found.top)):
             if label is None:
                 continue
-            limit[row] = self.thresholds.get(label, self.default_threshold)
             # A relabelled document (ja without kana -> zh) has no group: its score is its own.
             group = self.membership.get(label)
             if group:
                 judged[row] = thresholds.group_score(top, group, self.membership)
-        return judged, limit
+        return judged, self._limits(labels)
+
+    def _limits(self, labels: list[str | None]) -> np.ndarray:
+        """Each document's label's threshold, as float32: looked up once per distinct label
+        (a batch has a few dozen) and spread by the labels' dictionary indices."""
+        encoded = pa.array(labels, pa.string()).dictionary_encode()
+        per_label = [self.thresholds.get(label, self.default_threshold) for label in encoded.dictionary.to_pylist()]
+        table = np.asarray([*per_label, self.default_threshold], np.float32)  # the last: no label
+        return table[pc.fill_null(encoded.indices, len(per_label)).to_numpy()]
 
     def _detail(self, reasons: pa.Array, labels: list[str | None], scores: list[float], judged: np.ndarray) -> pa.Array:
         """The ledger's why, against the final label's threshold: for ``lang:low-score``
@@ -150,10 +156,9 @@ class LangId(Stage):
         low = pc.fill_null(pc.equal(reasons, "lang:low-score"), False).to_numpy(zero_copy_only=False)
         unwanted = dropped & ~low
         value = np.where(unwanted, np.asarray(scores, np.float32), judged)
-        threshold = [self.thresholds.get(label, self.default_threshold) for label in labels]
         return threshold_detail(
             pa.array(value, pa.float32()),
-            pa.array(threshold, pa.float32(), mask=~dropped),
+            pa.array(self._limits(labels), pa.float32(), mask=~dropped),
             pa.array(labels, pa.string(), mask=~unwanted),
         )
 
