@@ -260,23 +260,25 @@ def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):
 # -- item 12 (part): a damaged run record -----------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "damage, why",
-    [
-        (b'{"fingerprint": "ab', "not a JSON text"),
-        (b"not json at all", "not a JSON text"),
-        (b"[1, 2]", "the file is an array, expected an object"),
-        (b'{"config_file": "run.toml"}', "fingerprint is missing"),
-        (b'{"fingerprint": 3, "config_file": "run.toml"}', "fingerprint is an integer, expected a string"),
-        (b"\xff\xfe{}", "not a JSON text"),
-    ],
-)
-def test_a_damaged_run_record_is_one_line_naming_it_and_force_starts_over(tmp_path, damage, why):
+DAMAGES = [
+    (b'{"fingerprint": "ab', "not a JSON text"),
+    (b"not json at all", "not a JSON text"),
+    (b"[1, 2]", "the file is an array, expected an object"),
+    (b'{"config_file": "run.toml"}', "fingerprint is missing"),
+    (b'{"fingerprint": 3, "config_file": "run.toml"}', "fingerprint is an integer, expected a string"),
+    (b"\xff\xfe{}", "not a JSON text"),
+]
+
+
+def test_a_damaged_run_record_is_one_line_naming_it_and_force_starts_over(tmp_path):
+    """Every damage over one finished run (a run per damage cost 4 processes each)."""
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a", "text": "a small document"}])
     config = write_config(tmp_path / "run.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     out = tmp_path / "out"
     assert prep("run", str(config), "--out", str(out), "-q").returncode == 0
-    (out / ".prep" / "run.json").write_bytes(damage)
-    assert_one_line_refusal(prep("run", str(config), "--out", str(out)), ".prep/run.json is damaged", why, "--force")
+    for damage, why in DAMAGES:
+        (out / ".prep" / "run.json").write_bytes(damage)
+        refused = prep("run", str(config), "--out", str(out))
+        assert_one_line_refusal(refused, ".prep/run.json is damaged", why, "--force")
     assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0
     assert prep("run", str(config), "--out", str(out), "-q").returncode == 0  # whole again: a resume
