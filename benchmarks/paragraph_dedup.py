@@ -24,6 +24,18 @@ within the document that first has it; prep leaves those to the repetition filte
 agreement below 100% is expected and the split is printed.
 
     python -m benchmarks.paragraph_dedup [--units 8] [--unit auto|paragraph|line]
+
+``--dolma``: instead, the whole ``prep run`` of a config holding ``paragraph_dedup``
+alone (``unit = "line"``, the shipped configs' settings) against ``dolma dedupe`` of
+paragraphs (a Bloom filter, dolma's C4 settings: ``skip_empty``, false-positive rate
+1e-6 at the corpus's line count), each in its own process tree with ``--workers``
+processes, alternating, ``--repeats`` times, on the same gzipped JSON lines: the text of
+web (raw HTML aside), code and math of ../shared/data cut into 8 shards of about equal
+size. Wall and CPU seconds (user + system of every process of the tree, from /proc)
+per side; prep's CPU by phase from its ``cost.json``. The work differs: dolma writes
+span attributes, prep writes the deduplicated documents (Parquet) and its rejects.
+
+    python -m benchmarks.paragraph_dedup --dolma [--workers 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -34,6 +46,9 @@ import gzip
 import json
 import logging
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -200,11 +215,126 @@ def removed_lines(ids, texts, kept_lines) -> Counter:
     return removed
 
 
+DOLMA = Path(os.environ.get("PREP_DOLMA", "/work/venvs/dolma/bin/dolma"))
+PREP_ALONE = """[sources.all]
+paths = ["{documents}/*.jsonl.gz"]
+
+[[stages]]
+name = "paragraph_dedup"
+unit = "line"
+"""
+
+
+def write_corpus(documents: Path, shards: int = 8) -> dict[str, int]:
+    """The text of web (raw HTML aside), code and math under ``DATA``, in file order, as
+    ``shards`` gzipped JSON lines files of about equal text (what dolma reads: ``id``,
+    ``text``, ``source``); returns its documents, UTF-8 bytes and ``\\n``-separated lines."""
+    rows = []
+    for path in sorted(p for folder in ("web", "code", "math") for p in (DATA / folder).glob("*.jsonl.gz")):
+        if path.name == "web_html.jsonl.gz":
+            continue
+        with gzip.open(path, "rt") as f:
+            for n, line in enumerate(f):
+                text = json.loads(line).get("text")
+                if isinstance(text, str):
+                    rows.append({"id": f"{path.name}:{n}", "text": text, "source": path.parent.name})
+    sizes = np.cumsum([len(r["text"]) for r in rows])
+    bounds = np.searchsorted(sizes, np.linspace(0, sizes[-1], shards + 1)[1:-1])
+    documents.mkdir(parents=True)
+    for k, part in enumerate(np.split(np.arange(len(rows)), bounds)):
+        with gzip.open(documents / f"shard-{k:02d}.jsonl.gz", "wt", compresslevel=1) as f:
+            f.writelines(json.dumps(rows[i]) + "\n" for i in part)
+    return {
+        "documents": len(rows),
+        "bytes": sum(len(r["text"].encode()) for r in rows),
+        "lines": sum(r["text"].count("\n") + 1 for r in rows),
+    }
+
+
+def dolma_config(documents: Path, bloom: Path, lines: int, workers: int) -> dict:
+    """dolma's C4 paragraph dedup (its configs/dolma-v1_5/para_dedupe/c4.yaml) on ``documents``."""
+    return {
+        "documents": [str(documents / "*.jsonl.gz")],
+        "dedupe": {
+            "name": "dedupe_paragraphs",
+            "paragraphs": {"attribute_name": "bff_duplicate_paragraph_spans"},
+            "skip_empty": True,
+        },
+        "bloom_filter": {
+            "file": str(bloom),
+            "read_only": False,
+            "estimated_doc_count": lines,
+            "desired_false_positive_rate": 1e-6,
+        },
+        "processes": workers,
+    }
+
+
+def timed(command: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of ``command``'s whole process tree (``benchmarks.proctree``)."""
+    from benchmarks.proctree import cpu_and_peak_memory
+
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=HERE.parents[1], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code, cpu, _ = cpu_and_peak_memory(proc)
+    if code:
+        raise SystemExit(f"{command[0]} failed with exit code {code}")
+    return time.perf_counter() - started, cpu
+
+
+def against_dolma(workers: int, repeats: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        documents = tmp / "corpus" / "documents"
+        corpus = write_corpus(documents)
+        print(f"{corpus['documents']:,} documents, {corpus['bytes'] / 1e6:.1f} MB, {corpus['lines']:,} lines")
+        config = tmp / "prep.toml"
+        config.write_text(PREP_ALONE.format(documents=documents))
+        dolma = tmp / "dolma.json"
+        dolma.write_text(json.dumps(dolma_config(documents, tmp / "bloom.bin", corpus["lines"], workers)))
+
+        def prep_run(k):
+            return [sys.executable, "-m", "pipeline", "run", str(config), "--out", str(tmp / f"prep{k}"), "-q"]
+
+        timed([*prep_run("warm"), "-w", "1", "--sample", "0.05"])  # numba's caches filled, untimed
+        runs = {"dolma": [], "prep": []}
+        for k in range(repeats):
+            for side in ("dolma", "prep") if k % 2 == 0 else ("prep", "dolma"):
+                if side == "dolma":
+                    shutil.rmtree(documents.parent / "attributes", ignore_errors=True)
+                    (tmp / "bloom.bin").unlink(missing_ok=True)
+                    runs[side].append(timed([str(DOLMA), "-c", str(dolma), "dedupe"]))
+                else:
+                    runs[side].append(timed([*prep_run(k), "-w", str(workers)]))
+                print(f"  {side} run {k}: wall {runs[side][-1][0]:.2f} s, CPU {runs[side][-1][1]:.2f} s", flush=True)
+        for side, results in runs.items():
+            walls, cpus = zip(*results)
+            print(f"{side:>5}: wall {np.median(walls):6.2f} s (runs {', '.join(f'{w:.2f}' for w in walls)}), ", end="")
+            print(f"CPU {np.median(cpus):6.2f} s (runs {', '.join(f'{c:.2f}' for c in cpus)})")
+        (dolma_wall, dolma_cpu), (prep_wall, prep_cpu) = (np.median(runs[s], axis=0) for s in ("dolma", "prep"))
+        print(f"prep is {dolma_wall / prep_wall:.2f}x dolma's wall time, {dolma_cpu / prep_cpu:.2f}x its CPU time")
+        cost = json.loads((tmp / "prep0" / "cost.json").read_text())["cpu_seconds"]
+        phases = ", ".join(f"{k} {v:.2f}s" for k, v in cost.items())
+        print(f"prep's CPU by phase (cost.json of its first run): {phases}")
+        counters = json.loads((tmp / "prep0" / "manifest.json").read_text())["stages"]["paragraph_dedup"]["counters"]
+        spans = 0
+        for path in (documents.parent / "attributes" / "dedupe_paragraphs").glob("*.jsonl.gz"):
+            with gzip.open(path, "rt") as f:
+                spans += sum(len(json.loads(line)["attributes"].get("bff_duplicate_paragraph_spans", [])) for line in f)
+        print(f"removed: prep {counters['paragraph_dedup.units_removed']:,} lines (min_chars 20) and ", end="")
+        print(f"{counters['paragraph_dedup.partial_copies']:,} partial copies; dolma marks {spans:,} spans")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--units", type=int, default=8)
     parser.add_argument("--unit", choices=["paragraph", "line", "auto"], default="auto")
+    parser.add_argument("--dolma", action="store_true", help="prep run against dolma dedupe, whole runs")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
+    if args.dolma:
+        return against_dolma(args.workers, args.repeats)
     logging.disable(logging.INFO)
     from loguru import logger
 

@@ -30,6 +30,7 @@ from pipeline.engine.run import run_pipeline
 from pipeline.stage import UnitContext
 from stages.paragraph_dedup import ParagraphDedup
 from stages.paragraph_dedup.split import Units
+from stages.paragraph_dedup.work import _later
 
 needs_data = pytest.mark.skipif(SHARED_DATA is None, reason="../shared/data is absent")
 
@@ -443,3 +444,19 @@ def test_a_run_killed_in_the_global_phase_resumes_byte_identical(cli_corpus, mon
 def test_options_are_checked(bad, match):
     with pytest.raises(ValueError, match=match):
         ParagraphDedup.Options(**bad)
+
+
+def test_first_occurrences_table_agrees_with_sorting_and_refuses_records_out_of_order():
+    """The reduce's one-pass table against the definition: per hash, the smallest gid is
+    its first document; every occurrence in another document is a later one. Few hashes
+    over many records, so slots collide and probe."""
+    rng = np.random.default_rng(7)
+    gids = np.sort(rng.integers(0, 300, 5000)).astype(np.int64)
+    hashes = rng.choice(np.array([0, 1, 2**63, 2**64 - 1, 17, 33], np.uint64), 5000)
+    later, first = _later(hashes, gids, 16)
+    smallest = {int(h): int(gids[hashes == h].min()) for h in np.unique(hashes)}
+    expected_first = np.array([smallest[int(h)] for h in hashes])
+    assert np.array_equal(first, expected_first)
+    assert np.array_equal(later, gids != expected_first)
+    with pytest.raises(ValueError, match="out of global order"):
+        _later(hashes[::-1].copy(), gids[::-1].copy(), 16)

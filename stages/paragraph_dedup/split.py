@@ -33,7 +33,6 @@ import pyarrow as pa
 from pipeline.compile.jit import njit
 from pipeline.kernels.buffers import string_array, string_buffers
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64
-from pipeline.kernels.utf8 import n_chars
 
 
 @njit(_nrt=False)
@@ -66,15 +65,21 @@ UNIT_MODES = ("paragraph", "line", "auto")  # the kernel's ``mode`` is an index 
 
 @njit(inline="always")
 def _line_at(data, pos, e):
-    """The line starting at ``pos`` (before ``e``): where it ends (its newline, or ``e``)
-    and its first non-space byte (its end when it is blank)."""
+    """The line starting at ``pos`` (before ``e``): where it ends (its newline, or ``e``),
+    its first non-space byte (its end when it is blank) and its code points, counted in
+    the same pass as the newline is looked for."""
     le = pos
-    while le < e and data[le] != 10:
+    chars = 0
+    while le < e:
+        b = data[le]
+        if b == 10:
+            break
+        chars += (b & 0xC0) != 0x80
         le += 1
     fs = pos
     while fs < le and _space(data[fs]):
         fs += 1
-    return le, fs
+    return le, fs, chars
 
 
 @njit(_nrt=False)
@@ -84,7 +89,7 @@ def _blank_separated(data, s, e):
     blank_after_text = False
     pos = s
     while pos < e:
-        le, fs = _line_at(data, pos, e)
+        le, fs, _ = _line_at(data, pos, e)
         if fs == le:
             blank_after_text = seen_text
         elif blank_after_text:
@@ -97,19 +102,23 @@ def _blank_separated(data, s, e):
 
 @njit
 def _cut(data, offsets, mode, min_chars, bound, hashed):
+    """The units of every document, each with its content's code points, which the scan
+    for newlines counts (whitespace is ASCII: a code point a byte), and its hash."""
     n_docs = len(offsets) - 1
     doc = np.empty(bound, np.int64)
     seg = np.empty((bound, 2), np.int64)
     content = np.empty((bound, 2), np.int64)
+    chars = np.empty(bound, np.int64)
     n = 0
     for d in range(n_docs):
         s, e = offsets[d], offsets[d + 1]
         by_line = mode == 1 or (mode == 2 and not _blank_separated(data, s, e))
         first = n
         in_para = False
+        run = 0  # code points from the current unit's content start to the end of this line
         pos = s
         while pos < e:
-            le, fs = _line_at(data, pos, e)
+            le, fs, line_chars = _line_at(data, pos, e)
             if fs == le:  # a blank line ends a paragraph
                 in_para = False
             else:
@@ -124,15 +133,16 @@ def _cut(data, offsets, mode, min_chars, bound, hashed):
                     content[n, 0] = fs
                     n += 1
                     in_para = True
+                    run = line_chars - (fs - pos)
+                else:
+                    run += 1 + line_chars  # the newline before this line, then the line
                 content[n - 1, 1] = lb
+                chars[n - 1] = run - (le - lb)
             pos = le + 1
         if n > first:
             seg[n - 1, 1] = e
-    doc, seg, content = doc[:n], seg[:n], content[:n]
-    chars = np.empty(n, np.int64)
+    doc, seg, content, chars = doc[:n], seg[:n], content[:n], chars[:n]
     hashes = np.zeros(n if hashed else 0, np.uint64)
-    for k in range(n):
-        chars[k] = n_chars(data, content[k, 0], content[k, 1])
     short = chars < min_chars
     for k in range(len(hashes)):
         if not short[k]:

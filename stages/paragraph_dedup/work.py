@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pipeline.compile.jit import njit
 from pipeline.formats import partfile
 from pipeline.formats.unit_table import DocStore
 from pipeline.formats.work_files import OneFile, PerIndex, PerUnit
@@ -83,25 +84,51 @@ def write_arrow(final: Path, table: pa.Table) -> None:
 
 def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[str, int]:
     """The occurrences of each hash of ``partition`` outside the document where it first
-    occurs, grouped by document range."""
+    occurs, grouped by document range.
+
+    The units' files are read in numbering order, and each holds its records in (row,
+    unit index) order, so the records arrive in global order: one pass over an
+    open-addressing table (``_later``) finds every hash's first document, no sort."""
     table = numbering().table(work_dir)
     parts = [partfile.read(PARAS.path(work_dir, s, u), partition, PARA) for s, u in zip(table.sources, table.units)]
     records = np.concatenate(parts) if parts else np.empty(0, PARA)
     gids = np.concatenate([p["row"].astype(np.int64) + table.starts[u] for u, p in enumerate(parts)] or [[]])
-    order = np.lexsort((records["para"], gids, records["hash"]))
-    records, gids = records[order], gids[order].astype(np.int64)
-    first = np.ones(len(records), bool)
-    first[1:] = records["hash"][1:] != records["hash"][:-1]
-    group = np.maximum.accumulate(np.where(first, np.arange(len(records)), 0)) if len(records) else order
-    later = gids != gids[group]  # repeats inside the first document stay: not a copy of another one
+    gids = gids.astype(np.int64)
+    slots = 1 << max(4, (2 * len(records)).bit_length())  # at most half full
+    later, first = _later(np.ascontiguousarray(records["hash"]), gids, slots)
     removed = np.empty(int(later.sum()), REMOVED)
     removed["gid"], removed["para"] = gids[later], records["para"][later]
-    removed["chars"], removed["first"] = records["chars"][later], gids[group[later]]
+    removed["chars"], removed["first"] = records["chars"][later], first[later]
     final = REDUCED.path(work_dir, partition)
     tmp = partfile.temp_for(final)
     partfile.write(tmp, removed, document_range(removed["gid"], table.total, partitions), partitions)
     os.replace(tmp, final)
     return {"paragraph_dedup.hashed": len(records), "paragraph_dedup.duplicates": len(removed)}
+
+
+@njit
+def _later(hashes, gids, slots):
+    """Per record (in global order): whether its hash first occurred in another, earlier
+    document, and that document's gid. Repeats inside the first document stay: they are
+    no copy of another one."""
+    n = len(hashes)
+    keys = np.empty(slots, np.uint64)
+    owner = np.full(slots, -1, np.int64)
+    later = np.zeros(n, np.bool_)
+    first = np.empty(n, np.int64)
+    mask = np.uint64(slots - 1)
+    for k in range(n):
+        if k and gids[k] < gids[k - 1]:
+            raise ValueError("paragraph_dedup: map records out of global order")
+        h = hashes[k]
+        slot = np.int64(h & mask)  # the hashes are mixed: their low bits are as good as any
+        while owner[slot] != -1 and keys[slot] != h:
+            slot = (slot + 1) & (slots - 1)
+        if owner[slot] == -1:
+            keys[slot], owner[slot] = h, gids[k]
+        first[k] = owner[slot]
+        later[k] = owner[slot] != gids[k]
+    return later, first
 
 
 def decide(work_dir: Path, partitions: int, max_seen_fraction: float) -> dict[str, int]:
