@@ -58,6 +58,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.compile.jit import njit
+from pipeline.compile.warm_steps import warms
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.utf8 import decode
@@ -184,6 +185,14 @@ def flag(texts: pa.Array, unescape_html: bool | str = "auto") -> np.ndarray:
     """Per document, the check's flag bits (``MOJIBAKE``, ``HTML``); 0: ftfy is skipped."""
     data, offsets = string_buffers(texts)
     return _flag_rows(data, offsets, unescape_html is not False, unescape_html == "auto")
+
+
+# ``seconds``: CPU-seconds on a cold cache (warm-up steps are ranked by it).
+@warms("fix_text", seconds=1.0)
+def compile_check() -> None:
+    """A warm-up step: the check's kernel, once per machine (every option value takes the
+    same signature). Without it each worker compiled it during its first unit."""
+    flag(pa.array(["Caf\u00c3\u00a9 &amp; more\n<p>"], pa.large_string()))
 
 
 def ftfy_config(unescape_html: bool | str = "auto", fix_encoding: bool = True):

@@ -291,3 +291,13 @@ def test_a_helper_compiled_for_jitted_code_is_callable_from_python(tmp_path):
     assert run("outer(3)") == ["outer(3) 8", "wrapper False"]
     assert run("outer(3)", "inner(3)") == ["outer(3) 8", "inner(3) 4", "wrapper True"]
     assert run("inner(3)", "outer(3)") == ["inner(3) 4", "outer(3) 8", "wrapper True"]
+
+
+def test_fix_text_and_paragraph_dedup_compile_in_the_warm_up(tmp_path):
+    """Their kernels compile once per machine in a step, not in every worker's first unit."""
+    write_jsonl(tmp_path / "web" / "a.jsonl", [{"text": "a page of text"}])
+    chain = '[sources.web]\npaths = ["web/*.jsonl"]\n'
+    chain += '[[stages]]\nname = "fix_text"\n[[stages]]\nname = "paragraph_dedup"\n'
+    config = load_config(write_config(tmp_path / "run.toml", chain))
+    names = _names(warmup_plan(config, _planned_units(config))[0])
+    assert {"compile_check", "compile_split"} <= set(names)

@@ -65,6 +65,7 @@ so a paragraph that only such documents and later ones share is lost. A 64-bit h
 collision (about 3% odds for a billion distinct units) removes one unit wrongly.
 """
 
+from stages.paragraph_dedup import warmup  # noqa: F401  (declares the kernels' warm-up step)
 from stages.paragraph_dedup.stage import ParagraphDedup
 
 __all__ = ["ParagraphDedup"]

@@ -1,0 +1,23 @@
+"""Compiling paragraph_dedup's kernels before a run (a step declared with ``@warms``): the
+cut, the short units' rule and the join, as the map and filter phases call them. Without
+it each worker compiled all three during its first unit of the phase, side by side. Every
+``unit`` mode and ``min_chars`` takes the same signatures, so the step has no arguments.
+The package imports this module, so the step is declared with the stage.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from pipeline.compile.warm_steps import warms
+from stages.paragraph_dedup.split import Units, removed_units
+
+TEXTS = ["A first paragraph of a page.\nIts second line.\n\nAnother paragraph.\n", "one line"]
+
+
+# ``seconds``: CPU-seconds on a cold cache (warm-up steps are ranked by it).
+@warms("paragraph_dedup", seconds=4.5)
+def compile_split() -> None:
+    units = Units(pa.array(TEXTS, pa.large_string()), "auto", 10)
+    units.rebuild(removed_units(units, np.ones(len(units.doc), np.bool_)))
