@@ -180,6 +180,16 @@ class Units:
         return string_array(data, offsets, like)
 
 
+@njit(_nrt=False)
+def _copy(out, w, data, a, b):
+    """``data[a:b]`` into ``out`` at ``w``; the new end. A byte loop, not a slice copy:
+    numba's two slice assignments were three quarters of ``_join``'s cold compile (3.0
+    CPU-s against 0.7), and the loop runs as fast."""
+    for i in range(b - a):
+        out[w + i] = data[a + i]
+    return w + b - a
+
+
 @njit
 def _join(data, offsets, doc, seg, content, removed):
     """Each document with the segments of its removed units cut out. When its last unit
@@ -200,8 +210,7 @@ def _join(data, offsets, doc, seg, content, removed):
             if removed[j]:
                 any_removed = True
         if not any_removed:
-            out[w : w + e - s] = data[s:e]
-            w += e - s
+            w = _copy(out, w, data, s, e)
         else:
             last_kept = -1
             for j in range(lo, k):
@@ -213,8 +222,7 @@ def _join(data, offsets, doc, seg, content, removed):
                 a, b = seg[j, 0], seg[j, 1]
                 if j == last_kept and removed[k - 1]:
                     b = content[j, 1]
-                out[w : w + b - a] = data[a:b]
-                w += b - a
+                w = _copy(out, w, data, a, b)
         new_offsets[d + 1] = w
     return out[:w], new_offsets
 
