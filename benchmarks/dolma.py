@@ -233,7 +233,8 @@ def timed(command: list[str]) -> dict:
     wall = time.perf_counter() - start
     reader.join()
     if code != 0:
-        sys.exit(f"{shlex.join(command)[:300]} failed ({code}):\n{''.join(errors[-15:])}")
+        shown = [line for line in errors if "ERROR" in line][:10] + errors[-15:]
+        sys.exit(f"{shlex.join(command)[:300]} failed ({code}):\n{''.join(shown)}")
     return {"wall": wall, "cpu": cpu, "peak": peak}
 
 
