@@ -197,8 +197,12 @@ def dolma_commands(step: str, dolma: str, corpus: Path, work: Path, workers: int
     taggers = ["gopher_v2", "c4_v2"] if step == "quality" else ["pii_regex_with_counts_fast_v2"]
     tag = [dolma, "tag", "--documents", docs, "--experiment", step, "--taggers", *taggers, *procs]
     if step == "quality":
-        exclude = [f".attributes.{key}[0][2] {op} {threshold}" for key, op, threshold in QUALITY_RULES]
-        exclude += [f"(.attributes.{key} | length) > 0" for key in QUALITY_FLAGS]
+        # A missing or empty attribute never fires (jaq refuses to index null).
+        exclude = [
+            f"(.attributes.{key} // []) | (length > 0 and .[0][2] {op} {threshold})"
+            for key, op, threshold in QUALITY_RULES
+        ]
+        exclude += [f"(.attributes.{key} // []) | length > 0" for key in QUALITY_FLAGS]
         stream = {
             "filter": {"syntax": "jq", "include": [], "exclude": exclude},
             "span_replacement": [
