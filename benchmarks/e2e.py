@@ -65,10 +65,12 @@ CORPUS = {
 SHARDS_PER_SOURCE = 4
 
 
-def build_corpus(data: Path, out: Path, scale: int) -> tuple[int, int]:
-    """Write the corpus at ``scale`` copies; returns (documents, bytes of JSON lines)."""
+def build_corpus(data: Path, out: Path, scale: int, sources: tuple[str, ...] = tuple(CORPUS)) -> tuple[int, int]:
+    """Write the corpus (``sources`` of it) at ``scale`` copies; returns (documents, bytes
+    of JSON lines)."""
     documents = size = 0
-    for source, files in CORPUS.items():
+    for source in sources:
+        files = CORPUS[source]
         records = []
         for name in files:
             with gzip.open(data / name, "rt", encoding="utf-8") as f:

@@ -331,3 +331,23 @@ def test_every_form_is_idempotent_on_real_text(real_texts, form):
     stage = Normalize(Normalize.Options(form=form))
     once = stage.process(make_batch(real_texts), "web")
     assert stage.process(once.batch, "web").changed == 0
+
+
+def test_only_documents_a_step_could_change_are_rewritten_and_the_rest_are_unchanged():
+    # Plain pages beside ones each step changes: Hangul jamo that compose, a combining
+    # accent, \r, a control, a character beyond the BMP, whitespace only, a non-breaking space.
+    texts = [
+        "plain page.",
+        "\u1100\u1161 x",
+        "\uac00\u11a8 x",
+        "e\u0301",
+        "a\r\nb",
+        "a\x00b",
+        "\U0001f600 ok",
+        " \n ",
+        "\u00a0",
+    ]
+    out = normalize(texts)
+    assert texts_of(out) == [unicodedata.normalize("NFC", t.replace("\r\n", "\n").replace("\x00", "")) for t in texts]
+    assert reasons_of(out) == [None] * 7 + ["empty-after-normalize"] * 2
+    assert out.changed == 5  # the jamo twice, the accent, \r\n, the control
