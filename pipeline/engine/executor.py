@@ -70,20 +70,23 @@ class _Reporter:
         self.last = time.monotonic()
 
 
-def _worker(tasks, results, environment: dict[str, str]) -> None:
+def _worker(tasks, results, environment: dict[str, str], doing) -> None:
     """Run tasks until told to stop, then leave without Python's shutdown: tearing down
     the modules and numba's compiled code took a worker about a second, which the run
     waited for at its end. What the worker sent is flushed first; it holds nothing else.
     ``environment`` is the main process's when the pool started (credentials, scratch
     folders), which a worker forked from an older server would not have. It starts with
     SIGINT ignored and blocked (``_uninterrupted``): ignored it stays, the main process
-    stops the workers; the block is lifted, so that what a task starts inherits no block."""
+    stops the workers; the block is lifted, so that what a task starts inherits no block.
+    ``doing`` is shared memory holding the index of the task this worker runs (-1 when
+    idle): written at once, it outlives a kill, where a queued "started" message could
+    still sit unsent in the queue's feeder thread and die with the worker."""
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     os.environ.clear()
     os.environ.update(environment)
     while (item := tasks.get()) is not None:
         index, fn, args = item
-        results.put(("started", index, os.getpid()))
+        doing.value = index
         reporter = _Reporter(results)
         try:
             value = fn(*args, progress=reporter)
@@ -93,6 +96,7 @@ def _worker(tasks, results, environment: dict[str, str]) -> None:
         else:
             reporter.flush()
             results.put(("done", index, value, take_retries()))  # the task's store retries, by kind
+        doing.value = -1
     results.close()
     results.join_thread()
     sys.stdout.flush()
@@ -164,6 +168,7 @@ class LocalExecutor:
     def __init__(self, workers: int):
         self.workers = max(1, workers)
         self._processes: list = []
+        self._doing: list = []  # per worker, shared memory with the index of its task (``_worker``)
         self._tasks = self._results = None
         self.store_retries: Counter[str] = Counter()  # the workers' (``retry``), by kind
         self.retried: Counter[str] = Counter()  # never added to: a worker that dies ends the run (WorkerDied)
@@ -206,13 +211,12 @@ class LocalExecutor:
         limit = len(self._processes) if after is not None else len(tasks)
         unsent = list(range(len(tasks)))
         results: list[Any] = [None] * len(tasks)
-        running: dict[int, int] = {}  # task index -> pid of the worker that runs it
         left = len(tasks)
         checked = time.monotonic()
         while left:
             unsent = self._send_ready(tasks, unsent, waiting, limit - (left - len(unsent)))
             if time.monotonic() - checked > POLL_SECONDS:  # even while messages keep coming
-                self._check_alive(tasks, running)
+                self._check_alive(tasks)
                 checked = time.monotonic()
             try:
                 message = self._results.get(timeout=POLL_SECONDS)
@@ -221,13 +225,10 @@ class LocalExecutor:
             kind, *rest = message
             if kind == "progress":
                 bar.update(*rest)
-            elif kind == "started":
-                running[rest[0]] = rest[1]
             elif kind == "done":
                 index, value, retried = rest
                 results[index] = value
                 self.store_retries.update(retried)
-                running.pop(index, None)
                 left -= 1
                 for waiter in waiters.pop(index, ()):
                     waiting[waiter].discard(index)
@@ -251,15 +252,15 @@ class LocalExecutor:
                 kept.append(index)
         return kept
 
-    def _check_alive(self, tasks: Sequence[Task], running: dict[int, int]) -> None:
-        for process in self._processes:
+    def _check_alive(self, tasks: Sequence[Task]) -> None:
+        for process, doing in zip(self._processes, self._doing):
             if process.exitcode is not None:
                 code = process.exitcode
                 how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 hint = " (SIGKILL is often the kernel's out-of-memory killer)" if code == -signal.SIGKILL else ""
-                doing = ", ".join(describe_task(tasks[i]) for i, pid in running.items() if pid == process.pid)
+                task = describe_task(tasks[doing.value]) if 0 <= doing.value < len(tasks) else "no task"
                 raise WorkerDied(
-                    f"a worker process died with {how}{hint} while running {doing or 'its first task'}; "
+                    f"a worker process died with {how}{hint} while running {task}; "
                     "finished units are kept: run the same command again to resume"
                 )
 
@@ -272,21 +273,23 @@ class LocalExecutor:
         context = start_fork_server()
         if self._tasks is None:
             self._tasks, self._results = context.Queue(), context.Queue()
+        doing = [context.Value("q", -1, lock=False) for _ in range(len(self._processes), wanted)]
         new = [
             context.Process(
                 target=_worker,
-                args=(self._tasks, self._results, dict(os.environ)),
-                name=f"prep-worker-{i}",
+                args=(self._tasks, self._results, dict(os.environ), task),
+                name=f"prep-worker-{len(self._processes) + i}",
                 daemon=True,
             )
-            for i in range(len(self._processes), wanted)
+            for i, task in enumerate(doing)
         ]
+        self._doing += doing
         self._processes += new  # before they start: a SIGTERM raised after the start finds them to stop
         _uninterrupted(lambda: [process.start() for process in new])
 
     def close(self, terminate: bool = False) -> None:
         """End the pool: let workers finish and exit, or (``terminate``) kill them now."""
-        processes, self._processes = self._processes, []
+        processes, self._processes, self._doing = self._processes, [], []
         if not processes:
             return
         if not terminate:
