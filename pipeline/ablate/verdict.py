@@ -136,10 +136,10 @@ def compare(records: list[dict], weights: dict[str, float] | None = None) -> lis
     tables += [(name, by_data, "nats/char") for name, by_data in sorted(choice_losses(records).items())]
     if weights is not None:
         tables.append(("the weighted objective", objective(records, weights)[0], "(weighted loss)"))
-    return [c for name, by_data, unit in tables for c in _compare(name, by_data, unit)]
+    return [c for name, by_data, unit in tables for c in compare_sets(name, by_data, unit)]
 
 
-def _compare(eval_set: str, by_data: dict[str, list[float]], unit: str) -> list[Comparison]:
+def compare_sets(eval_set: str, by_data: dict[str, list[float]], unit: str) -> list[Comparison]:
     comparisons = []
     if len(by_data) < 2:
         return comparisons
