@@ -37,7 +37,7 @@ from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import segment_task
 from pipeline.engine.warmup import warm_up
-from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
+from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
 from pipeline.phases import sized as sized_by_phases
@@ -129,11 +129,12 @@ def _run_claimed(
     if options.sample_seed:
         manifest["sample_seed"] = options.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
+    finish_work(store, options.keep_work)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(
         layout, manifest, time.monotonic() - wall_start, options.workers, store.size(Layout.OUTPUT_FOLDERS)
     )
-    cost[WORK_DISK] = disk.figures()
+    cost[WORK_DISK] = {**disk.figures(), "kept": options.keep_work}
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
     done_before = tally["done_before"]
@@ -147,7 +148,29 @@ def _run_claimed(
 
 
 def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: list[Unit]) -> None:
-    """Count ids that occur more than once in the run; warn with a few examples."""
+    """Count ids that occur more than once in the run; warn with a few examples.
+
+    Counted once, from the id hashes in ``work/ids``, and recorded under ``stats/``
+    (``Layout.duplicate_ids``) before ``work/`` is removed: a rerun of the finished run
+    reads the record, so its manifest is the same bytes without the hashes."""
+    record = layout.key(layout.duplicate_ids)
+    if (text := store.read_text(record)) is not None:
+        found = json.loads(text)["found"]
+    else:
+        found = _count_duplicate_ids(store, layout, units)
+        store.write_text(record, json.dumps({"found": found}, indent=1))
+    if found is None:
+        return
+    manifest["duplicate_ids"] = found
+    examples = "; ".join(f"{e['id']!r} x{e['copies']} in {', '.join(e['files'])}" for e in found["examples"])
+    manifest["warnings"].append(
+        f"{found['ids']:,} ids occur more than once ({found['extra_copies']:,} extra copies), so they name "
+        f"documents ambiguously (prep show lists every copy); e.g. {examples}"
+    )
+
+
+def _count_duplicate_ids(store: RunStore, layout: Layout, units: list[Unit]) -> dict | None:
+    """``find_duplicates`` over the run's id hashes, with what it reads fetched first."""
     store.pull(layout.key(layout.id_work))
 
     def output_files(unit: Unit) -> list[Path]:
@@ -157,15 +180,7 @@ def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: 
             files += unit_files(folder, unit.name)
         return files
 
-    found = find_duplicates(layout, units, output_files)
-    if found is None:
-        return
-    manifest["duplicate_ids"] = found
-    examples = "; ".join(f"{e['id']!r} x{e['copies']} in {', '.join(e['files'])}" for e in found["examples"])
-    manifest["warnings"].append(
-        f"{found['ids']:,} ids occur more than once ({found['extra_copies']:,} extra copies), so they name "
-        f"documents ambiguously (prep show lists every copy); e.g. {examples}"
-    )
+    return find_duplicates(layout, units, output_files)
 
 
 def worker_notes(asked: int, units: int, cores: int) -> list[str]:

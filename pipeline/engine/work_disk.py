@@ -1,5 +1,5 @@
 """The run's work folder (``work/``): what it takes on disk, and removing what nothing
-will read again.
+will read again: part of it as the run goes, the rest when it completes.
 
 Why: ``work/`` holds the documents between segments (a copy of what passed each
 segment) and each global stage's files (dedup's bands, forests and decisions), about as
@@ -11,8 +11,16 @@ redoes only units without a marker), nor the files of the global stage opening s
 ``index_from``). Those are removed then. A kill during the removal leaves a run whose
 markers say the same, so the rerun skips the work and removes the rest.
 
-Kept to the end: ``work/ids`` (8 bytes a document), which every run, a rerun of a
-finished one too, reads for the duplicate-id count of its manifest.
+Once the run completes (``finish_work``), nothing of it reads ``work/`` again: the id hashes
+served the duplicate-id count, which is recorded under ``stats/`` for a rerun; a rerun
+finds every marker and runs nothing; ``prep report``, ``show`` and ``rejects`` read the
+output folders. What stays is only what another run may import, dedup's index for
+``index_from`` (besides classify's thresholds and decontaminate's n-gram index, both
+small), so it is removed unless ``--keep-work`` asks for it: removed by default,
+since a run whose index nobody imports would leave about as much as its documents
+(0.38 GB of a 1 GB c4 run), and an ``index_from`` to a removed index says to run again
+with ``--keep-work``. A kill during the removal leaves a run whose markers all exist,
+so the next ``prep run`` of it removes the rest and writes the same manifest.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ class WorkDisk:
         self.peak = max(self.peak, self.store.size([Layout.WORK]))
 
     def figures(self) -> dict[str, int]:
+        """``peak_bytes`` and what ``work/`` holds now (``left_bytes``: after ``finish_work``,
+        what the run leaves)."""
         left = self.store.size([Layout.WORK])
         return {"peak_bytes": max(self.peak, left), "left_bytes": left}
 
@@ -61,6 +71,13 @@ def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:
         kept = globs(built_stage(config.stages.index(segment.entry), segment.entry, "").phases().kept)
         _drop_all_but(store, layout.key(layout.global_work(segment.index)), kept)
     _remove_empty_folders(layout.out / Layout.WORK)  # work/segments once the last is gone, too
+
+
+def finish_work(store: RunStore, keep: bool) -> None:
+    """The run is complete and its duplicate-id count recorded: remove ``work/``, or with
+    ``keep`` (``--keep-work``) only the id hashes, which nothing imports."""
+    layout = Layout(store.root)
+    store.remove(layout.key(layout.id_work) if keep else Layout.WORK)
 
 
 def _drop_all_but(store: RunStore, folder: str, kept: tuple[str, ...]) -> None:
