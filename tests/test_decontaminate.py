@@ -293,7 +293,7 @@ def test_the_stage_runs_through_prep_run_with_a_toml_config(tmp_path, gsm8k, hos
         'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
     )
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q"])
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q", "--keep-work"])
     assert result.exit_code == 0, result.output
     kept = set(pq.read_table(out / "docs").column("id").to_pylist())
     assert kept == {d["id"] for d in docs if d["id"].startswith("clean")}
