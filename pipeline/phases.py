@@ -151,7 +151,7 @@ class Phases:
     filter: Filter
     reduce: Reduce | None = None
     numbering: Numbering | None = None
-    kept: tuple[WorkFiles, ...] = ()  # what a later run may read (an index) or a user looks up
+    kept: tuple[WorkFiles, ...] = ()  # what a later run may import (an index): all --keep-work keeps of it
     # False: these options need no whole-run phase (``classify`` without ``keep_top``); the
     # stage then runs per document, never bound, unless another source's options need them.
     whole_run: bool = True

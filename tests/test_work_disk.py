@@ -108,6 +108,13 @@ def test_a_rerun_of_a_finished_run_is_a_no_op(finished):
     assert "already complete: an earlier run did every unit" in _summary(out)
 
 
+def test_keep_work_on_a_run_that_removed_it_says_there_is_none(finished):
+    config, out = finished
+    run_pipeline(config, out, workers=1, quiet=True, keep_work=True)
+    assert not (out / Layout.WORK).exists()
+    assert "  work files: none; the run had completed and removed them (--keep-work into another --out" in _summary(out)
+
+
 def test_a_later_run_imports_a_kept_index(kept, tmp_path):
     first = json.loads((kept / Layout.MANIFEST).read_text())["stages"]["dedup"]
     index = Layout(kept).global_work(1)

@@ -138,6 +138,10 @@ def _count_line(cost: dict | None, key: str, label: str, why: str) -> list[str]:
     return [f"  {label}: {named} ({why})"] if named else []
 
 
+# --keep-work on a run that had completed without it: nothing is left to keep.
+NONE_KEPT = "  work files: none; the run had completed and removed them (--keep-work into another --out keeps them)"
+
+
 def work_disk_lines(cost: dict | None) -> list[str]:
     """The most disk the run's work files took and what is left of them (cost.json's
     ``work_disk``): nothing without ``--keep-work``, which a later run's ``index_from``
@@ -146,7 +150,7 @@ def work_disk_lines(cost: dict | None) -> list[str]:
     if not isinstance(figures, dict) or not all(_is_number(figures.get(k)) for k in ("peak_bytes", "left_bytes")):
         return []
     if figures["peak_bytes"] == 0:  # a rerun of a finished run: no work files this time
-        return []
+        return [NONE_KEPT] if figures.get("kept") else []
     peak, left = _bytes(figures["peak_bytes"]), _bytes(figures["left_bytes"])
     if figures.get("kept"):
         return [f"  work files: {peak} at most, {left} kept in work/ (--keep-work: what a later index_from reads)"]
