@@ -204,6 +204,15 @@ def partitions_for(input_bytes: float) -> int:
     return partitions
 
 
+def check_import(stage: Any) -> None:
+    """The numbering ``stage`` imports (``index_from``) can be read: a new run asks before
+    any work, since its reduce would otherwise say so only after the stages before and
+    the map had run over the whole input. Raises the ``WorkStateError`` that says why."""
+    phases = stage.phases()
+    if phases.whole_run and phases.numbering is not None and phases.numbering.imports:
+        UnitTable.load(Path(phases.numbering.imports), phases.numbering.owner)
+
+
 def sized(stage: Any, input_bytes: float) -> dict[str, Any]:
     """Options the size of a run decides, as {name: value}: a ``partitions`` option left
     at 0 gets the imported numbering's count (which this run's must equal), else

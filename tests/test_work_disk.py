@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -117,14 +118,20 @@ def test_keep_work_on_a_run_that_removed_it_says_there_is_none(finished):
 
 def test_a_later_run_imports_a_kept_index(kept, tmp_path):
     first = json.loads((kept / Layout.MANIFEST).read_text())["stages"]["dedup"]
-    index = Layout(kept).global_work(1)
-    config = _config(tmp_path, f'index_from = "{index}"\n')
+    moved = shutil.copytree(kept, tmp_path / "first")  # a moved run still finds its files
+    config = _config(tmp_path, f'index_from = "{Layout(moved).global_work(1)}"\n')
     manifest = run_pipeline(config, tmp_path / "again", workers=1, quiet=True)
     dedup = manifest["stages"]["dedup"]
     # the same documents again: every one a copy of one the first run indexed
     assert dedup["input"] == first["input"] > 0
     assert sum(dedup["rejected"].values()) == dedup["input"]
     assert dedup["rejected"]["exact-duplicate"] > 0.9 * dedup["input"]
+    # The import is checked when a run starts, not when it resumes: a finished run whose
+    # index went since is still complete.
+    before = tree_digest(tmp_path / "again")
+    shutil.rmtree(moved / Layout.WORK)
+    run_pipeline(config, tmp_path / "again", workers=1, quiet=True)
+    assert tree_digest(tmp_path / "again") == before
 
 
 def test_index_from_a_run_that_removed_its_work_says_how_to_keep_it(finished, tmp_path):
@@ -133,6 +140,7 @@ def test_index_from_a_run_that_removed_its_work_says_how_to_keep_it(finished, tm
     config = _config(tmp_path, f'index_from = "{index}"\n')
     result = prep("run", str(config), "--out", str(tmp_path / "again"), "-q", "-w", "1")
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "again" / Layout.STATS).exists()  # refused before any work
     assert result.stderr.splitlines() == [
         f"Error: {index}: the run in {out} completed and removed its work/, dedup's index with it; "
         "to import it, run that config again with --keep-work (into another --out, or with --force)"

@@ -40,6 +40,7 @@ from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
+from pipeline.phases import check_import
 from pipeline.phases import sized as sized_by_phases
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
@@ -72,7 +73,8 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
         try:
             refuse_foreign(store, options.force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
-            sized = _claim_output(store, units, fingerprint, options.force, _sized(config, sizes, options.sample))
+            sized = _sized(config, sizes, options.sample)
+            sized = _claim_output(store, units, fingerprint, options.force, sized, config)
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
@@ -257,8 +259,10 @@ def _claim_output(
     fingerprint: dict,
     force: bool,
     sized: dict,
+    config: Config,
 ) -> dict:
-    """Refuse to mix two different runs in one folder unless --force (which starts over).
+    """Refuse to mix two different runs in one folder unless --force (which starts over),
+    and a new run whose imports cannot be read (``_check_imports``).
     Returns the sized options the run uses: ``sized`` for a new run, what a resumed run's
     start recorded (none for a run of an older prep, which had fixed defaults)."""
     out = store.uri
@@ -276,6 +280,7 @@ def _claim_output(
             f"{out} holds a run of a different config, different inputs or different models "
             f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
         )
+    _check_imports(config)
     if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
         for name in entries(store):
             if name in Layout.OWNED:
@@ -283,6 +288,19 @@ def _claim_output(
         store.remove(Layout().key(Layout().state))
     write_state(store, head, units)
     return sized
+
+
+def _check_imports(config: Config) -> None:
+    """Each global stage's import (``index_from``) can be read, checked when a run starts
+    and not when it resumes: a finished run that imported an index removed since runs
+    nothing that reads it."""
+    for stage in config.stages:
+        cls = registry()[stage.name]
+        if issubclass(cls, GlobalStage):
+            try:
+                check_import(cls(cls.Options(**stage.options)))
+            except OSError as error:  # not the output's: the caller's OSError says "cannot write to --out"
+                raise ConfigError(f"{stage.name}: cannot read what it imports: {error}") from None
 
 
 def _remove_temporaries(out: Path) -> None:
