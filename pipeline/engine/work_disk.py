@@ -11,16 +11,16 @@ redoes only units without a marker), nor the files of the global stage opening s
 ``index_from``). Those are removed then. A kill during the removal leaves a run whose
 markers say the same, so the rerun skips the work and removes the rest.
 
-Once the run completes (``finish_work``), nothing of it reads ``work/`` again: the id hashes
-served the duplicate-id count, which is recorded under ``stats/`` for a rerun; a rerun
-finds every marker and runs nothing; ``prep report``, ``show`` and ``rejects`` read the
-output folders. What stays is only what another run may import, dedup's index for
-``index_from`` (besides classify's thresholds and decontaminate's n-gram index, both
-small), so it is removed unless ``--keep-work`` asks for it: removed by default,
-since a run whose index nobody imports would leave about as much as its documents
-(0.38 GB of a 1 GB c4 run), and an ``index_from`` to a removed index says to run again
-with ``--keep-work``. A kill during the removal leaves a run whose markers all exist,
-so the next ``prep run`` of it removes the rest and writes the same manifest.
+Once the run completes (``finish_work``), the run itself never reads ``work/`` again: the
+id hashes served the duplicate-id count, which is recorded under ``stats/`` for a rerun;
+a rerun finds every marker and runs nothing; ``prep report``, ``show`` and ``rejects``
+read the output folders. Only another run may read it: a later ``index_from`` imports
+dedup's index (``Phases.kept``). So ``work/`` is removed unless ``--keep-work``: by
+default, because most runs are never imported and the index is about as large as the
+kept documents (0.38 GB after a 1 GB c4 run), and because whoever plans an incremental
+run knows it before the first one; an ``index_from`` to a removed index says in one line
+to run again with ``--keep-work``. A kill during the removal leaves a run whose markers
+all exist, so the next ``prep run`` of it removes the rest and writes the same manifest.
 """
 
 from __future__ import annotations
