@@ -88,7 +88,14 @@ def test_keep_work_leaves_only_what_a_later_run_imports(kept):
     left = RunStore(str(kept)).size([Layout.WORK])
     assert figures["left_bytes"] == left > 0 and figures["kept"] is True
     assert figures["peak_bytes"] > 2 * left  # the documents between segments, bands, forests, decisions
-    assert " kept in work/ (--keep-work: what a later index_from reads)" in _summary(kept)
+    assert " kept in work/ (what a later run's index_from reads)" in _summary(kept)
+
+
+def test_the_same_command_without_the_flag_leaves_a_kept_index(kept):
+    before = tree_digest(kept)
+    run_pipeline(kept.parent / "chain0.toml", kept, workers=1, quiet=True)
+    assert tree_digest(kept) == before  # work/ too: rm -r OUT/work removes it
+    assert " kept in work/ (what a later run's index_from reads)" in _summary(kept)
 
 
 def test_keep_work_changes_no_output(finished, kept):

@@ -37,7 +37,7 @@ from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import segment_task
 from pipeline.engine.warmup import warm_up
-from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work
+from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work, keeps_work
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
 from pipeline.phases import check_import
@@ -109,6 +109,7 @@ def _run_claimed(
     segments = plan_segments(config)
     labels = stage_labels(config)
     _remove_temporaries(layout.out)
+    keep_work = keeps_work(store, options.keep_work)
     runner = _executor(options)
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
@@ -131,7 +132,7 @@ def _run_claimed(
     if options.sample_seed:
         manifest["sample_seed"] = options.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
-    finish_work(store, options.keep_work)
+    finish_work(store, keep_work)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(
         layout, manifest, time.monotonic() - wall_start, options.workers, store.size(Layout.OUTPUT_FOLDERS)

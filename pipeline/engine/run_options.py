@@ -26,7 +26,7 @@ class RunOptions:
     address: str | None = None  # the Ray cluster to join
     sample: float = 1.0  # the hash-sampled fraction of every source kept (< 1: a trial run)
     sample_seed: int = 0  # which documents the sample picks (0: by the id hash alone)
-    # Leave work/ when the run completes (``work_disk.finish_work``): what a later run's
+    # Leave work/ when the run completes (``work_disk.keeps_work``): what a later run's
     # ``index_from`` imports. Not part of the fingerprint: it changes no output.
     keep_work: bool = False
 

@@ -73,6 +73,15 @@ def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:
     _remove_empty_folders(layout.out / Layout.WORK)  # work/segments once the last is gone, too
 
 
+def keeps_work(store: RunStore, asked: bool) -> bool:
+    """Whether the run leaves ``work/`` when it completes: when ``asked`` (``--keep-work``),
+    and when it had completed before, asked or not. Its manifest is written after
+    ``finish_work``, so what such a run has in ``work/`` is what it kept: the same command
+    again without the flag must not remove an index kept for ``index_from`` (``rm -r
+    OUT/work`` does). Asked before the run writes its manifest."""
+    return asked or store.exists(Layout().key(Layout().manifest))
+
+
 def finish_work(store: RunStore, keep: bool) -> None:
     """The run is complete and its duplicate-id count recorded: remove ``work/``, or with
     ``keep`` (``--keep-work``) only the id hashes, which nothing imports."""
