@@ -16,9 +16,9 @@ id hashes served the duplicate-id count, which is recorded under ``stats/`` for 
 a rerun finds every marker and runs nothing; ``prep report``, ``show`` and ``rejects``
 read the output folders. Only another run may read it: a later ``index_from`` imports
 dedup's index (``Phases.kept``). So ``work/`` is removed unless ``--keep-work``: by
-default, because most runs are never imported and the index is about as large as the
-kept documents (0.38 GB after a 1 GB c4 run), and because whoever plans an incremental
-run knows it before the first one; an ``index_from`` to a removed index says in one line
+default, because most runs are never imported and the index can be larger than the kept
+documents (101 MB on the shared corpus, more than its ``docs/``), and because whoever
+plans an incremental run knows it before the first one; an ``index_from`` to a removed index says in one line
 to run again with ``--keep-work``. A kill during the removal leaves a run whose markers
 all exist, so the next ``prep run`` of it removes the rest and writes the same manifest.
 """
