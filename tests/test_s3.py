@@ -100,6 +100,28 @@ def test_remote_inputs_and_output_give_the_local_bytes(s3, local_run, tmp_path, 
     }
 
 
+def test_a_stage_prepared_before_the_units_gives_the_local_bytes_remotely(s3, tmp_path):
+    """decontaminate's index is its finalize (no map): one task builds it into the store,
+    and each unit's task fetches it as a declared work file, on any machine."""
+    upload_sample(s3, "prepared")
+    benchmark = SAMPLE / "math" / "gsm8k.jsonl.gz"
+    stages = (
+        f'[[stages]]\nname = "decontaminate"\n[[stages.benchmarks]]\nname = "gsm8k"\npath = "{benchmark}"\n'
+        'fields = ["question", "answer"]\nfilter = { split = "test" }\n'
+    )
+    outs = {}
+    for where, root, out in (("local", str(SAMPLE), tmp_path / "local"), ("remote", "s3://prepared/in", None)):
+        config = dedup_config(tmp_path / f"{where}.toml", root)
+        config.write_text(
+            config.read_text().replace('[[stages]]\nname = "dedup"', stages + '[[stages]]\nname = "dedup"')
+        )
+        manifest = run_pipeline(config, out or "s3://prepared/run", workers=2, quiet=True)
+        assert manifest["stages"]["decontaminate"]["rejected"]  # the sample holds gsm8k's test problems
+        outs[where] = out or download(s3, "prepared/run", tmp_path / "downloaded")
+    same_run(outs["local"], outs["remote"])
+    assert len(list((outs["remote"] / "work" / "decontaminate").glob("*/hashes.npy"))) == 1
+
+
 def test_remote_run_resumes_after_sigkill(s3, local_run, tmp_path):
     upload_sample(s3, "killed")
     config = dedup_config(tmp_path / "remote.toml", "s3://killed/in")
