@@ -32,6 +32,7 @@ from click.testing import CliRunner
 
 ROOT = Path(__file__).resolve().parents[1]
 OWN = (str(ROOT / "pipeline") + "/", str(ROOT / "stages") + "/")
+COMMAND = "pipeline/commands/main.py"  # its ``run``: where the walk starts
 
 
 class Found(Exception):
@@ -73,7 +74,7 @@ def trace(config: Path, out: Path) -> tuple[list, dict]:
             return
         serials[id(frame)] = next(counter)
         if not started[0]:
-            if module == "pipeline/commands/main.py" and code.co_name == "run":
+            if (module, code.co_name) == (COMMAND, "run"):
                 started[0] = True
             else:
                 return
@@ -94,7 +95,7 @@ def trace(config: Path, out: Path) -> tuple[list, dict]:
     finally:
         sys.setprofile(None)
     spine.reverse()
-    top = next(i for i, (f, _) in enumerate(spine) if _module(f.f_code) == "pipeline/commands/main.py")
+    top = next(i for i, (f, _) in enumerate(spine) if (_module(f.f_code), f.f_code.co_name) == (COMMAND, "run"))
     return spine[top:], calls
 
 
@@ -150,9 +151,8 @@ def main() -> None:
     if "--list" in sys.argv:
         current = None
         for module, name, how in steps:
-            if module != current:
-                print(f"{how:5}  {module}: {name}")
-                current = module
+            print(f"{how:5}  {module}: {name}" if module != current else f"       {'':{len(module)}}  {name}")
+            current = module
     stops, returns = count(steps)
     print(f"{stops} stops, {returns} returns to a module already left; spine of {len(spine)} calls")
 

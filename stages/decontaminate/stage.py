@@ -81,6 +81,7 @@ class Decontaminate(GlobalStage):
         super().__init__(options)
         self.index: Index | None = None
         self.work_dir: Path | None = None  # set by ``bind`` in a run
+        self.index_from: Path | None = None  # the work folder ``index`` was mapped from
 
     @classmethod
     def files(cls, options: Decontaminate.Options) -> list[str]:
@@ -97,16 +98,11 @@ class Decontaminate(GlobalStage):
             kept=files,
         )
 
-    def bind(self, work_dir: Path) -> None:
-        """Where the finalize built the index; a process that runs another run's units
-        (another work folder) maps that run's index."""
-        if self.work_dir != Path(work_dir):
-            self.index = None
-        super().bind(work_dir)
-
     def open_unit(self, unit: UnitContext) -> None:
-        if self.index is None and self.work_dir is not None:
-            self.index = load(self.work_dir, self.options.specs, self.options.n)
+        """Map the index the finalize built, once per process and run (a process may run
+        units of several runs: each maps its own run's)."""
+        if self.work_dir is not None and self.index_from != self.work_dir:
+            self.index, self.index_from = load(self.work_dir, self.options.specs, self.options.n), self.work_dir
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         if self.index is None:
