@@ -270,6 +270,17 @@ def test_bad_rows_are_skipped_and_parquet_and_save_to_disk_folders_read(tmp_path
     ]
 
 
+def gsm8k_config(path: Path, sources: str, stage_extra: str = "") -> Path:
+    """A config of ``sources`` (TOML) through one decontaminate stage against GSM8K's test
+    split; ``stage_extra``: more of the stage's table (a per-source override)."""
+    return write_config(
+        path,
+        f'{sources}[[stages]]\nname = "decontaminate"\n{stage_extra}'
+        f'[[stages.benchmarks]]\nname = "gsm8k"\npath = "{SHARED_DATA / "math/gsm8k.jsonl.gz"}"\n'
+        'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
+    )
+
+
 KILLER = """
 import os, signal, sys
 from pipeline.engine.run import run_pipeline
@@ -304,13 +315,8 @@ def test_the_index_is_built_once_per_setting_before_the_units_and_a_kill_in_it_r
         docs = [{"id": f"{source}-clean-{k}", "text": t} for k, t in enumerate(host[:6])]
         docs += [{"id": f"{source}-planted-{k}", "text": plant(host[10 + k], q)} for k, q in enumerate(questions)]
         write_jsonl(tmp_path / "in" / source / "a.jsonl", docs)
-    config = write_config(
-        tmp_path / "c.toml",
-        '[sources.web]\npaths = ["in/web/*.jsonl"]\n[sources.math]\npaths = ["in/math/*.jsonl"]\n'
-        '[[stages]]\nname = "decontaminate"\n[stages.per_source.math]\nn = 8\n'
-        f'[[stages.benchmarks]]\nname = "gsm8k"\npath = "{SHARED_DATA / "math/gsm8k.jsonl.gz"}"\n'
-        'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
-    )
+    sources = '[sources.web]\npaths = ["in/web/*.jsonl"]\n[sources.math]\npaths = ["in/math/*.jsonl"]\n'
+    config = gsm8k_config(tmp_path / "c.toml", sources, "[stages.per_source.math]\nn = 8\n")
     clean = tmp_path / "clean"
     result = CliRunner().invoke(main, ["run", str(config), "--out", str(clean), "-w", "2", "-q"])
     assert result.exit_code == 0, result.output
@@ -342,13 +348,7 @@ def test_the_stage_runs_through_prep_run_with_a_toml_config(tmp_path, gsm8k, hos
     docs += [{"id": f"planted-{k}", "text": plant(hosts["math"][k], q)} for k, q in enumerate(questions)]
     write_jsonl(tmp_path / "in" / "a.jsonl", docs[::2])
     write_jsonl(tmp_path / "in" / "b.jsonl", docs[1::2])
-    config = write_config(
-        tmp_path / "c.toml",
-        '[sources.web]\npaths = ["in/*.jsonl"]\n'
-        '[[stages]]\nname = "decontaminate"\n'
-        f'[[stages.benchmarks]]\nname = "gsm8k"\npath = "{SHARED_DATA / "math/gsm8k.jsonl.gz"}"\n'
-        'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
-    )
+    config = gsm8k_config(tmp_path / "c.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q"])
     assert result.exit_code == 0, result.output
