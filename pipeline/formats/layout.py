@@ -117,7 +117,8 @@ class Layout:
     # A phase names the folder of its markers (and of its timings): segment k runs per unit
     # (``segment-k``); the global stage opening segment k maps per unit (``global-k-map``),
     # then reduces per partition and finalizes once (markers under ``global-k``, timings
-    # under ``global-k-reduce`` and ``global-k``).
+    # under ``global-k-reduce`` and ``global-k``); a stage whose phases read no documents,
+    # config stage i, finalizes before segment 0 once per setting v (``prepare-i-v``).
 
     @staticmethod
     def segment_phase(segment: int) -> str:
