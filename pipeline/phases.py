@@ -21,6 +21,12 @@ resumable, each writing atomically:
    the rounds before returned; ``Finalize.once`` for a stage with one step.
 4. ``Filter``: the stage's own ``open_unit`` / ``process`` over the unit's documents again,
    after ``bind``; it reads ``Filter.reads`` (of a per-unit family, only its unit's file).
+
+A stage whose whole-run work reads no documents (decontaminate's index of its benchmark
+files) declares no map (``map = None``): the engine then runs its finalize before the
+first segment, once for each set of files its sources' filters read, and its filter runs
+in the chain where the config puts it. It cuts no segment, so the chain's segments, and
+the ledger files named after them, are those of a chain without it.
 """
 
 from __future__ import annotations
@@ -146,7 +152,7 @@ class Numbering:
 
 @dataclass(frozen=True)
 class Phases:
-    map: Map
+    map: Map | None  # None: the phases read no documents (see the module's docstring)
     finalize: Finalize
     filter: Filter
     reduce: Reduce | None = None

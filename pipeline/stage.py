@@ -141,7 +141,9 @@ class GlobalStage(Stage):
     It declares its phases (``pipeline.phases``: map, reduce, finalize rounds, filter, with
     the work-folder files each reads and writes) in ``phases``; the engine runs them and
     derives the rest from the declarations. The filter is the stage's own ``open_unit`` and
-    ``process`` over the unit's documents again, after ``bind``.
+    ``process`` over the unit's documents again, after ``bind``. A stage whose phases read
+    no documents (decontaminate's index of its benchmarks) declares no map, and filters in
+    the chain without a segment of its own.
     """
 
     # A ``partitions`` option of 0 leaves the count to the run (``phases.sized``); a stage

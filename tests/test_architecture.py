@@ -261,3 +261,27 @@ def test_the_path_join_check_sees_each_kind_of_join():
         )
     )
     assert joins == [1, 2, 3, 4, 5]
+
+
+def _public(cls: type) -> set[str]:
+    return {name for name in vars(cls) if not name.startswith("_")}
+
+
+def test_the_contract_has_the_hooks_the_map_counts():
+    """ARCHITECTURE.md counts what a stage implements: a per-document stage's 9 hooks, and
+    the 2 a global stage adds (``phases``, ``bind``), beside the helpers it is given
+    (``partitions``, ``UNSIZED_PARTITIONS``). A new hook is a change to the map."""
+    from pipeline.stage import GlobalStage, Stage
+
+    assert _public(Stage) == {
+        "name",
+        "Options",
+        "process",
+        "files",
+        "added_columns",
+        "version",
+        "terminal",
+        "open_unit",
+        "close_unit",
+    }
+    assert _public(GlobalStage) - {"partitions", "UNSIZED_PARTITIONS"} == {"phases", "bind"}

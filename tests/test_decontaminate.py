@@ -13,22 +13,26 @@ naming the example and the n-gram; ``cut`` removes only the matched paragraphs.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
+import os
 import random
 import re
-from concurrent.futures import ThreadPoolExecutor
+import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED_DATA, make_batch, write_config, write_jsonl
+from conftest import REPO, SHARED_DATA, make_batch, write_config, write_jsonl
 
 from pipeline.commands.main import main
 from stages.decontaminate import Decontaminate
 from stages.decontaminate.kernels import words
-from stages.decontaminate.reference import load_or_build
 
 pytestmark = pytest.mark.skipif(SHARED_DATA is None, reason="../shared/data is not present")
 
@@ -266,14 +270,74 @@ def test_bad_rows_are_skipped_and_parquet_and_save_to_disk_folders_read(tmp_path
     ]
 
 
-def test_workers_building_at_once_converge_on_one_index(tmp_path, gsm8k):
-    path = write_jsonl(tmp_path / "b.jsonl", [{"q": r["question"]} for _, r in gsm8k["test"][:200]])
-    specs = Decontaminate.Options(benchmarks=[{"name": "b", "path": str(path), "fields": ["q"]}]).specs
-    with ThreadPoolExecutor(4) as pool:
-        built = list(pool.map(lambda _: load_or_build(tmp_path / "work", specs, 13), range(4)))
-    assert all(np.array_equal(b.hashes, built[0].hashes) for b in built)
-    assert len([p for p in (tmp_path / "work").iterdir() if p.is_dir()]) == 1
-    assert np.all(np.diff(built[0].hashes.astype(np.uint64)) > 0)  # sorted, unique
+def gsm8k_config(path: Path, sources: str, stage_extra: str = "") -> Path:
+    """A config of ``sources`` (TOML) through one decontaminate stage against GSM8K's test
+    split; ``stage_extra``: more of the stage's table (a per-source override)."""
+    return write_config(
+        path,
+        f'{sources}[[stages]]\nname = "decontaminate"\n{stage_extra}'
+        f'[[stages.benchmarks]]\nname = "gsm8k"\npath = "{SHARED_DATA / "math/gsm8k.jsonl.gz"}"\n'
+        'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
+    )
+
+
+KILLER = """
+import os, signal, sys
+from pipeline.engine.run import run_pipeline
+import stages.decontaminate.stage as stage
+
+built = stage.build
+
+def killing_build(work, specs, n):
+    built(work, specs, n)  # the index written, its task's marker not yet
+    os.kill(os.getpid(), signal.SIGKILL)
+
+stage.build = killing_build
+run_pipeline(sys.argv[1], sys.argv[2], workers=1, quiet=True)
+"""
+
+
+def _digest(out: Path) -> dict[str, str]:
+    """Every file of the run folder but its timings, relative path -> sha256."""
+    return {
+        p.relative_to(out).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(out.rglob("*"))
+        if p.is_file() and p.relative_to(out).parts[:2] != ("stats", "cost") and p.name != "cost.json"
+    }
+
+
+def test_the_index_is_built_once_per_setting_before_the_units_and_a_kill_in_it_resumes(tmp_path, gsm8k, hosts):
+    """The index is the stage's finalize (no map): one task per setting its sources need,
+    before segment 0; the chain is not cut (the ledger stays ``.s0``); a run killed in the
+    build resumes to the bytes of an uninterrupted one."""
+    questions = [r["question"] for _, r in gsm8k["test"][:6]]
+    for source, host in (("web", hosts["web"]), ("math", hosts["math"])):
+        docs = [{"id": f"{source}-clean-{k}", "text": t} for k, t in enumerate(host[:6])]
+        docs += [{"id": f"{source}-planted-{k}", "text": plant(host[10 + k], q)} for k, q in enumerate(questions)]
+        write_jsonl(tmp_path / "in" / source / "a.jsonl", docs)
+    sources = '[sources.web]\npaths = ["in/web/*.jsonl"]\n[sources.math]\npaths = ["in/math/*.jsonl"]\n'
+    config = gsm8k_config(tmp_path / "c.toml", sources, "[stages.per_source.math]\nn = 8\n")
+    clean = tmp_path / "clean"
+    keep = "--keep-work"  # the indexes, looked at below and compared with the resumed run's
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(clean), "-w", "2", "-q", keep])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.parent.name for p in (clean / "stats").glob("prepare-*/finalize.json")) == [
+        "prepare-0-0",
+        "prepare-0-1",
+    ]
+    assert len(list((clean / "work" / "decontaminate").glob("*/meta.json"))) == 2  # web's n = 13, math's n = 8
+    assert sorted(p.name for p in (clean / "rejects").rglob("*.parquet")) == ["00000-a.jsonl.s0.parquet"] * 2
+    assert len(pq.read_table(clean / "rejects")) == 12
+
+    killed = tmp_path / "killed"
+    (tmp_path / "killer.py").write_text(KILLER)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}  # this tree's prep, not the one installed
+    run = subprocess.run([sys.executable, str(tmp_path / "killer.py"), str(config), str(killed)], cwd=REPO, env=env)
+    assert run.returncode == -signal.SIGKILL
+    assert not list((killed / "stats").glob("prepare-*/finalize*.json"))
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(killed), "-w", "2", "-q", keep])
+    assert result.exit_code == 0, result.output
+    assert _digest(killed) == _digest(clean)
 
 
 # --- through prep run ---------------------------------------------------------------------
@@ -285,13 +349,7 @@ def test_the_stage_runs_through_prep_run_with_a_toml_config(tmp_path, gsm8k, hos
     docs += [{"id": f"planted-{k}", "text": plant(hosts["math"][k], q)} for k, q in enumerate(questions)]
     write_jsonl(tmp_path / "in" / "a.jsonl", docs[::2])
     write_jsonl(tmp_path / "in" / "b.jsonl", docs[1::2])
-    config = write_config(
-        tmp_path / "c.toml",
-        '[sources.web]\npaths = ["in/*.jsonl"]\n'
-        '[[stages]]\nname = "decontaminate"\n'
-        f'[[stages.benchmarks]]\nname = "gsm8k"\npath = "{SHARED_DATA / "math/gsm8k.jsonl.gz"}"\n'
-        'fields = ["question", "answer"]\nfilter = { split = "test" }\n',
-    )
+    config = gsm8k_config(tmp_path / "c.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     out = tmp_path / "out"
     result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q", "--keep-work"])
     assert result.exit_code == 0, result.output
@@ -303,7 +361,7 @@ def test_the_stage_runs_through_prep_run_with_a_toml_config(tmp_path, gsm8k, hos
     assert {json.loads(r["detail"])["example"] for r in ledger} == {i for i, _ in gsm8k["test"][:5]}
     state = json.loads((out / ".prep" / "run.json").read_text())
     assert str(SHARED_DATA / "math/gsm8k.jsonl.gz") in state["stage_files"]
-    assert len(list((out / "work" / "decontaminate").glob("*/hashes.npy"))) == 1
+    assert len(list((out / "work" / "decontaminate").glob("*/hashes.npy"))) == 1  # kept after the run
 
     broken = tmp_path / "broken.jsonl.gz"
     broken.write_bytes(b"\x1f\x8b\x08garbage")

@@ -1,6 +1,7 @@
 """A new global stage is one package and no engine change: a toy exact-duplicate stage
 (the text's hash, the first occurrence in the run's document order survives), declared
-as phases here, in the test, and run through ``prep run`` like a built-in one.
+as phases here, in the test, and run through ``prep run`` like a built-in one; and a toy
+stage whose phases read no documents (a word list built once, as decontaminate's index).
 
 It uses what every global stage gets from the engine: the declared work files, the
 numbering (``formats.unit_table``), the sizing of ``partitions = 0``, the markers of
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -24,11 +25,11 @@ from pipeline.formats import partfile
 from pipeline.formats.documents import ID, TEXT
 from pipeline.formats.layout import Layout
 from pipeline.formats.unit_table import UNITS
-from pipeline.formats.work_files import OneFile, PerIndex, PerUnit
+from pipeline.formats.work_files import OneFile, PerIndex, PerUnit, keyed
 from pipeline.kernels.hashing import id_hashes
 from pipeline.phases import Filter, Finalize, Map, Numbering, Phases, Reduce, check_partitions
 from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
-from pipeline.util.atomic import save_npy_atomic
+from pipeline.util.atomic import save_npy_atomic, write_json_atomic
 
 HASHES = PerUnit("map", ".hashes")  # (hash, row) records of a unit, partitioned by hash
 IDS = PerUnit("map", ".ids.arrow")  # a unit's ids, one row per document: the numbering's attributes
@@ -159,3 +160,71 @@ def test_a_map_that_writes_an_undeclared_file_is_refused(tmp_path):
     assert result.exit_code != 0
     assert "toy_undeclared: its map wrote files its phases do not declare" in result.output
     assert "a.jsonl.ids.arrow)" in result.output  # the file, named
+
+
+@register
+class Banned(GlobalStage):
+    """A global stage whose phases read no documents: its finalize writes its word list
+    once for the run (as decontaminate's index of its benchmarks), its filter drops the
+    documents that hold one of the words."""
+
+    name = "toy_banned"
+
+    @dataclass
+    class Options:
+        words: list[str] = field(default_factory=list)
+
+    def phases(self) -> Phases:
+        return Phases(
+            map=None, finalize=Finalize.once(self.finalize), filter=Filter(reads=self.lists()), kept=self.lists()
+        )
+
+    def lists(self) -> tuple[OneFile, ...]:
+        """One list per setting: sources whose options differ read their own."""
+        return keyed("-".join(sorted(self.options.words)) or "none", ("words.json",))
+
+    def finalize(self, work: Path) -> dict[str, int]:
+        write_json_atomic(self.lists()[0].path(work), sorted(self.options.words))
+        return {}
+
+    def open_unit(self, unit: UnitContext) -> None:
+        self.words = json.loads(self.lists()[0].path(self.work_dir).read_text())
+
+    def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
+        texts = batch.column(TEXT).to_pylist()
+        reasons = [next((w for w in self.words if w in text.split()), None) for text in texts]
+        return StageOutput(batch=batch, drop_reason=pa.array(reasons, pa.string()))
+
+
+def test_a_global_stage_without_a_map_is_prepared_once_per_setting_and_cuts_no_segment(tmp_path):
+    for source in ("web", "code"):
+        rows = [{"id": f"{source}{i}", "text": t} for i, t in enumerate(["alpha one", "beta two", f"gamma {source}"])]
+        write_jsonl(tmp_path / "in" / source / "a.jsonl", rows)
+    config = write_config(
+        tmp_path / "run.toml",
+        f'[sources.web]\npaths = ["{tmp_path / "in/web"}/*.jsonl"]\n'
+        f'[sources.code]\npaths = ["{tmp_path / "in/code"}/*.jsonl"]\n\n'
+        '[[stages]]\nname = "toy_banned"\nwords = ["alpha"]\n[stages.per_source.code]\nwords = ["beta"]\n\n'
+        '[[stages]]\nname = "toy_exact_hash"\n',
+    )
+    out = tmp_path / "out"
+    _run(config, out, "--keep-work")  # the prepared files, looked at below
+    layout = Layout(out)
+    rejected = {
+        row["id"]: row["reason"]
+        for s in ("web", "code")
+        for f in layout.reject_files(s)
+        for row in pq.read_table(f).to_pylist()
+    }
+    assert rejected == {"web0": "alpha", "code1": "beta"}
+    # No segment of its own: the banned rows are segment 0's, the exact-hash stage opens segment 1.
+    assert {f.name for s in ("web", "code") for f in layout.reject_files(s)} == {"00000-a.jsonl.s0.parquet"}
+    assert (out / "stats" / "global-1").is_dir()
+    work = layout.stage_work("toy_banned")
+    assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()) == [
+        "alpha/words.json",
+        "beta/words.json",
+    ]
+    before = {p: p.read_bytes() for p in (out / "rejects").rglob("*.parquet")}
+    _run(config, out)  # a finished run again: the finalize's markers are there
+    assert {p: p.read_bytes() for p in (out / "rejects").rglob("*.parquet")} == before

@@ -99,8 +99,9 @@ def _processed(cls, options, batch: pa.RecordBatch, tmp: Path) -> pa.RecordBatch
     if phases is not None and phases.whole_run:
         work = tmp / "work"
         work.mkdir()
-        phases.map.run(iter([batch]), ctx, work)
-        _commit(ctx)
+        if phases.map is not None:  # decontaminate's index reads no documents
+            phases.map.run(iter([batch]), ctx, work)
+            _commit(ctx)
         for partition in range(phases.reduce.partitions if phases.reduce else 0):
             phases.reduce.run(partition, work)
         finalize_here(phases.finalize, work)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,9 +18,11 @@ import pytest
 from conftest import EVERY_PHASE_STAGES, LIGHT_SAMPLE_CONFIG, REPO, write_config
 from test_run import tree_digest
 
+import pipeline.engine.run as run_module
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.storage import RunStore, glob_remote
+from pipeline.formats.layout import Layout
 
 pytest.importorskip("moto.server")
 
@@ -108,6 +111,39 @@ def test_keep_work_keeps_dedups_index_in_the_store(s3, tmp_path):
     stored = [i.path for i in s3.get_file_info(pafs.FileSelector("kept/run/work", recursive=True))]
     assert any(key.endswith(".index.npy") for key in stored) and "kept/run/work/global/1/units.json" in stored
     assert not [key for key in stored if key.startswith("kept/run/work/ids/")]  # counted: nothing imports them
+
+
+def test_a_stage_prepared_before_the_units_gives_the_local_bytes_remotely(s3, tmp_path, monkeypatch):
+    """decontaminate's index is its finalize (no map): one task builds it into the store,
+    and each unit's task fetches it as a declared work file. The remote run here forgets
+    the index from its machine's mirror once it is built, as a machine that ran no
+    finalize task would not have it: the units fetch it from the store."""
+    upload_sample(s3, "prepared")
+    benchmark = SAMPLE / "math" / "gsm8k.jsonl.gz"
+    stages = (
+        f'[[stages]]\nname = "decontaminate"\n[[stages.benchmarks]]\nname = "gsm8k"\npath = "{benchmark}"\n'
+        'fields = ["question", "answer"]\nfilter = { split = "test" }\n'
+    )
+    prepared = run_module.prepare_all
+
+    def prepared_elsewhere(config, store, *args):
+        counters = prepared(config, store, *args)
+        shutil.rmtree(Layout(store.root).stage_work("decontaminate"))
+        return counters
+
+    outs = {}
+    for where, root, out in (("local", str(SAMPLE), tmp_path / "local"), ("remote", "s3://prepared/in", None)):
+        config = dedup_config(tmp_path / f"{where}.toml", root)
+        config.write_text(
+            config.read_text().replace('[[stages]]\nname = "dedup"', stages + '[[stages]]\nname = "dedup"')
+        )
+        if out is None:
+            monkeypatch.setattr(run_module, "prepare_all", prepared_elsewhere)
+        manifest = run_pipeline(config, out or "s3://prepared/run", workers=1, quiet=True, keep_work=True)
+        assert manifest["stages"]["decontaminate"]["rejected"]  # the sample holds gsm8k's test problems
+        outs[where] = out or download(s3, "prepared/run", tmp_path / "downloaded")
+    same_run(outs["local"], outs["remote"])
+    assert len(list((outs["remote"] / "work" / "decontaminate").glob("*/hashes.npy"))) == 1
 
 
 def test_remote_run_resumes_after_sigkill(s3, local_run, tmp_path):

@@ -109,11 +109,26 @@ class StageConfig:
         cls = registry()[self.name]
         return sorted({path for options in self.all_options() for path in cls.files(options)})
 
+    def _whole_run_phases(self) -> list:
+        """The ``Phases`` of each of the stage's option sets that needs them (none for a
+        per-document stage)."""
+        cls = registry()[self.name]
+        if not issubclass(cls, GlobalStage):
+            return []
+        return [phases for options in self.all_options() if (phases := cls(options).phases()).whole_run]
+
     @property
     def is_global(self) -> bool:
-        """A global stage class whose options, for some source, need its global phases."""
-        cls = registry()[self.name]
-        return issubclass(cls, GlobalStage) and any(cls(options).phases().whole_run for options in self.all_options())
+        """A global stage whose options, for some source, map over the documents: it cuts
+        the chain into segments (``plan_segments``)."""
+        return any(phases.map is not None for phases in self._whole_run_phases())
+
+    @property
+    def is_prepared(self) -> bool:
+        """A global stage whose whole-run phases read no documents (no map): prepared before
+        the first segment, it filters in the chain like a per-document stage."""
+        phases = self._whole_run_phases()
+        return bool(phases) and all(p.map is None for p in phases)
 
 
 @dataclass

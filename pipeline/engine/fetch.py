@@ -22,10 +22,9 @@ def pull_unit_documents(store: RunStore, layout: Layout, segment_index: int, uni
     store.pull(folder, keep=lambda rel: is_part_file(PurePosixPath(rel).name, unit.name))
 
 
-def pull_work(store: RunStore, layout: Layout, segment_index: int, patterns: tuple[str, ...] | None) -> None:
-    """The files of a global stage's work folder that a step reads (globs of its declared
-    families: ``pipeline.phases``); None: all of them."""
-    folder = layout.key(layout.global_work(segment_index))
+def pull_work(store: RunStore, folder: str, patterns: tuple[str, ...] | None) -> None:
+    """The files of a global stage's work folder (``folder``, as ``Layout.key`` names it)
+    that a step reads (globs of its declared families: ``pipeline.phases``); None: all."""
     store.pull(folder, keep=None if patterns is None else matching(folder, patterns))
 
 

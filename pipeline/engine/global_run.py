@@ -3,6 +3,10 @@
 each task leaves a marker so a killed run redoes only what has none. The files a task
 fetches (``engine/fetch.py``), the folders removed between rounds, all come from the
 declarations.
+
+A stage whose phases declare no map (decontaminate) is prepared before the first
+segment (``prepare_all``): only its finalize, once for each set of files its sources'
+filters read, in the stage's own work folder (``Layout.stage_work``).
 """
 
 from __future__ import annotations
@@ -10,23 +14,44 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
 from pipeline.engine.fetch import matching, pull_unit_documents, pull_work
-from pipeline.engine.plan import Segment, Unit, plan_segments
+from pipeline.engine.plan import Segment, Unit, plan_segments, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.engine.work_disk import WorkDisk
-from pipeline.formats.layout import Layout, part_files
+from pipeline.formats.layout import Layout, file_in, part_files
 from pipeline.phases import Round, globs
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import write_json_atomic
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a global stage's reduce and finalize keep their files and markers, and which
+    stage a worker builds to run one of their tasks: the stage opening a segment
+    (``_segment_place``), or one prepared before the first (``prepare_all``)."""
+
+    stage: int  # its index in ``config.stages``
+    source: str  # whose options build it ("": the shared ones)
+    work: str  # its work folder, as ``Layout.key`` names it
+    phase: str  # its markers' and timings' phase (``stats/<phase>/``)
+
+    def built(self, config: Config):
+        return built_stage(self.stage, config.stages[self.stage], self.source)
+
+
+def _segment_place(config: Config, segment_index: int) -> Place:
+    entry = plan_segments(config)[segment_index].entry
+    work = Layout().key(Layout().global_work(segment_index))
+    return Place(config.stages.index(entry), "", work, Layout.global_phase(segment_index))
 
 
 def run_global(
@@ -37,53 +62,84 @@ def run_global(
     finalize tasks this run has left (``cost.RESUMED``)."""
     layout = Layout(store.root)
     stage_config = segment.entry
-    index = config.stages.index(stage_config)
+    place = _segment_place(config, segment.index)
     phase = Layout.map_phase(segment.index)
     store.sync(layout.key(layout.markers(phase)))
-    store.sync(layout.key(layout.global_markers(segment.index)))
+    store.sync(layout.key(layout.markers(place.phase)))
     applies = [u for u in units if stage_config.applies_to(u.source)]
     todo = [u for u in applies if not layout.marker(phase, u.source, u.name).exists()]
     tally.update(units=len(applies), done_before=len(applies) - len(todo))
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
-    phases = built_stage(index, stage_config, "").phases()
+    phases = place.built(config).phases()
     declared = range(phases.reduce.partitions if phases.reduce else 0)
-    partitions = [p for p in declared if not layout.global_marker(segment.index, f"reduce-{p}").exists()]
+    partitions = [p for p in declared if not layout.step_marker(place.phase, f"reduce-{p}").exists()]
     bar = ProgressBar(f"{stage_config.name}: reduce", 0, len(partitions), mode=mode)
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
-    marker = layout.global_marker(segment.index, "finalize")
-    tally.update(global_tasks_run=len(partitions) + (not marker.exists()))
+    tally.update(global_tasks_run=len(partitions))
+    return _finalized(config, store, place, executor, mode, disk, tally)
+
+
+def prepare_all(config: Config, store: RunStore, units, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
+    """Every stage whose phases read no documents, prepared before the first segment: its
+    finalize, once for each set of files its sources' filters read (per-source options may
+    ask for another index), by label; a source without units needs none."""
+    layout = Layout(store.root)
+    labels = stage_labels(config)
+    counters: dict[str, Counter] = {}
+    for index, entry in enumerate(config.stages):
+        if not entry.is_prepared:
+            continue
+        reads: dict[tuple, str] = {}  # the files a filter reads -> the first source reading them
+        for source in dict.fromkeys(u.source for u in units if entry.applies_to(u.source)):
+            reads.setdefault(built_stage(index, entry, source).phases().filter.reads, source)
+        work = layout.key(layout.stage_work(entry.name))
+        for variant, source in enumerate(reads.values()):
+            place = Place(index, source, work, Layout.prepare_phase(index, variant))
+            store.sync(layout.key(layout.markers(place.phase)))
+            counters.setdefault(labels[index], Counter()).update(
+                _finalized(config, store, place, executor, mode, disk, tally)
+            )
+    return {label: dict(c) for label, c in counters.items()}
+
+
+def _finalized(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
+    """The stage's finalize counters: from its marker, or from running its rounds now."""
+    marker = Layout(store.root).step_marker(place.phase, "finalize")
+    tally.update(global_tasks_run=not marker.exists())
     if not marker.exists():
-        counters = _finalize(config, store, segment, phases.finalize, executor, mode, disk)
+        counters = _finalize(config, store, place, executor, mode, disk)
         write_json_atomic(marker, {"counters": counters})
         store.push([], marker=marker)
     return json.loads(marker.read_text())["counters"]
 
 
-def _finalize(config: Config, store: RunStore, segment: Segment, finalize, executor, mode, disk: WorkDisk) -> dict:
+def _finalize(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk) -> dict:
     """Run the stage's finalize rounds on the executor; the driver only plans between them.
 
     A task's result also lives in its marker, so a resumed run replays the plan from the
     markers and runs just the tasks without one."""
     layout = Layout(store.root)
+    stage = place.built(config)
+    finalize = stage.phases().finalize
     done: list[list[dict]] = []
     dropped: tuple = ()
     while isinstance(step := finalize.plan(done), Round):
         k = len(done)
         disk.note()  # before the round removes the inputs no later round needs
         for files in step.drops:
-            store.remove(layout.global_work_key(segment.index, files.folder))
+            store.remove(file_in(place.work, files.folder))
         # Each task is told every path dropped so far, which its machine's mirror forgets
         # (``_work_task``): a machine that ran no task of the round that dropped a path
         # still holds it, and would upload it again with its next task's files.
         dropped += tuple(files for files in step.drops if files not in dropped)
         step = replace(step, drops=dropped)
-        markers = [layout.global_marker(segment.index, f"finalize-{k}-{t}") for t in range(step.tasks)]
+        markers = [layout.step_marker(place.phase, f"finalize-{k}-{t}") for t in range(step.tasks)]
         todo = [t for t in range(step.tasks) if not markers[t].exists()]
-        bar = ProgressBar(f"{segment.entry.name}: {step.name}", 0, len(todo), mode=mode, step=True)
-        tasks = [(finalize_task, (config, store, segment.index, step.for_task(t), k, t)) for t in todo]
+        bar = ProgressBar(f"{stage.name}: {step.name}", 0, len(todo), mode=mode, step=True)
+        tasks = [(finalize_task, (config, store, place, step.for_task(t), k, t)) for t in todo]
         results = executor.run(tasks, bar)
         bar.close()
         # This run's tasks answer here (their markers may sit in another machine's mirror);
@@ -124,11 +180,12 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
 
 
 def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
-    stage = _stage(config, segment_index)
+    place = _segment_place(config, segment_index)
+    stage = place.built(config)
     reduce = stage.phases().reduce
     return _work_task(
         store,
-        segment_index,
+        place,
         (globs(reduce.reads), globs(reduce.slices), range(partition, partition + 1)),
         lambda work: reduce.run(partition, work),
         f"reduce-{partition}",
@@ -136,17 +193,15 @@ def reduce_task(config: Config, store: RunStore, segment_index: int, partition: 
     )
 
 
-def finalize_task(
-    config: Config, store: RunStore, segment_index: int, step: Round, k: int, task: int, progress=None
-) -> dict:
-    stage = _stage(config, segment_index)
+def finalize_task(config: Config, store: RunStore, place: Place, step: Round, k: int, task: int, progress=None) -> dict:
+    stage = place.built(config)
     return _work_task(
         store,
-        segment_index,
+        place,
         (step.whole_globs(), globs(step.slices), step.sliced(task)),
         lambda work: stage.phases().finalize.run(step, task, work),
         f"finalize-{k}-{task}",
-        (Layout.global_phase(segment_index), f"finalize-{k}-{task}", f"{stage.name}:finalize"),
+        (place.phase, f"finalize-{k}-{task}", f"{stage.name}:finalize"),
         forget=step.drops,
     )
 
@@ -159,13 +214,8 @@ def _check_declared(name: str, written: set, declared: set) -> None:
         raise RuntimeError(f"{name}: its map wrote files its phases do not declare ({odd})")
 
 
-def _stage(config: Config, segment_index: int):
-    entry = plan_segments(config)[segment_index].entry
-    return built_stage(config.stages.index(entry), entry, "")
-
-
 def _work_task(
-    store: RunStore, segment_index: int, reads, work_on, step: str, cost_at: tuple[str, str, str], forget=()
+    store: RunStore, place: Place, reads, work_on, step: str, cost_at: tuple[str, str, str], forget=()
 ) -> dict:
     """One task over the work folder (a reduce partition, a finalize task): forget what the
     store dropped (``forget``, declared families), fetch what it reads (``reads``:
@@ -173,19 +223,20 @@ def _work_task(
     wrote, then its marker with its result."""
     layout = Layout(store.root)
     for files in forget:
-        store.forget(layout.global_work_key(segment_index, files.folder))
+        store.forget(file_in(place.work, files.folder))
     whole, sliced, partitions = reads
-    pull_work(store, layout, segment_index, whole)
+    pull_work(store, place.work, whole)
     if sliced:
-        folder = layout.key(layout.global_work(segment_index))
-        pull_slices(store, folder, matching(folder, sliced), partitions)
+        pull_slices(store, place.work, matching(place.work, sliced), partitions)
     started = time.process_time()
-    counters = work_on(layout.global_work(segment_index))
+    work = layout.at(place.work)
+    work.mkdir(parents=True, exist_ok=True)
+    counters = work_on(work)
     phase, name, label = cost_at
     cost = layout.cost(phase, "", name)
     write_cost(cost, label, started)
-    store.push_tree(layout.key(layout.global_work(segment_index)))
-    marker = layout.global_marker(segment_index, step)
+    store.push_tree(place.work)
+    marker = layout.step_marker(place.phase, step)
     write_json_atomic(marker, {"counters": counters})
     store.push([cost], marker=marker)
     return counters

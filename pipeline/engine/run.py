@@ -1,7 +1,8 @@
 """``prep run``: plan the units, run each phase (skipping what a previous run finished),
 then add everything up into the manifest.
 
-Phases, in order: segment 0 over every unit; then, for each global stage, its map over
+Phases, in order: the finalize of each stage whose phases read no documents (an index
+of side files); segment 0 over every unit; then, for each global stage, its map over
 every unit, its reduce over partitions, its finalize, and the next segment over every
 unit. Each unit of each phase leaves a marker under ``stats/``; killing the run at any
 moment and running the same command again redoes only the units without one.
@@ -22,7 +23,7 @@ from pipeline.engine.config import Config, ConfigError, load_config
 from pipeline.engine.cost import RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
-from pipeline.engine.global_run import run_global
+from pipeline.engine.global_run import prepare_all, run_global
 from pipeline.engine.input_files import input_stat
 from pipeline.engine.inputs_read import files_read, without_files
 from pipeline.engine.manifest import build_manifest, write_manifest
@@ -117,6 +118,7 @@ def _run_claimed(
     tally: Counter[str] = Counter()  # what earlier runs had done (``RESUMED``)
     try:
         warm_up(config, units, runner, options.mode, sizes)
+        global_stats.update(prepare_all(config, store, units, runner, options.mode, disk, tally))
         for segment in segments:
             if segment.entry is not None:
                 label = labels[config.stages.index(segment.entry)]

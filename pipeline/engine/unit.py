@@ -95,11 +95,22 @@ def segment_task(
     layout = Layout(store.root)
     if segment_index > 0:
         pull_unit_documents(store, layout, segment_index - 1, unit)
-        if segment.entry.applies_to(unit.source):
-            stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
-            pull_work(store, layout, segment_index, stage.phases().filter.globs(unit.source, unit.name))
+    for stage, work in _filters(config, layout, segment, unit):
+        pull_work(store, layout.key(work), stage.phases().filter.globs(unit.source, unit.name))
     stats = run_unit(config, store, options, segment, unit, progress=progress)
     return without_files(stats)  # the manifest reads them from the marker (files_read)
+
+
+def _filters(config: Config, layout: Layout, segment: Segment, unit: Unit) -> list[tuple[Stage, Path]]:
+    """The global stages that filter the unit in this segment, each with the work folder
+    its earlier phases left their files in: the stage opening the segment, and the
+    stages of its chain whose phases read no documents (prepared before the first)."""
+    found = []
+    for s in ([segment.entry] if segment.entry else []) + segment.stages:
+        if s.applies_to(unit.source) and (s is segment.entry or s.is_prepared):
+            work = layout.global_work(segment.index) if s is segment.entry else layout.stage_work(s.name)
+            found.append((built_stage(config.stages.index(s), s, unit.source), work))
+    return found
 
 
 def run_unit(
@@ -111,17 +122,10 @@ def run_unit(
     layout = Layout(store.root)
     labels = stage_labels(config)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
-    chain = [
-        (labels[config.stages.index(s)], built_stage(config.stages.index(s), s, unit.source))
-        for s in segment.stages
-        if s.applies_to(unit.source)
-    ]
-    entry = None
-    if segment.entry is not None and segment.entry.applies_to(unit.source):
-        i = config.stages.index(segment.entry)
-        entry = (labels[i], built_stage(i, segment.entry, unit.source))
-        entry[1].bind(layout.global_work(segment.index))
-    steps = ([entry] if entry else []) + chain
+    chain = [s for s in ([segment.entry] if segment.entry else []) + segment.stages if s.applies_to(unit.source)]
+    steps = [(labels[config.stages.index(s)], built_stage(config.stages.index(s), s, unit.source)) for s in chain]
+    for stage, work in _filters(config, layout, segment, unit):
+        stage.bind(work)
     tallies = {label: StageTally() for label, _ in steps}
     kept_folder = layout.docs(unit.source) if segment.last else layout.segment_docs(segment.index, unit.source)
     kept_sink = ParquetSink(ctx, kept_folder, unit.name)

@@ -11,11 +11,13 @@ decided once. This module imports nothing of the engine (nor anything else of pr
     tokens/<source>/<unit>.{bin,idx,json,docs.parquet} token shards (file names: token_shards)
     stats/<phase>/<source>/<unit>.json           a unit's completion marker
     stats/global-<segment>/<step>.json           a global stage's reduce/finalize markers
+    stats/prepare-<stage>-<k>/<step>.json        finalize markers of a stage whose phases read no documents
     stats/cost/<phase>/<source>/<unit>.json      CPU seconds of a unit (differ run to run)
     work/segments/<segment>/<source>/            documents between segments
     work/global/<segment>/                       a global stage's own files (``work_files`` names them)
     work/ids/<source>/<unit>.npy                 sorted id hashes, for the duplicate-id check
-    work/<stage>/                                what a stage builds once for the run (decontaminate's index)
+    work/<stage>/                                a stage's own files when its phases read no documents
+                                                 (decontaminate's index, a sub-folder per setting)
     stats/duplicate-ids.json                     the duplicate-id check's result, once it ran
     .prep/run.json, .prep/lock, .prep/lease.json the run's state, its lock (local), its lease (remote)
     manifest.json, cost.json
@@ -116,7 +118,8 @@ class Layout:
     # A phase names the folder of its markers (and of its timings): segment k runs per unit
     # (``segment-k``); the global stage opening segment k maps per unit (``global-k-map``),
     # then reduces per partition and finalizes once (markers under ``global-k``, timings
-    # under ``global-k-reduce`` and ``global-k``).
+    # under ``global-k-reduce`` and ``global-k``); a stage whose phases read no documents,
+    # config stage i, finalizes before segment 0 once per setting v (``prepare-i-v``).
 
     @staticmethod
     def segment_phase(segment: int) -> str:
@@ -134,6 +137,12 @@ class Layout:
     def global_phase(segment: int) -> str:
         return f"global-{segment}"
 
+    @staticmethod
+    def prepare_phase(stage: int, variant: int) -> str:
+        """The finalize of config stage ``stage`` whose phases read no documents, for its
+        ``variant``-th set of files (``global_run.prepare_all``)."""
+        return f"prepare-{stage}-{variant}"
+
     def markers(self, phase: str) -> Path:
         """The folder of one phase's markers."""
         return self.out / self.STATS / phase
@@ -141,12 +150,9 @@ class Layout:
     def marker(self, phase: str, source: str, unit: str) -> Path:
         return self.markers(phase) / source / f"{unit}.json"
 
-    def global_markers(self, segment: int) -> Path:
-        """The folder of the reduce and finalize markers of the global stage opening ``segment``."""
-        return self.markers(self.global_phase(segment))
-
-    def global_marker(self, segment: int, step: str) -> Path:
-        return self.global_markers(segment) / f"{step}.json"
+    def step_marker(self, phase: str, step: str) -> Path:
+        """The marker of one step of a global stage's phase (a reduce partition, a finalize task)."""
+        return self.markers(phase) / f"{step}.json"
 
     @property
     def cost_folder(self) -> Path:
@@ -169,16 +175,15 @@ class Layout:
     def global_work(self, segment: int) -> Path:
         return self.out / self.WORK / "global" / str(segment)
 
-    def global_work_key(self, segment: int, relative: str = "") -> str:
-        """The store's key of ``relative`` (a file, folder or glob of a global stage's work
-        folder, as ``formats.work_files`` names them) under segment ``segment``'s folder."""
-        folder = self.key(self.global_work(segment))
-        return f"{folder}/{relative}" if relative else folder
-
     def stage_work(self, name: str) -> Path:
-        """A stage's own work folder, ``work/<name>/``, kept across resumes (an index that
-        depends on side files alone: decontaminate's benchmarks)."""
+        """The work folder of a stage whose phases read no documents, ``work/<name>/``
+        (decontaminate's index of its benchmarks), shared by every stage of that name."""
         return self.out / self.WORK / name
+
+    def at(self, key: str) -> Path:
+        """The path of the layout's ``key`` (the inverse of ``key``), as a task names a
+        folder it was sent: the driver's and a worker's folder need not be one."""
+        return self.out / key
 
     @property
     def id_work(self) -> Path:

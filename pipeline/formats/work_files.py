@@ -11,7 +11,9 @@ Three shapes:
 
 * ``PerUnit``: one file per unit, ``<folder>/<source>/<unit><suffix>`` (a map output);
 * ``PerIndex``: one file per partition or document range, ``<folder>/<prefix><i:05d><suffix>``;
-* ``OneFile``: a single file, ``<name>`` (a marker of the stage's own, a table).
+* ``OneFile``: a single file, ``<name>`` (a marker of the stage's own, a table), or
+  ``<key>/<name>`` (``keyed``: one of the files a stage builds per set of options, several
+  sets sharing a work folder).
 """
 
 from __future__ import annotations
@@ -86,6 +88,13 @@ class OneFile:
     @property
     def folder(self) -> str:
         return self.name
+
+
+def keyed(key: str, names: tuple[str, ...]) -> tuple[OneFile, ...]:
+    """The files ``names`` of the sub-folder ``<key>/``: what a stage builds once for one
+    set of its options (decontaminate's index, keyed by its n-gram settings and benchmarks),
+    beside the sets other sources or stages of the run build in the same work folder."""
+    return tuple(OneFile(PurePosixPath(key, name).as_posix()) for name in names)
 
 
 # A family of any shape: what a phase names among its reads, slices, drops and kept files.

@@ -1,5 +1,6 @@
 """The evaluation sets a ``decontaminate`` stage names: their config tables, reading them,
-and their n-gram index, built once per run and memory-mapped by every worker.
+and their n-gram index, built once per run (the stage's finalize) and memory-mapped by
+every worker.
 
 A benchmark's table: ``name`` (the drop reason), ``path`` (JSON lines, gzipped or not;
 Parquet; an Arrow file or a ``datasets`` ``save_to_disk`` folder), ``fields`` (which
@@ -20,7 +21,6 @@ order (JSON lines: line number - 1), counting the records the filter passes over
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pipeline.formats.work_files import OneFile, keyed
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.hashing import file_sha256
 from pipeline.sidefiles import BLANK, TABLE_FORMATS, data_files, records, table_files, table_format
@@ -217,29 +218,34 @@ def in_memory(benchmarks: tuple[Benchmark, ...], n: int) -> Index:
     return Index(hashes, owners, *bucket_table(hashes), meta)
 
 
-def load_or_build(folder: Path, benchmarks: tuple[Benchmark, ...], n: int) -> Index:
-    """The index under ``folder/<fingerprint>/``, built by the first worker that needs it.
+def index_files(benchmarks: tuple[Benchmark, ...], n: int) -> tuple[OneFile, ...]:
+    """The index's files in the stage's work folder, under a sub-folder named by what the
+    index depends on besides the files' contents (which the run's fingerprint covers:
+    ``Decontaminate.files``): sources and stages with equal settings name one index."""
+    parts = [INDEX_VERSION, n, [[b.name, b.path, b.fields, b.filter, b.id, b.format] for b in benchmarks]]
+    return keyed(hashlib.sha256(json.dumps(parts, default=list).encode()).hexdigest()[:32], (HASHES, OWNERS, META))
 
-    Workers take an exclusive ``flock`` on ``<fingerprint>.lock`` while they check and
-    build, so one builds and the others wait, then map its files. ``meta.json`` is
-    written last (each file atomically), so its presence means the index is whole; where
-    the file system has no locks, two builders write identical bytes and either wins."""
-    key = fingerprint(benchmarks, n)
-    where = Path(folder) / key[:32]
-    if not (where / META).exists():
-        where.mkdir(parents=True, exist_ok=True)
-        with open(where.with_suffix(".lock"), "a") as lock:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            except OSError:
-                pass  # no locks here: atomic writes of equal bytes still converge
-            if not (where / META).exists():
-                hashes, owners, meta = build_arrays(benchmarks, n)
-                save_npy_atomic(where / HASHES, hashes)
-                save_npy_atomic(where / OWNERS, owners)
-                write_json_atomic(where / META, {**meta, "fingerprint": key})
-    hashes, owners = _mapped(where / HASHES), _mapped(where / OWNERS)
-    return Index(hashes, owners, *bucket_table(hashes), json.loads((where / META).read_text()))
+
+def build(work: Path, benchmarks: tuple[Benchmark, ...], n: int) -> dict[str, int]:
+    """Write the index (``index_files``) under ``work``, each file atomically and
+    ``meta.json`` last, so its presence means the index is whole. No counters: the
+    index's own figures are in its ``meta.json``."""
+    hashes, owners, meta = build_arrays(benchmarks, n)
+    files = dict(zip((HASHES, OWNERS, META), index_files(benchmarks, n)))
+    save_npy_atomic(files[HASHES].path(work), hashes)
+    save_npy_atomic(files[OWNERS].path(work), owners)
+    write_json_atomic(files[META].path(work), {**meta, "fingerprint": fingerprint(benchmarks, n)})
+    return {}
+
+
+def load(work: Path, benchmarks: tuple[Benchmark, ...], n: int) -> Index:
+    """The index ``build`` wrote under ``work``, memory-mapped."""
+    files = dict(zip((HASHES, OWNERS, META), index_files(benchmarks, n)))
+    meta = files[META].path(work)
+    if not meta.exists():
+        raise RuntimeError(f"decontaminate: the benchmark index has not been built in {work}")
+    hashes, owners = _mapped(files[HASHES].path(work)), _mapped(files[OWNERS].path(work))
+    return Index(hashes, owners, *bucket_table(hashes), json.loads(meta.read_text()))
 
 
 def _mapped(path: Path) -> np.ndarray:

@@ -17,17 +17,18 @@ of the document's n-grams matched.
 
 The index is built once per run, not per worker or document: every benchmark n-gram's
 64-bit key, sorted and unique (``hashes.npy``), beside its first owner (``owners.npy``:
-benchmark number, example position), under ``work/decontaminate/<fingerprint>/`` of the
-run folder, memory-mapped by each worker. Why lazily, in ``open_unit``: the contract's
-only whole-run hook is ``GlobalStage``, whose map phase would read every document one
-extra time (and split the chain into segments) just to build an index that depends on
-the benchmark files alone. So the first unit of each worker process calls
-``reference.load_or_build``: keyed by a fingerprint of the benchmark files' contents,
-the n-gram settings and the normalisation's version, built under a file lock, written
-atomically with ``meta.json`` last; the other workers wait on the lock and map the
-same files. ``files(options)`` names the benchmark files, so a run's fingerprint covers
-their contents too: a benchmark edited before a resume is another run. ``process``
-called without ``open_unit`` (a test, a notebook) builds the index in memory.
+benchmark number, example position), and ``meta.json`` (what was indexed), memory-mapped
+by each worker. It depends on the benchmark files alone, so the stage is a global stage
+whose phases declare no map (``pipeline.phases``): a one-task finalize builds the index
+before the first segment, its files declared (``reference.index_files``: a sub-folder of
+the stage's work folder, ``work/decontaminate/``, per set of benchmarks and ``n``), so
+the engine fetches them to the machine of every unit on a remote run, keeps them after
+the run, and builds one per distinct setting where per-source options differ. The
+stage cuts no segment: it filters in the chain where the config puts it, and the ledger
+files keep the names of a chain without a global stage there. ``files(options)`` names
+the benchmark files, so a run's fingerprint covers their contents: a benchmark edited
+before a resume is another run. ``process`` on a stage never bound to a run (a test, a
+notebook) builds the index in memory.
 """
 
 from __future__ import annotations
@@ -43,20 +44,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
-from pipeline.formats.layout import Layout
 from pipeline.kernels.buffers import string_buffers
-from pipeline.stage import Stage, StageOutput, UnitContext, register
+from pipeline.phases import Filter, Finalize, Phases
+from pipeline.stage import GlobalStage, StageOutput, UnitContext, register
 from stages.decontaminate.kernels import match_spans, scan_batch
-from stages.decontaminate.reference import Index, in_memory, load_or_build, parse_benchmarks
+from stages.decontaminate.reference import Index, build, in_memory, index_files, load, parse_benchmarks
 
 MODES = ("drop", "cut")
-WORK_FOLDER = "decontaminate"  # under the run folder's work/
 # Paragraphs are separated by blank lines (whitespace-only lines count as blank).
 PARAGRAPH_BREAK = re.compile(rb"\n(?:[ \t\r\f\v]*\n)+")
 
 
 @register
-class Decontaminate(Stage):
+class Decontaminate(GlobalStage):
     name = "decontaminate"
 
     @dataclass
@@ -80,14 +80,29 @@ class Decontaminate(Stage):
     def __init__(self, options: Decontaminate.Options):
         super().__init__(options)
         self.index: Index | None = None
+        self.work_dir: Path | None = None  # set by ``bind`` in a run
+        self.index_from: Path | None = None  # the work folder ``index`` was mapped from
 
     @classmethod
     def files(cls, options: Decontaminate.Options) -> list[str]:
         return sorted({str(f) for spec in options.specs for f in spec.files()})
 
+    def phases(self) -> Phases:
+        """No map: the index reads the benchmark files only. One finalize task builds it."""
+        o = self.options
+        files = index_files(o.specs, o.n)
+        return Phases(
+            map=None,
+            finalize=Finalize.once(lambda work: build(work, o.specs, o.n)),
+            filter=Filter(reads=files),
+            kept=files,
+        )
+
     def open_unit(self, unit: UnitContext) -> None:
-        if self.index is None:
-            self.index = load_or_build(work_folder(unit.out_dir), self.options.specs, self.options.n)
+        """Map the index the finalize built, once per process and run (a process may run
+        units of several runs: each maps its own run's)."""
+        if self.work_dir is not None and self.index_from != self.work_dir:
+            self.index, self.index_from = load(self.work_dir, self.options.specs, self.options.n), self.work_dir
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         if self.index is None:
@@ -164,8 +179,3 @@ def _cut(data: np.ndarray, start: int, end: int, n: int, ix: Index) -> tuple[byt
         pieces.append(doc[ps:pe])
         last_kept = p
     return b"".join(pieces), removed
-
-
-def work_folder(out: str | Path) -> Path:
-    """Where a run in ``out`` keeps its benchmark indexes."""
-    return Layout(out).stage_work(WORK_FOLDER)
