@@ -157,7 +157,7 @@ class Phases:
     filter: Filter
     reduce: Reduce | None = None
     numbering: Numbering | None = None
-    kept: tuple[WorkFiles, ...] = ()  # what a later run may read (an index) or a user looks up
+    kept: tuple[WorkFiles, ...] = ()  # what a later run may import (an index): all --keep-work keeps of it
     # False: these options need no whole-run phase (``classify`` without ``keep_top``); the
     # stage then runs per document, never bound, unless another source's options need them.
     whole_run: bool = True
@@ -208,6 +208,15 @@ def partitions_for(input_bytes: float) -> int:
     while partitions < MAX_PARTITIONS and partitions * PARTITION_BYTES < input_bytes:
         partitions *= 2
     return partitions
+
+
+def check_import(stage: Any) -> None:
+    """The numbering ``stage`` imports (``index_from``) can be read: a new run asks before
+    any work, since its reduce would otherwise say so only after the stages before and
+    the map had run over the whole input. Raises the ``WorkStateError`` that says why."""
+    phases = stage.phases()
+    if phases.whole_run and phases.numbering is not None and phases.numbering.imports:
+        UnitTable.load(Path(phases.numbering.imports), phases.numbering.owner)
 
 
 def sized(stage: Any, input_bytes: float) -> dict[str, Any]:

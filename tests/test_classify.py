@@ -279,7 +279,7 @@ def corpus(tmp_path_factory, tiny_model):
         f'[stages.per_source.same]\nmodels = [{{name = "english", path = "{LID}", label = "en", keep_top = 0.275}}]\n',
     )
     assert load_config(config).stages[0].is_global  # keep_top: the whole-run phases
-    run_pipeline(config, root / "w1", workers=1, quiet=True)
+    run_pipeline(config, root / "w1", workers=1, quiet=True, keep_work=True)  # thresholds.json stays
     return root, config, tiny_model
 
 
@@ -325,7 +325,7 @@ def test_keep_top_keeps_exactly_the_fraction_of_each_source(corpus):
 
 def test_keep_top_output_is_byte_identical_with_two_workers(corpus):
     root, config, _ = corpus
-    run_pipeline(config, root / "w2", workers=2, quiet=True)
+    run_pipeline(config, root / "w2", workers=2, quiet=True, keep_work=True)
     assert _digest(root / "w1") == _digest(root / "w2")
 
 
@@ -365,7 +365,7 @@ def test_a_run_killed_in_the_global_phase_resumes_byte_identical(corpus):
         assert not (out / "manifest.json").exists()
     assert len(list((out / "stats" / "global-1-map").rglob("*.json"))) == 9  # every unit mapped
     assert not (out / "stats" / "global-1" / "finalize.json").exists()
-    run_pipeline(config, out, workers=2, quiet=True)
+    run_pipeline(config, out, workers=2, quiet=True, keep_work=True)
     assert not list(out.rglob(".*.tmp"))
     assert _digest(root / "w1") == _digest(out)
     assert os.path.exists(out / "manifest.json")

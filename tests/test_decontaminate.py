@@ -318,7 +318,8 @@ def test_the_index_is_built_once_per_setting_before_the_units_and_a_kill_in_it_r
     sources = '[sources.web]\npaths = ["in/web/*.jsonl"]\n[sources.math]\npaths = ["in/math/*.jsonl"]\n'
     config = gsm8k_config(tmp_path / "c.toml", sources, "[stages.per_source.math]\nn = 8\n")
     clean = tmp_path / "clean"
-    result = CliRunner().invoke(main, ["run", str(config), "--out", str(clean), "-w", "2", "-q"])
+    keep = "--keep-work"  # the indexes, looked at below and compared with the resumed run's
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(clean), "-w", "2", "-q", keep])
     assert result.exit_code == 0, result.output
     assert sorted(p.parent.name for p in (clean / "stats").glob("prepare-*/finalize.json")) == [
         "prepare-0-0",
@@ -334,7 +335,7 @@ def test_the_index_is_built_once_per_setting_before_the_units_and_a_kill_in_it_r
     run = subprocess.run([sys.executable, str(tmp_path / "killer.py"), str(config), str(killed)], cwd=REPO, env=env)
     assert run.returncode == -signal.SIGKILL
     assert not list((killed / "stats").glob("prepare-*/finalize*.json"))
-    result = CliRunner().invoke(main, ["run", str(config), "--out", str(killed), "-w", "2", "-q"])
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(killed), "-w", "2", "-q", keep])
     assert result.exit_code == 0, result.output
     assert _digest(killed) == _digest(clean)
 
@@ -350,7 +351,7 @@ def test_the_stage_runs_through_prep_run_with_a_toml_config(tmp_path, gsm8k, hos
     write_jsonl(tmp_path / "in" / "b.jsonl", docs[1::2])
     config = gsm8k_config(tmp_path / "c.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n')
     out = tmp_path / "out"
-    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q"])
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q", "--keep-work"])
     assert result.exit_code == 0, result.output
     kept = set(pq.read_table(out / "docs").column("id").to_pylist())
     assert kept == {d["id"] for d in docs if d["id"].startswith("clean")}

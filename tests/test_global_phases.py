@@ -107,8 +107,8 @@ class ExactHash(GlobalStage):
         return StageOutput(batch=batch, drop_reason=pa.array(np.where(drop, "hash-duplicate", None), pa.string()))
 
 
-def _run(config: Path, out: Path) -> None:
-    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q"])
+def _run(config: Path, out: Path, *flags: str) -> None:
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(out), "-w", "1", "-q", *flags])
     assert result.exit_code == 0, result.output
 
 
@@ -121,7 +121,7 @@ def test_a_global_stage_declared_in_a_test_runs_through_prep_run(tmp_path):
         f'[sources.web]\npaths = ["{tmp_path / "in"}/*.jsonl"]\n\n[[stages]]\nname = "toy_exact_hash"\n',
     )
     out = tmp_path / "out"
-    _run(config, out)
+    _run(config, out, "--keep-work")
     layout = Layout(out)
     kept = sorted(i for f in layout.doc_files("web") for i in pq.read_table(f).column("id").to_pylist())
     rejected = {row["id"]: row["reason"] for f in layout.reject_files("web") for row in pq.read_table(f).to_pylist()}
@@ -131,12 +131,13 @@ def test_a_global_stage_declared_in_a_test_runs_through_prep_run(tmp_path):
     manifest = json.loads(layout.manifest.read_text())
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}  # the run chose
     assert "toy_exact_hash.removed" in json.dumps(manifest)
-    # The run kept what the stage declared, and nothing else of its work folder.
+    # --keep-work kept what the stage declared, and nothing else of its work folder.
     work = layout.global_work(1)
     assert sorted(p.relative_to(work).as_posix() for p in work.rglob("*") if p.is_file()) == [REMOVED.name]
     before = {p: p.read_bytes() for p in (out / "docs").rglob("*.parquet")}
     _run(config, out)  # a finished run again: every phase's markers are there
     assert {p: p.read_bytes() for p in (out / "docs").rglob("*.parquet")} == before
+    assert REMOVED.path(work).exists()  # what the finished run kept stays, the flag given again or not
 
 
 @register
@@ -207,7 +208,7 @@ def test_a_global_stage_without_a_map_is_prepared_once_per_setting_and_cuts_no_s
         '[[stages]]\nname = "toy_exact_hash"\n',
     )
     out = tmp_path / "out"
-    _run(config, out)
+    _run(config, out, "--keep-work")  # the prepared files, looked at below
     layout = Layout(out)
     rejected = {
         row["id"]: row["reason"]

@@ -406,6 +406,12 @@ def test_duplicate_ids_are_counted_and_named(tmp_path):
         "examples": [{"id": "x1", "copies": 2, "files": ["a.jsonl .. b.jsonl (2 files)"]}],
     }
     assert any("1 ids occur more than once" in w and "'x1'" in w for w in manifest["warnings"])
+    # The id hashes went with work/ as the run completed; a rerun reads the recorded count.
+    out = tmp_path / "out"
+    written = (out / "manifest.json").read_bytes()
+    assert not (out / "work").exists()
+    assert run_pipeline(config, out, workers=1, quiet=True) == manifest
+    assert (out / "manifest.json").read_bytes() == written
 
 
 def test_a_run_without_duplicate_ids_says_nothing(tmp_path):

@@ -96,11 +96,21 @@ def test_remote_inputs_and_output_give_the_local_bytes(s3, local_run, tmp_path, 
     assert not any(p.is_file() for p in scratch.rglob("*")), "a finished run leaves nothing in scratch"
     # The same command again finds the run complete and redoes nothing.
     before = {i.path: i.mtime_ns for i in s3.get_file_info(pafs.FileSelector("same/run", recursive=True))}
+    assert not [key for key in before if key.startswith("same/run/work/")], "work/ is removed from the store too"
     run_pipeline(config, "s3://same/run", workers=2, quiet=True)
     after = {i.path: i.mtime_ns for i in s3.get_file_info(pafs.FileSelector("same/run", recursive=True))}
     assert {k: v for k, v in after.items() if not k.endswith(("manifest.json", "cost.json"))} == {
         k: v for k, v in before.items() if not k.endswith(("manifest.json", "cost.json"))
     }
+
+
+def test_keep_work_keeps_dedups_index_in_the_store(s3, tmp_path):
+    upload_sample(s3, "kept")
+    config = dedup_config(tmp_path / "remote.toml", "s3://kept/in")
+    run_pipeline(config, "s3://kept/run", workers=2, quiet=True, keep_work=True)
+    stored = [i.path for i in s3.get_file_info(pafs.FileSelector("kept/run/work", recursive=True))]
+    assert any(key.endswith(".index.npy") for key in stored) and "kept/run/work/global/1/units.json" in stored
+    assert not [key for key in stored if key.startswith("kept/run/work/ids/")]  # counted: nothing imports them
 
 
 def test_a_stage_prepared_before_the_units_gives_the_local_bytes_remotely(s3, tmp_path, monkeypatch):
@@ -129,7 +139,7 @@ def test_a_stage_prepared_before_the_units_gives_the_local_bytes_remotely(s3, tm
         )
         if out is None:
             monkeypatch.setattr(run_module, "prepare_all", prepared_elsewhere)
-        manifest = run_pipeline(config, out or "s3://prepared/run", workers=1, quiet=True)
+        manifest = run_pipeline(config, out or "s3://prepared/run", workers=1, quiet=True, keep_work=True)
         assert manifest["stages"]["decontaminate"]["rejected"]  # the sample holds gsm8k's test problems
         outs[where] = out or download(s3, "prepared/run", tmp_path / "downloaded")
     same_run(outs["local"], outs["remote"])

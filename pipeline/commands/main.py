@@ -154,6 +154,12 @@ def main() -> None:
     help="Which documents --sample picks: another seed draws another sample of the same size.",
 )
 @click.option(
+    "--keep-work",
+    is_flag=True,
+    help="Keep work/ when the run completes (it is removed by default): dedup's index, for a later run's "
+    'index_from = "OUT/work/global/K" to deduplicate against this run.',
+)
+@click.option(
     "--executor",
     type=click.Choice(["local", "ray"]),
     default="local",
@@ -171,6 +177,7 @@ def run(
     progress: str,
     sample: float,
     sample_seed: int,
+    keep_work: bool,
     executor: str,
     address: str | None,
 ) -> None:
@@ -192,6 +199,7 @@ def run(
         progress=progress,
         sample=sample,
         sample_seed=sample_seed,
+        keep_work=keep_work,
     )
     try:
         manifest = _start_and_run(config, out, executor=executor, address=address, **options)

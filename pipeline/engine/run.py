@@ -38,9 +38,10 @@ from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import segment_task
 from pipeline.engine.warmup import warm_up
-from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished
+from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work, keeps_work
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
 from pipeline.kernels.hashing import file_sha256
+from pipeline.phases import check_import
 from pipeline.phases import sized as sized_by_phases
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
@@ -73,7 +74,8 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
         try:
             refuse_foreign(store, options.force)  # before the lock, which would leave .prep/ in a folder not prep's
             held.enter_context(locked_output(store))
-            sized = _claim_output(store, units, fingerprint, options.force, _sized(config, sizes, options.sample))
+            sized = _sized(config, sizes, options.sample)
+            sized = _claim_output(store, units, fingerprint, options.force, sized, config)
         except OSError as error:  # a read-only folder, a missing bucket, no credentials
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
@@ -108,6 +110,7 @@ def _run_claimed(
     segments = plan_segments(config)
     labels = stage_labels(config)
     _remove_temporaries(layout.out)
+    keep_work = keeps_work(store, options.keep_work)
     runner = _executor(options)
     unit_stats: list[dict] = []
     global_stats: dict[str, dict] = {}
@@ -131,11 +134,12 @@ def _run_claimed(
     if options.sample_seed:
         manifest["sample_seed"] = options.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
+    finish_work(store, keep_work)
     store.sync(layout.key(layout.cost_folder))
     cost = summarize_cost(
         layout, manifest, time.monotonic() - wall_start, options.workers, store.size(Layout.OUTPUT_FOLDERS)
     )
-    cost[WORK_DISK] = disk.figures()
+    cost[WORK_DISK] = {**disk.figures(), "kept": options.keep_work}
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
     done_before = tally["done_before"]
@@ -149,7 +153,29 @@ def _run_claimed(
 
 
 def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: list[Unit]) -> None:
-    """Count ids that occur more than once in the run; warn with a few examples."""
+    """Count ids that occur more than once in the run; warn with a few examples.
+
+    Counted once, from the id hashes in ``work/ids``, and recorded under ``stats/``
+    (``Layout.duplicate_ids``) before ``work/`` is removed: a rerun of the finished run
+    reads the record, so its manifest is the same bytes without the hashes."""
+    record = layout.key(layout.duplicate_ids)
+    if (text := store.read_text(record)) is not None:
+        found = json.loads(text)["found"]
+    else:
+        found = _count_duplicate_ids(store, layout, units)
+        store.write_text(record, json.dumps({"found": found}, indent=1))
+    if found is None:
+        return
+    manifest["duplicate_ids"] = found
+    examples = "; ".join(f"{e['id']!r} x{e['copies']} in {', '.join(e['files'])}" for e in found["examples"])
+    manifest["warnings"].append(
+        f"{found['ids']:,} ids occur more than once ({found['extra_copies']:,} extra copies), so they name "
+        f"documents ambiguously (prep show lists every copy); e.g. {examples}"
+    )
+
+
+def _count_duplicate_ids(store: RunStore, layout: Layout, units: list[Unit]) -> dict | None:
+    """``find_duplicates`` over the run's id hashes, with what it reads fetched first."""
     store.pull(layout.key(layout.id_work))
 
     def output_files(unit: Unit) -> list[Path]:
@@ -159,15 +185,7 @@ def _note_duplicate_ids(manifest: dict, store: RunStore, layout: Layout, units: 
             files += unit_files(folder, unit.name)
         return files
 
-    found = find_duplicates(layout, units, output_files)
-    if found is None:
-        return
-    manifest["duplicate_ids"] = found
-    examples = "; ".join(f"{e['id']!r} x{e['copies']} in {', '.join(e['files'])}" for e in found["examples"])
-    manifest["warnings"].append(
-        f"{found['ids']:,} ids occur more than once ({found['extra_copies']:,} extra copies), so they name "
-        f"documents ambiguously (prep show lists every copy); e.g. {examples}"
-    )
+    return find_duplicates(layout, units, output_files)
 
 
 def worker_notes(asked: int, units: int, cores: int) -> list[str]:
@@ -244,8 +262,10 @@ def _claim_output(
     fingerprint: dict,
     force: bool,
     sized: dict,
+    config: Config,
 ) -> dict:
-    """Refuse to mix two different runs in one folder unless --force (which starts over).
+    """Refuse to mix two different runs in one folder unless --force (which starts over),
+    and a new run whose imports cannot be read (``_check_imports``).
     Returns the sized options the run uses: ``sized`` for a new run, what a resumed run's
     start recorded (none for a run of an older prep, which had fixed defaults)."""
     out = store.uri
@@ -263,6 +283,7 @@ def _claim_output(
             f"{out} holds a run of a different config, different inputs or different models "
             f"(from {previous['config_file']}); use another --out, or --force to delete it and start over"
         )
+    _check_imports(config)
     if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
         for name in entries(store):
             if name in Layout.OWNED:
@@ -270,6 +291,19 @@ def _claim_output(
         store.remove(Layout().key(Layout().state))
     write_state(store, head, units)
     return sized
+
+
+def _check_imports(config: Config) -> None:
+    """Each global stage's import (``index_from``) can be read, checked when a run starts
+    and not when it resumes: a finished run that imported an index removed since runs
+    nothing that reads it."""
+    for stage in config.stages:
+        cls = registry()[stage.name]
+        if issubclass(cls, GlobalStage):
+            try:
+                check_import(cls(cls.Options(**stage.options)))
+            except OSError as error:  # not the output's: the caller's OSError says "cannot write to --out"
+                raise ConfigError(f"{stage.name}: cannot read what it imports: {error}") from None
 
 
 def _remove_temporaries(out: Path) -> None:

@@ -26,6 +26,9 @@ class RunOptions:
     address: str | None = None  # the Ray cluster to join
     sample: float = 1.0  # the hash-sampled fraction of every source kept (< 1: a trial run)
     sample_seed: int = 0  # which documents the sample picks (0: by the id hash alone)
+    # Leave work/ when the run completes (``work_disk.keeps_work``): what a later run's
+    # ``index_from`` imports. Not part of the fingerprint: it changes no output.
+    keep_work: bool = False
 
     @classmethod
     def from_flags(cls, config: Config, workers: int | None = None, **flags) -> RunOptions:

@@ -138,14 +138,25 @@ def _count_line(cost: dict | None, key: str, label: str, why: str) -> list[str]:
     return [f"  {label}: {named} ({why})"] if named else []
 
 
+# --keep-work on a run that had completed without it: nothing is left to keep.
+NONE_KEPT = "  work files: none; the run had completed and removed them (--keep-work into another --out keeps them)"
+
+
 def work_disk_lines(cost: dict | None) -> list[str]:
     """The most disk the run's work files took and what is left of them (cost.json's
-    ``work_disk``); nothing when cost.json has no such figures."""
+    ``work_disk``; ``kept``: whether ``--keep-work`` was given): nothing unless kept,
+    for a later run's ``index_from``. Nothing when cost.json has no such figures."""
     figures = cost.get(WORK_DISK) if isinstance(cost, dict) else None
     if not isinstance(figures, dict) or not all(_is_number(figures.get(k)) for k in ("peak_bytes", "left_bytes")):
         return []
+    if figures["peak_bytes"] == 0:  # a rerun of a finished run that removed its work files
+        return [NONE_KEPT] if figures.get("kept") else []
     peak, left = _bytes(figures["peak_bytes"]), _bytes(figures["left_bytes"])
-    return [f"  work files: {peak} at most, {left} left in work/ (what a rerun or a later run's index_from reads)"]
+    if figures["left_bytes"]:
+        return [f"  work files: {peak} at most, {left} kept in work/ (what a later run's index_from reads)"]
+    if figures.get("kept"):
+        return [f"  work files: {peak} at most, none kept: no stage left what a later run imports"]
+    return [f"  work files: {peak} at most, removed as the run completed (--keep-work keeps them for index_from)"]
 
 
 def _read_cost(out: str | Path) -> dict | None:

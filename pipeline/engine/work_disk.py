@@ -1,5 +1,5 @@
 """The run's work folder (``work/``): what it takes on disk, and removing what nothing
-will read again.
+will read again: part of it as the run goes, the rest when it completes.
 
 Why: ``work/`` holds the documents between segments (a copy of what passed each
 segment) and each global stage's files (dedup's bands, forests and decisions), about as
@@ -11,8 +11,16 @@ redoes only units without a marker), nor the files of the global stage opening s
 ``index_from``). Those are removed then. A kill during the removal leaves a run whose
 markers say the same, so the rerun skips the work and removes the rest.
 
-Kept to the end: ``work/ids`` (8 bytes a document), which every run, a rerun of a
-finished one too, reads for the duplicate-id count of its manifest.
+Once the run completes (``finish_work``), the run itself never reads ``work/`` again: the
+id hashes served the duplicate-id count, which is recorded under ``stats/`` for a rerun;
+a rerun finds every marker and runs nothing; ``prep report``, ``show`` and ``rejects``
+read the output folders. Only another run may read it: a later ``index_from`` imports
+dedup's index (``Phases.kept``). So ``work/`` is removed unless ``--keep-work``: by
+default, because most runs are never imported and the index can be larger than the kept
+documents (101 MB on the shared corpus, more than its ``docs/``), and because whoever
+plans an incremental run knows it before the first one; an ``index_from`` to a removed index says in one line
+to run again with ``--keep-work``. A kill during the removal leaves a run whose markers
+all exist, so the next ``prep run`` of it removes the rest and writes the same manifest.
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ class WorkDisk:
         self.peak = max(self.peak, self.store.size([Layout.WORK]))
 
     def figures(self) -> dict[str, int]:
+        """``peak_bytes`` and what ``work/`` holds now (``left_bytes``: after ``finish_work``,
+        what the run leaves)."""
         left = self.store.size([Layout.WORK])
         return {"peak_bytes": max(self.peak, left), "left_bytes": left}
 
@@ -61,6 +71,22 @@ def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:
         kept = globs(built_stage(config.stages.index(segment.entry), segment.entry, "").phases().kept)
         _drop_all_but(store, layout.key(layout.global_work(segment.index)), kept)
     _remove_empty_folders(layout.out / Layout.WORK)  # work/segments once the last is gone, too
+
+
+def keeps_work(store: RunStore, asked: bool) -> bool:
+    """Whether the run leaves ``work/`` when it completes: when ``asked`` (``--keep-work``),
+    and when it had completed before, asked or not. Its manifest is written after
+    ``finish_work``, so what such a run has in ``work/`` is what it kept: the same command
+    again without the flag must not remove an index kept for ``index_from`` (``rm -r
+    OUT/work`` does). Asked before the run writes its manifest."""
+    return asked or store.exists(Layout().key(Layout().manifest))
+
+
+def finish_work(store: RunStore, keep: bool) -> None:
+    """The run is complete and its duplicate-id count recorded: remove ``work/``, or with
+    ``keep`` (``--keep-work``) only the id hashes, which nothing imports."""
+    layout = Layout(store.root)
+    store.remove(layout.key(layout.id_work) if keep else Layout.WORK)
 
 
 def _drop_all_but(store: RunStore, folder: str, kept: tuple[str, ...]) -> None:

@@ -18,6 +18,7 @@ decided once. This module imports nothing of the engine (nor anything else of pr
     work/ids/<source>/<unit>.npy                 sorted id hashes, for the duplicate-id check
     work/<stage>/                                a stage's own files when its phases read no documents
                                                  (decontaminate's index, a sub-folder per setting)
+    stats/duplicate-ids.json                     the duplicate-id check's result, once it ran
     .prep/run.json, .prep/lock, .prep/lease.json the run's state, its lock (local), its lease (remote)
     manifest.json, cost.json
 
@@ -191,6 +192,21 @@ class Layout:
 
     def unit_ids(self, source: str, unit: str) -> Path:
         return self.id_work / source / f"{unit}.npy"
+
+    @property
+    def duplicate_ids(self) -> Path:
+        """The duplicate-id check's result, written once its inputs (``id_work``) are all
+        there: a rerun reads it instead, since ``work/`` is gone once a run completes."""
+        return self.out / self.STATS / "duplicate-ids.json"
+
+    @classmethod
+    def run_of(cls, work_folder: str | os.PathLike) -> Path | None:
+        """The run folder of a global stage's work folder (``<run>/work/global/<k>``, what
+        ``index_from`` names), or None for a path of another shape."""
+        path = Path(work_folder)
+        if path.name.isdigit() and path.parent.name == "global" and path.parent.parent.name == cls.WORK:
+            return path.parent.parent.parent
+        return None
 
     # -- the run's own state ------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from pipeline.formats import partfile
+from pipeline.formats.layout import Layout
 from pipeline.formats.work_files import OneFile, PerUnit
 from pipeline.util.printable import error_line
 from pipeline.util.records import RecordError, read_record
@@ -35,6 +36,19 @@ UNITS_RECORD = {
     "config": dict,
     "units": [{"source": str, "unit": str, "count": int, "docs": str, "locked": bool}],
 }
+
+
+def _missing(work_dir: Path, owner: str) -> str:
+    """Why a work folder has no ``units.json``, in one line. Most often it is what an
+    ``index_from`` names, in a run that completed and so removed its ``work/`` (``prep
+    run`` keeps it only with ``--keep-work``): then the line says how to get one."""
+    run = Layout.run_of(work_dir)
+    if run is not None and Layout(run).manifest.exists() and not (run / Layout.WORK).exists():
+        return (
+            f"{work_dir}: the run in {run} completed and removed its work/, {owner}'s index with it; "
+            f"to import it, run that config again with --keep-work (into another --out, or with --force)"
+        )
+    return f"{UNITS.path(work_dir)} is missing: {owner}'s finalize has not run in {work_dir}"
 
 
 class WorkStateError(ValueError):
@@ -127,7 +141,7 @@ class UnitTable:
         ``WorkStateError`` naming the file when it is missing or damaged."""
         path = UNITS.path(work_dir)
         if not path.exists():
-            raise WorkStateError(f"{path} is missing: {owner}'s finalize has not run in {work_dir}")
+            raise WorkStateError(_missing(Path(work_dir), owner))
         try:
             body = read_record(path, UNITS_RECORD)
         except RecordError as error:

@@ -20,7 +20,8 @@ Phases (declared in ``phases``, driven by the engine, see ``pipeline.phases``), 
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
   ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
 
-Incremental: ``index_from = "<previous work_dir>"`` makes the previous run's documents
+Incremental: ``index_from = "<previous work_dir>"`` (a run made with ``--keep-work``:
+``<out>/work/global/<k>``) makes the previous run's documents
 part of this run as locked documents: their band keys come from that run's index files
 (nothing recomputed), they are never removed, and new documents that duplicate them
 are. The previous run's settings (shingles, bands, rows, seed, partitions, ``signatures``)
