@@ -103,7 +103,7 @@ def _merge(table, buf, s, e, starts, pair_ranks, tokens, out, n):
     return n
 
 
-@njit
+@njit(nogil=True)  # threads each with their own memo encode at once (benchmarks/tokenizer_peers.py)
 def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, out, lengths):
     """Tokens of each string data[offsets[d]:offsets[d + 1]] into ``out`` (one slot per
     byte is enough), their count per string into ``lengths``: -1 for a string holding a
