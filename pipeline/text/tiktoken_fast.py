@@ -11,7 +11,7 @@ order: text holding a code point whose class tiktoken's regex tables may see oth
 (``classes.py``) or a piece too long to merge here in good time (``merge.py``), and rows
 longer than the caller's bound (``TiktokenTokenizer`` cuts those into pieces first).
 
-Compiling the kernels costs about 3.5 CPU-seconds, more than tiktoken takes for a small
+Compiling the kernels costs about 4.5 CPU-seconds, more than tiktoken takes for a small
 run's text: a run compiles them in its warm-up only when its input is large (the step
 ``stages/tokenize.py`` declares), and the encoder is used where they are compiled (in
 numba's cache, so on every later run), tiktoken otherwise. Both give the same ids.
