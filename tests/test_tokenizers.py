@@ -170,7 +170,7 @@ def test_threads_do_not_change_ids():
 TRICKY = st.text(alphabet=st.sampled_from(list("ab Z9'.,;!?_-)(\"\n\r\t é\u0301日\u00a0\u2003")), max_size=300)
 
 
-@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_base", _installed("qwen2"), _installed("qwen3.5")])
 @settings(max_examples=150, deadline=None)
 @given(text=TRICKY, chunk=st.integers(min_value=1, max_value=40))
 def test_splitting_keeps_ids(name, text, chunk):

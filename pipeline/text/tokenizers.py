@@ -82,7 +82,7 @@ class Tokenizer:
 # --- splitting long texts -------------------------------------------------------------
 
 # A space preceded by a word character or common punctuation starts a new pre-token in
-# every OpenAI pattern: no alternative can run from such a character into a space (runs of
+# every OpenAI pattern and Qwen's: no alternative can run from such a character into a space (runs of
 # letters, digits and punctuation all stop at whitespace), and each pattern only attaches
 # a space to what follows it. So encoding the two sides apart gives the same ids as
 # encoding the whole, and nothing before the cut ends in whitespace (where ``\s++$`` or a
