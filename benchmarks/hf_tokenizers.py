@@ -2,13 +2,18 @@
 pattern: the third opinion on prep's ids, and the peer its speed is measured against.
 
 Why build rather than load: the models' own tokenizer.json files are downloads, and prep
-runs without a network. A ``.tiktoken`` rank file holds no merge list, so the merges are
-recovered as transformers' ``TikTokenConverter`` recovers them: a token's merge is the
-pair byte-pair encoding it with only the lower ranks leaves. The pre-tokenizer is the
-encoding's pattern (``Split``, isolated) then GPT-2's byte-to-character map, the model
-looks a whole piece up before merging (``ignore_merges``), as tiktoken does, and Qwen's
-NFC is the normalizer its tokenizer.json declares. No special token is added: prep
-encodes ``<|endoftext|>`` inside a document as plain text (``encode_ordinary``).
+runs without a network. A ``.tiktoken`` rank file holds no merge list, and transformers'
+way of recovering one (a token's merge is the pair that merging it with only the lower
+ranks leaves) misses tokens that only a longer piece reaches: Qwen3.5's " треб" in
+" требало", which tiktoken gives and such a tokenizer does not. So every split of a token
+into two tokens is a merge, ranked by the token: an adjacent pair joins when its
+concatenation is a token, lowest rank first, which is tiktoken's own rule.
+
+The pre-tokenizer is the encoding's pattern (``Split``, isolated) then GPT-2's
+byte-to-character map, the model looks a whole piece up before merging
+(``ignore_merges``), as tiktoken does, and Qwen's NFC is the normalizer its
+tokenizer.json declares. No special token is added: prep encodes ``<|endoftext|>``
+inside a document as plain text (``encode_ordinary``).
 
 Oniguruma, the regex engine of ``tokenizers``, reads ``{1,3}+`` as "one to three, once or
 more" where tiktoken's engine reads it as possessive, so cl100k's ``\\p{N}{1,3}+`` is given
@@ -41,21 +46,13 @@ def _as_chars(token: bytes) -> str:
     return "".join(table[b] for b in token)
 
 
-def _merge_of(ranks: dict[bytes, int], token: bytes, rank: int) -> tuple[bytes, bytes]:
-    """The two parts tiktoken's merging leaves of ``token`` with ranks below its own."""
-    parts = [bytes([b]) for b in token]
-    while len(parts) > 2:
-        best, at = rank, -1
-        for i in range(len(parts) - 1):
-            r = ranks.get(parts[i] + parts[i + 1], rank)
-            if r < best:
-                best, at = r, i
-        if at < 0:
-            break
-        parts[at : at + 2] = [parts[at] + parts[at + 1]]
-    if len(parts) != 2:
-        raise ValueError(f"token {token!r} (rank {rank}) is no merge of two lower-ranked tokens")
-    return parts[0], parts[1]
+def _merges(ranks: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+    """Every pair of tokens whose concatenation is a token, by that token's rank: tiktoken's
+    rule (join the adjacent pair whose concatenation has the lowest rank) as a merge list."""
+    merges = []
+    for token, _ in sorted(ranks.items(), key=lambda item: item[1]):
+        merges += [(token[:i], token[i:]) for i in range(1, len(token)) if token[:i] in ranks and token[i:] in ranks]
+    return merges
 
 
 def tokenizer_json(ranks: dict[bytes, int], pattern: str, normal_form: str | None) -> str:
@@ -63,12 +60,7 @@ def tokenizer_json(ranks: dict[bytes, int], pattern: str, normal_form: str | Non
     from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     vocab = {_as_chars(t): r for t, r in ranks.items()}
-    merges = [
-        (_as_chars(a), _as_chars(b))
-        for t, r in sorted(ranks.items(), key=lambda item: item[1])
-        if len(t) > 1
-        for a, b in [_merge_of(ranks, t, r)]
-    ]
+    merges = [(_as_chars(a), _as_chars(b)) for a, b in _merges(ranks)]
     tok = Tokenizer(models.BPE(vocab, merges, ignore_merges=True))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
         [
@@ -84,14 +76,13 @@ def tokenizer_json(ranks: dict[bytes, int], pattern: str, normal_form: str | Non
 
 def hf_tokenizer(spec: str, cache: Path | None = None):
     """``tokenizers.Tokenizer`` for prep's tiktoken spec, its tokenizer.json kept in
-    ``cache`` (by the ranks' hash and the pattern) since recovering the merges takes
-    seconds to a minute."""
+    ``cache`` (by the ranks' hash and the pattern): building one takes seconds."""
     from tokenizers import Tokenizer
 
     from pipeline.text.tokenizers import load_tokenizer
 
     tok = load_tokenizer(spec)
-    key = hashlib.sha256(f"{tok.vocab_sha256} {tok.pattern} {tok.normal_form}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"all-splits {tok.vocab_sha256} {tok.pattern} {tok.normal_form}".encode()).hexdigest()[:16]
     folder = cache or Path(tempfile.gettempdir()) / "prep-hf-tokenizers"
     path = folder / f"{spec}-{key}.json"
     if not path.exists():
