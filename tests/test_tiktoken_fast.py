@@ -137,7 +137,7 @@ def test_real_text_in_many_languages_encodes_as_tiktoken(name, shared_data):
     assert lengths.tolist() == want_lengths.tolist() and np.array_equal(ids, want_ids)
 
 
-# Every document of these (about 75 MB), for the slow test.
+# Every document of these (24,453 documents, 162 MB), for the slow test (2-3 minutes an encoding).
 CORPORA = [
     "web/web_gold",
     "web/dolma_ccmain_20190717_00140",
