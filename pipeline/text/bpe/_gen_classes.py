@@ -1,11 +1,14 @@
 """Regenerate ``classes_data.py``: each code point's class as tiktoken's split patterns
-see it: a letter (``\\p{L}``), a number (``\\p{N}``), white space (``\\s``), other, or
-unknown.
+see it: an upper-case letter (``\\p{Lu}``, ``\\p{Lt}``), a lower-case one (``\\p{Ll}``), a
+letter of neither case (``\\p{Lm}``, ``\\p{Lo}``), a mark (``\\p{M}``), a number
+(``\\p{N}``), white space (``\\s``), other, or unknown (``classes.py`` merges these into
+the classes each pattern tells apart).
 
 Why unknown: tiktoken's patterns run on the Rust ``regex`` crate's Unicode tables, whose
 version follows the crate's, not ours. Code points assigned in Unicode 14 (Python 3.11's
-``unicodedata``) have had the same letter/number class in every version since, up to the
-newest ``unicodedata2`` this script checks against (it refuses to write if one changed);
+``unicodedata``) have had the same class in every version since, up to the newest
+``unicodedata2`` this script checks against (it refuses to write if one changed), but for
+one letter whose case changed (``RECASED``, unknown to o200k's scanner only);
 code points unassigned in 14 may be letters in the version tiktoken was built with, so
 they are "unknown", and a document holding one is encoded by tiktoken itself.
 ``\\s`` is the White_Space property, unchanged since Unicode 6.3.
@@ -24,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.text.bpe.classes import LETTER, NUMBER, OTHER, SPACE, UNKNOWN
+from pipeline.text.bpe.classes import CASELESS, LOWER, MARK, NUMBER, OTHER, RECASED, SPACE, UNKNOWN, UPPER
 
 WHITE_SPACE = [
     *range(0x09, 0x0E),
@@ -41,8 +44,13 @@ WHITE_SPACE = [
 ]
 
 
+CATEGORIES = {"Lu": UPPER, "Lt": UPPER, "Ll": LOWER, "Lm": CASELESS, "Lo": CASELESS}
+
+
 def class_of(category: str) -> int:
-    return LETTER if category[0] == "L" else NUMBER if category[0] == "N" else OTHER
+    if category[0] == "L":
+        return CATEGORIES[category]
+    return MARK if category[0] == "M" else NUMBER if category[0] == "N" else OTHER
 
 
 def classes() -> np.ndarray:
@@ -55,7 +63,10 @@ def classes() -> np.ndarray:
             table[cp] = UNKNOWN
             continue
         table[cp] = class_of(category)
-        if class_of(unicodedata2.category(chr(cp))) != table[cp]:
+        now = class_of(unicodedata2.category(chr(cp)))
+        if now != table[cp] and {now, table[cp]} <= {UPPER, LOWER, CASELESS}:
+            table[cp] = RECASED  # still a letter, but o200k's pattern may see either case
+        elif now != table[cp]:
             sys.exit(f"U+{cp:04X} changed class after Unicode {unicodedata.unidata_version}: extend UNKNOWN")
     table[WHITE_SPACE] = SPACE
     return table

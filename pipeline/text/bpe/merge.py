@@ -16,14 +16,13 @@ import numpy as np
 
 from pipeline.compile.jit import njit
 from pipeline.kernels.byte_memo import byte_memo, key_hash, lookup, reserve, values_of
-from pipeline.text.bpe.pretokenize import cl100k_piece, r50k_piece
+from pipeline.text.bpe.pretokenize import piece_end
 
 NO_RANK = np.int64(1) << 40
 # A piece longer than this sends its row to tiktoken: merging here takes time quadratic in
 # a piece's length (a 60 KB run of one letter took 6 s), where tiktoken switches to a
 # heap for long pieces. Real pieces are words and runs of punctuation or spaces.
 MAX_PIECE_BYTES = 256
-R50K, CL100K = 0, 1  # the split patterns ``encode_batch`` knows
 
 
 def rank_table(blob: np.ndarray, offsets: np.ndarray, ranks: np.ndarray) -> tuple:
@@ -104,12 +103,13 @@ def _merge(table, buf, s, e, starts, pair_ranks, tokens, out, n):
     return n
 
 
-@njit
+@njit(nogil=True)  # threads each with their own memo encode at once (benchmarks/tokenizer_peers.py)
 def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, out, lengths):
     """Tokens of each string data[offsets[d]:offsets[d + 1]] into ``out`` (one slot per
     byte is enough), their count per string into ``lengths``: -1 for a string holding a
     code point of unknown class or a piece over MAX_PIECE_BYTES, or longer than
-    ``max_row_bytes`` (nothing written for it). Returns the tokens written."""
+    ``max_row_bytes`` (nothing written for it). Returns the tokens written. ``pattern``
+    numbers the scanner (``pretokenize.piece_end``), ``classes`` is the class view it reads."""
     slots, hashes, entries, pool, values, _ = memo
     starts = np.empty(MAX_PIECE_BYTES + 1, np.int64)
     pair_ranks = np.empty(MAX_PIECE_BYTES + 1, np.int64)
@@ -120,7 +120,7 @@ def encode_batch(table, classes, memo, pattern, data, offsets, max_row_bytes, ou
         pos = offsets[d]
         n = w if end - pos <= max_row_bytes else -1
         while pos < end and n >= 0:
-            stop = r50k_piece(classes, data, pos, end) if pattern == R50K else cl100k_piece(classes, data, pos, end)
+            stop = piece_end(pattern, classes, data, pos, end)
             if stop < 0 or stop - pos > MAX_PIECE_BYTES:
                 n = -1
                 break
