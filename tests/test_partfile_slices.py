@@ -105,7 +105,8 @@ def test_remote_finalize_fetches_docs_files_only_for_their_ranges(s3, tmp_path, 
     monkeypatch.setattr(global_run, "finalize_task", tracked)
     monkeypatch.setattr(storage.RunStore, "pull", recording_pull)
     config = dedup_config(tmp_path / "remote.toml", "s3://docs/in")
-    manifest = run_pipeline(config, "s3://docs/run", workers=1, quiet=True)  # tasks in this process
+    # tasks in this process; work/ kept, as the units table below is read from it
+    manifest = run_pipeline(config, "s3://docs/run", workers=1, quiet=True, keep_work=True)
     assert manifest["stages"]["dedup"]["rejected"].get("near-duplicate", 0) > 0
     docs = {task: sorted(n for n in names if n.endswith(".docs.arrow")) for task, names in asked.items()}
     assert {task for task in docs if task[0] in ("decide", "regroup")} == {
