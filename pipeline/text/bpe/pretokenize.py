@@ -94,6 +94,22 @@ def _contraction(buf, pos, end, fold):
 
 
 @njit(_nrt=False)
+def _digits(classes, buf, p, end, more):
+    """The end of a number piece whose first digit ends at ``p``: up to ``more`` digits more
+    (``\\p{N}{1,3}`` and Qwen's ``\\p{N}``); -1 at a code point the table does not know."""
+    for _ in range(more):
+        if p >= end:
+            break
+        c, m = class_at(classes, buf, p)
+        if c != NUMBER:
+            if c == UNKNOWN:
+                return -1
+            break
+        p += m
+    return p
+
+
+@njit(_nrt=False)
 def _white_space(classes, buf, pos, end, first_len, breaks):
     """The piece a whitespace run starting at pos gives (see the module docstring).
     ``breaks``: NO_BREAKS (r50k), BREAKS_AFTER_END (cl100k: a run reaching the end is
@@ -184,16 +200,7 @@ def _cl100k_like(classes, buf, pos, end, digits, breaks):
     if k != NUMBER and b != 10 and b != 13 and k1 == LETTER:  # one non-letter, then letters
         return _run(classes, buf, p + n1, end, LETTER)
     if k == NUMBER:  # one to ``digits`` digits
-        for _ in range(digits - 1):
-            if p >= end:
-                break
-            c, m = class_at(classes, buf, p)
-            if c != NUMBER:
-                if c == UNKNOWN:
-                    return -1
-                break
-            p += m
-        return p
+        return _digits(classes, buf, p, end, digits - 1)
     if k == OTHER or (b == 32 and k1 == OTHER):  # " ?" others, then line breaks
         q = _run(classes, buf, p + n1 if k == SPACE else p, end, OTHER)
         while 0 <= q < end and (buf[q] == 10 or buf[q] == 13):
@@ -263,16 +270,7 @@ def o200k_piece(classes, buf, pos, end):
     elif k == MARK:  # a mark at the end of the text
         return p
     if k == NUMBER:  # one to three digits
-        for _ in range(2):
-            if p >= end:
-                break
-            c, m = class_at(classes, buf, p)
-            if c != NUMBER:
-                if c == UNKNOWN:
-                    return -1
-                break
-            p += m
-        return p
+        return _digits(classes, buf, p, end, 2)
     k1 = OTHER
     n1 = 0
     if b == 32 and p < end:
