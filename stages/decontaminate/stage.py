@@ -22,8 +22,8 @@ by each worker. It depends on the benchmark files alone, so the stage is a globa
 whose phases declare no map (``pipeline.phases``): a one-task finalize builds the index
 before the first segment, its files declared (``reference.index_files``: a sub-folder of
 the stage's work folder, ``work/decontaminate/``, per set of benchmarks and ``n``), so
-the engine fetches them to the machine of every unit on a remote run, keeps them after
-the run, and builds one per distinct setting where per-source options differ. The
+the engine fetches them to the machine of every unit on a remote run, keeps them until
+the run completes (with the rest of ``work/``), and builds one per distinct setting where per-source options differ. The
 stage cuts no segment: it filters in the chain where the config puts it, and the ledger
 files keep the names of a chain without a global stage there. ``files(options)`` names
 the benchmark files, so a run's fingerprint covers their contents: a benchmark edited
