@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 import torch
 from click.testing import CliRunner
-from conftest import SHARED_DATA
+from conftest import REPO, SHARED_DATA
 
 from pipeline.ablate.data import AblationDataError, held_out, open_data
 from pipeline.ablate.evalsets import Vocabulary, windows
@@ -24,6 +24,7 @@ from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import document_mask
 from pipeline.ablate.verdict import Comparison, compare
 from pipeline.commands.main import main
+from pipeline.engine.run import run_pipeline
 from pipeline.formats.experiments import REQUIRED_FIELDS, SUFFIX, read_ledger
 from pipeline.kernels.hashing import in_sample
 from pipeline.loader import TokenDataset
@@ -163,6 +164,21 @@ def test_held_out_slice_depends_on_the_id_alone_and_not_on_the_sample():
     share = held_out(sampled, 0.02).mean()
     assert 0.015 < share < 0.025  # not all of them: the held-out hash is salted apart from the sample's
     assert np.array_equal(held_out(ids, 0.02)[in_sample(ids, 0.05)], held_out(sampled, 0.02))
+
+
+def test_a_sampled_runs_target_tokens_are_its_own_projection(tmp_path):
+    """The full run's cost is projected from the tokens the sampled run projects for its
+    whole input (per byte of input text), not from its tokens over the fraction, which
+    was 31% low on the bundled sample; a run without that projection falls back to it."""
+    out = tmp_path / "sampled"
+    run_pipeline(REPO / "configs" / "sample.toml", out, workers=2, quiet=True, sample=0.2)
+    data = open_data(out, "sampled", 0.05)
+    projected = json.loads((out / "cost.json").read_text())["projection"]["output_tokens"]
+    tokens, note = data.full_input()
+    assert tokens == projected != int(data.tokens / 0.2)
+    assert "projects" in note
+    (out / "cost.json").unlink()
+    assert open_data(out, "sampled", 0.05).full_input()[0] == int(data.tokens / 0.2)
 
 
 def test_eval_windows_restart_positions_at_documents_and_windows():

@@ -214,13 +214,16 @@ def _record(options, experiment, trial, data, seed, plan, group, device, measure
         compute = {"gpu_hours": wall_hours}
     else:
         compute = {"core_hours": wall_hours * described["threads"]}
-    target_tokens = options.target_tokens or int(data.tokens / (data.sample or 1.0))
+    if options.target_tokens:
+        target_tokens, basis = options.target_tokens, "target tokens: --target-tokens"
+    else:
+        target_tokens, basis = data.full_input()
     projection = project(
         trial_params=measured["compute_params"],
         tokens_per_s=measured["tokens_per_s"] or 0.0,
         target_params=options.target_params,
         target_tokens=target_tokens,
-        sample=data.sample if not options.target_tokens else None,
+        note=basis,
     )
     return {
         "experiment": experiment,

@@ -102,6 +102,18 @@ class AblationData:
             return int(json.loads(MixLayout(self.path).manifest.read_text())["tokens"])
         return int(self.corpus.num_tokens)
 
+    def full_input(self) -> tuple[int, str]:
+        """The tokens of the full input, and what the figure is: the DATA's own tokens, or
+        for a ``--sample`` run the run's projection (``cost.json``: tokens per byte of each
+        source's input text; scaling by the fraction was 31% low on the bundled sample),
+        or the tokens over the fraction when the run has no projection."""
+        if not self.sample:
+            return self.tokens, "target tokens: the DATA's tokens"
+        projected = _projected_tokens(self.path)
+        if projected is not None:
+            return projected, f"target tokens: the full input's, as this --sample {self.sample:g} run projects them"
+        return int(self.tokens / self.sample), f"target tokens: the DATA's tokens / {self.sample:g} (a --sample run)"
+
     @cached_property
     def train_tokens(self) -> int:
         sizes = np.asarray(self.corpus.document_sizes)
@@ -218,6 +230,16 @@ def _shares(path: Path, kind: str, corpus: ShardCorpus) -> dict[str, float]:
         }
     total = sum(used.values()) or 1
     return {name: round(tokens / total, 6) for name, tokens in used.items()}
+
+
+def _projected_tokens(path: Path) -> int | None:
+    """A sampled run's projection of its full input's tokens, if its ``cost.json`` has one."""
+    try:
+        projection = json.loads(Layout(path).cost_summary.read_text()).get("projection")
+    except (OSError, ValueError):
+        return None
+    tokens = projection.get("output_tokens") if isinstance(projection, dict) else None
+    return int(tokens) if isinstance(tokens, (int, float)) and tokens > 0 else None
 
 
 def _sample_fraction(path: Path, kind: str) -> float | None:

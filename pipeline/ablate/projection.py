@@ -9,8 +9,8 @@ Two figures, both from ``prep estimate``'s 6·N·D rule (``pipeline.mix.estimate
 - **by the formula**: GPU-hours at an assumed MFU on a named GPU, as ``prep estimate``
   prints them.
 
-The target token count defaults to the DATA's tokens, scaled up to the full input when the
-DATA is a ``prep run --sample`` run (the record says so).
+The target token count defaults to the DATA's tokens, or for a ``prep run --sample`` run
+the full input's as the run projects them (``AblationData.full_input``; ``note`` says which).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def project(
     tokens_per_s: float,
     target_params: float,
     target_tokens: int,
-    sample: float | None,
+    note: str,
     gpu: str = "h100",
     gpus: int = 8,
     mfu: float = 0.4,
@@ -32,9 +32,6 @@ def project(
     achieved = 6.0 * trial_params * tokens_per_s
     flops = 6.0 * target_params * target_tokens
     formula = estimate_hours(target_tokens, target_params, gpus, mfu, GPU_PEAK_FLOPS[gpu])
-    note = "target tokens: the DATA's tokens"
-    if sample:
-        note = f"target tokens: the DATA's tokens / {sample:g} (it is a --sample {sample:g} run of a larger input)"
     return {
         "target_params": target_params,
         "target_tokens": target_tokens,
