@@ -119,6 +119,18 @@ def test_quality_curriculum_uses_the_score_column(three_sources):
         plan_mixture([three_sources], {}, budget="3M", curriculum="qualty")
 
 
+def test_quality_curriculum_without_a_classifier_score_says_which_stage_adds_it(three_sources):
+    """The quality stage's rules add gq_* signals, not a score: --curriculum quality needs a
+    classify model named quality (its quality_score column), and the error says so."""
+    for docs in (three_sources / "tokens").rglob("*.docs.parquet"):
+        table = pq.read_table(docs)
+        names = ["gq_words" if name == "quality_score" else name for name in table.column_names]
+        pq.write_table(table.rename_columns(names), docs)
+    with pytest.raises(MixError, match="classify stage with a model named 'quality'") as error:
+        plan_mixture([three_sources], {}, budget="3M", curriculum="quality")
+    assert "run the quality stage" not in str(error.value)
+
+
 def tokenized_run(root: Path) -> Path:
     """A run folder written by the tokenize stage itself, after a classify stage: float32
     ``quality_score`` and ``lang_score`` columns, a unit whose documents were all dropped

@@ -98,3 +98,16 @@ def test_the_ablation_snippet(clone):
         if argv[1] != "run":
             done = run_prep(argv, clone)
     assert "seed spread" in done.stdout
+
+
+def test_the_config_reference_is_a_valid_config(tmp_path):
+    """The config reference's example loads as written: every source a stage names is defined."""
+    from pipeline.engine.config import load_config
+
+    (block,) = blocks("Config reference", "toml")
+    for folder in ("web", "code"):
+        (tmp_path / "data" / folder).mkdir(parents=True)
+        (tmp_path / "data" / folder / "a.jsonl.gz").write_bytes(b"")
+    (tmp_path / "config.toml").write_text(block)
+    config = load_config(tmp_path / "config.toml")
+    assert set(config.sources) == {"web", "code"}

@@ -71,3 +71,16 @@ def test_a_summary_without_cost_json_still_says_where_the_output_is(tmp_path):
     print_summary(manifest, tmp_path, stream)
     assert "wall time unknown (no cost.json)" in stream.getvalue()
     assert f"documents in {tmp_path}/{Layout.DOCS}" in stream.getvalue()
+
+
+def test_stage_lines_line_up_when_a_stage_name_is_long(tmp_path):
+    """paragraph_dedup, column_filter and decontaminate are longer than the other names:
+    their counts still sit in the same columns as every other stage's."""
+    counts = {"input": 24, "rejected": {}, "changed": 0}
+    stages = {name: counts for name in ("dedup", "paragraph_dedup", "tokenize")}
+    manifest = {"balance": {"input": 24, "output": 24, "rejected": 0}, "sources": {}, "stages": stages}
+    manifest |= {"bad_input": {}, "warnings": []}
+    stream = io.StringIO()
+    print_summary(manifest, tmp_path, stream)
+    lines = [line for line in stream.getvalue().splitlines() if line.startswith("  stage ")]
+    assert len(lines) == 3 and len({line.index(" in ") for line in lines}) == 1, lines

@@ -33,13 +33,18 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
         f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, "
         f"{balance['rejected']:,} rejected -> {out}\n"
     )
+    # Names longer than 12 characters (paragraph_dedup, column_filter) widen their column.
+    width, stage_width = (max([12, *map(len, manifest[key])]) for key in ("sources", "stages"))
     for name, source in manifest["sources"].items():
-        w(f"  {name:<12} in {source['input']:>10,}  kept {source['output']:>10,}  rejected {source['rejected']:>10,}\n")
+        w(
+            f"  {name:<{width}} in {source['input']:>10,}  kept {source['output']:>10,}  "
+            f"rejected {source['rejected']:>10,}\n"
+        )
     for label, stage in manifest["stages"].items():
         rejected = sum(stage["rejected"].values())
         reasons = ", ".join(f"{r} {n:,}" for r, n in sorted(stage["rejected"].items(), key=lambda kv: -kv[1])[:4])
         w(
-            f"  stage {label:<12} {stage['input']:>10,} in  {rejected:>10,} rejected  "
+            f"  stage {label:<{stage_width}} {stage['input']:>10,} in  {rejected:>10,} rejected  "
             f"{stage['changed']:>8,} changed  {reasons}\n"
         )
     if manifest["bad_input"]:

@@ -61,7 +61,8 @@ def _curriculum_key(source, curriculum: str) -> np.ndarray | None:
                 return -source.column(column)
         raise MixError(
             f"--curriculum quality: source {source.name!r} has no quality score column "
-            f"({' or '.join(QUALITY_COLUMNS)}); run the quality stage, or name a column: "
+            f"({' or '.join(QUALITY_COLUMNS)}), which a classify stage with a model named 'quality' adds "
+            f"(the quality stage's rules add signals, not a score); or name a column: "
             f"{', '.join(source.metadata_columns) or 'none available'}"
         )
     return source.column(curriculum)
