@@ -20,6 +20,7 @@ from conftest import REPO, SHARED_DATA
 from pipeline.ablate.data import AblationDataError, held_out, open_data
 from pipeline.ablate.evalsets import Vocabulary, windows
 from pipeline.ablate.evaltexts import EvalTextError, file_texts
+from pipeline.ablate.groups import build_groups
 from pipeline.ablate.health import HealthMonitor, NonFiniteLoss
 from pipeline.ablate.model import document_mask
 from pipeline.ablate.verdict import Comparison, compare
@@ -179,6 +180,19 @@ def test_a_sampled_runs_target_tokens_are_its_own_projection(tmp_path):
     assert "projects" in note
     (out / "cost.json").unlink()
     assert open_data(out, "sampled", 0.05).full_input()[0] == int(data.tokens / 0.2)
+
+
+def test_two_data_holding_out_the_same_documents_are_scored_on_one_set(runs, tmp_path):
+    """A copy of a run holds out the same documents: its held-out set is the first's, scored
+    once (the objective and the verdict would count it twice); a different run's is its own."""
+    copy = tmp_path / "copy"
+    shutil.copytree(runs["clean"], copy)
+    datas = [open_data(path, name, 0.05) for path, name in ((runs["clean"], "clean"), (copy, "copy"))]
+    datas.append(open_data(runs["shuffled"], "shuffled", 0.05))
+    said: list[str] = []
+    (group,) = build_groups(datas, [], [], 64, 4096, False, said.append)
+    assert [s.name for s in group.sets] == ["held-out:clean", "held-out:shuffled"]
+    assert said == ["held-out:copy holds the same documents as held-out:clean: scored once, as held-out:clean"]
 
 
 def test_eval_windows_restart_positions_at_documents_and_windows():

@@ -60,13 +60,16 @@ def build_groups(
         if not data.held_out.any():
             raise EvalSetError(f"held-out:{data.name}: no document of {data.path} is held out; raise --held-out")
     held = [held_out_texts(data, reference, framing, max_tokens) for data in datas]
+    repeated = _repeated_texts(held, progress)
     files = [file_texts(path, reference, framing, max_tokens) for path in eval_files]
     groups = []
     for members in by_key.values():
         meta = members[0].tokenizer
         tok = reference if tokenizer_key(meta) == tokenizer_key(datas[0].tokenizer) else _load(meta)
         sets = []
-        for data, texts in zip(datas, held, strict=True):
+        for data, texts, again in zip(datas, held, repeated, strict=True):
+            if again:
+                continue
             if texts is not None:
                 sets.append(_text_set(texts, tok, meta, seq_len))
             elif any(data is member for member in members):
@@ -79,6 +82,23 @@ def build_groups(
         occurring = Vocabulary.occurring(vocab_size, members, sets) if remap_vocab else None
         groups.append(TokenizerGroup(meta, members, sets, occurring or Vocabulary(vocab_size, None)))
     return groups
+
+
+def _repeated_texts(held: list[EvalTexts | None], progress: Callable[[str], None]) -> list[bool]:
+    """For each DATA's held-out texts, whether an earlier DATA's are the very same documents
+    (two runs of one input that differ only in tokenizer, say): such a set is scored once,
+    under the first name, or the objective and the verdict would count it twice."""
+    first: dict[tuple[str, ...], str] = {}
+    repeated = []
+    for texts in held:
+        key = tuple(texts.texts) if texts is not None else None
+        again = key is not None and key in first
+        if again:
+            progress(f"{texts.name} holds the same documents as {first[key]}: scored once, as {first[key]}")
+        elif key is not None:
+            first[key] = texts.name
+        repeated.append(again)
+    return repeated
 
 
 def _text_set(texts: EvalTexts, tok, meta: dict, seq_len: int) -> EvalSet:
