@@ -1,0 +1,76 @@
+"""A FIFO (or a folder) where a command expects a file is one line naming it, never a hang.
+
+Opening a FIFO for reading blocks until something writes to it, and SIGTERM does not end
+the wait, so a FIFO at a shard's ``.idx``, ``.bin`` or sidecar, at a run's ``manifest.json``,
+or at one of its Parquet files once left ``prep shards inspect``, ``prep mix``, ``prep
+report``, ``prep rejects`` and ``prep show`` blocked for good. Each command runs in a
+subprocess with a timeout, so that a hang fails the test instead of stopping pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_shard_validation import make_shard
+
+from pipeline.formats.indexed_shard import IndexedShard
+from pipeline.formats.token_shards import ShardError, list_shards
+
+
+def prep(*args: str) -> tuple[int, list[str]]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline", *args], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL
+    )
+    return proc.returncode, (proc.stdout + proc.stderr).strip().splitlines()
+
+
+def to_fifo(path: Path) -> Path:
+    if path.exists():
+        path.unlink()
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".idx", ".bin", ".json"])
+def test_a_fifo_in_a_shard_is_refused_naming_it(tmp_path, suffix):
+    prefix = make_shard(tmp_path / "tokens" / "web")
+    fifo = to_fifo(Path(f"{prefix}{suffix}"))
+    with pytest.raises(ShardError, match="FIFO"):
+        IndexedShard(prefix)
+    for command in (["shards", "inspect", str(prefix)], ["mix", str(tmp_path), "--out", str(tmp_path / "mix")]):
+        code, lines = prep(*command)
+        assert code == 1 and len(lines) == 1, lines
+        assert lines[0].startswith(f"Error: {fifo}") and "FIFO (named pipe), not a regular file" in lines[0]
+    assert not (tmp_path / "mix").exists()
+
+
+def test_a_folder_where_the_bin_belongs_is_refused_naming_it(tmp_path):
+    prefix = make_shard(tmp_path)
+    Path(f"{prefix}.bin").unlink()
+    Path(f"{prefix}.bin").mkdir()
+    with pytest.raises(ShardError, match=r"\.bin: cannot read it \(a folder, not a regular file\)"):
+        IndexedShard(prefix)
+
+
+def test_a_fifo_named_like_a_sidecar_is_passed_over_when_listing(tmp_path):
+    prefix = make_shard(tmp_path)
+    to_fifo(tmp_path / "manifest.json")
+    assert list_shards(tmp_path) == [str(prefix)]
+    code, lines = prep("shards", "inspect", str(tmp_path))
+    assert code == 0 and lines[0] == str(prefix), lines
+
+
+def test_a_fifo_in_a_run_folder_is_one_line(tmp_path):
+    (tmp_path / "rejects" / "web").mkdir(parents=True)
+    ledger = to_fifo(tmp_path / "rejects" / "web" / "00000-a.jsonl.to-00001.s0.parquet")
+    for command in (["rejects", str(tmp_path)], ["show", str(tmp_path), "some-id"]):
+        code, lines = prep(*command)
+        assert code == 1 and lines == [f"Error: cannot read {ledger}: a FIFO (named pipe), not a regular file"]
+    manifest = to_fifo(tmp_path / "manifest.json")
+    code, lines = prep("report", str(tmp_path), "-o", str(tmp_path / "report.html"))
+    assert code == 1 and lines == [f"Error: {manifest}: cannot read it (a FIFO (named pipe), not a regular file)"]
+    assert not (tmp_path / "report.html").exists()
