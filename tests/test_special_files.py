@@ -74,3 +74,16 @@ def test_a_fifo_in_a_run_folder_is_one_line(tmp_path):
     code, lines = prep("report", str(tmp_path), "-o", str(tmp_path / "report.html"))
     assert code == 1 and lines == [f"Error: {manifest}: cannot read it (a FIFO (named pipe), not a regular file)"]
     assert not (tmp_path / "report.html").exists()
+
+
+def test_a_fifo_given_as_a_classifier_model_is_one_line(tmp_path):
+    fifo = to_fifo(tmp_path / "model.bin")
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a document"}\n')
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "classify"\n'
+        f'[[stages.models]]\nname = "q"\npath = "{fifo}"\nlabel = "hq"\nmin_score = 0.5\n'
+    )
+    code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].endswith(f"cannot read model {fifo}: a FIFO (named pipe), not a regular file")
