@@ -87,3 +87,16 @@ def test_a_fifo_given_as_a_classifier_model_is_one_line(tmp_path):
     code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
     assert code == 1 and len(lines) == 1, lines
     assert lines[0].endswith(f"cannot read model {fifo}: a FIFO (named pipe), not a regular file")
+
+
+def test_a_fifo_given_as_a_benchmark_is_one_line(tmp_path):
+    fifo = to_fifo(tmp_path / "bench.jsonl")
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a document"}\n')
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "decontaminate"\n'
+        f'[[stages.benchmarks]]\nname = "b"\npath = "{fifo}"\nfields = ["question"]\n'
+    )
+    code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].endswith(f"benchmark file {fifo}: a FIFO (named pipe), not a regular file")
