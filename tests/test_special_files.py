@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from test_shard_validation import make_shard
 
+from pipeline.engine.config import ConfigError, load_config
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.token_shards import ShardError, list_shards
 
@@ -100,3 +101,26 @@ def test_a_fifo_given_as_a_benchmark_is_one_line(tmp_path):
     code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
     assert code == 1 and len(lines) == 1, lines
     assert lines[0].endswith(f"benchmark file {fifo}: a FIFO (named pipe), not a regular file")
+
+
+def test_a_fifo_given_as_the_config_is_one_line(tmp_path):
+    fifo = to_fifo(tmp_path / "run.toml")
+    code, lines = prep("run", str(fifo), "--out", str(tmp_path / "out"), "--quiet")
+    assert code == 1 and lines == [f"Error: config file {fifo} is a FIFO (named pipe), not a regular file"], lines
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"\xff\xfe[sources.web]\n", "not UTF-8 text, as TOML must be (byte offset 0)"),
+        (b"x = " + b"[" * 5000 + b"]" * 5000 + b"\n", "not valid TOML: arrays or tables nested too deeply"),
+        (b"x = " + b"{a=" * 3000 + b"1" + b"}" * 3000 + b"\n", "not valid TOML: arrays or tables nested too deeply"),
+    ],
+)
+def test_a_config_that_is_no_toml_is_a_config_error_naming_it(tmp_path, content, message):
+    config = tmp_path / "run.toml"
+    config.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        load_config(config)
+    assert str(caught.value) == f"{config}: {message}"
