@@ -124,3 +124,17 @@ def test_a_config_that_is_no_toml_is_a_config_error_naming_it(tmp_path, content,
     with pytest.raises(ConfigError) as caught:
         load_config(config)
     assert str(caught.value) == f"{config}: {message}"
+
+
+def test_a_fifo_in_a_mixture_folder_is_one_line(tmp_path):
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a document of a few words"}\n')
+    config = tmp_path / "run.toml"
+    config.write_text('[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n')
+    run = tmp_path / "run"
+    assert prep("run", str(config), "--out", str(run), "--quiet")[0] == 0
+    code, lines = prep("mix", str(run), "--out", str(tmp_path / "mix"))
+    assert code == 0, lines
+    order = to_fifo(tmp_path / "mix" / "order_source.npy")
+    code, lines = prep("report", str(run), str(tmp_path / "mix"), "-o", str(tmp_path / "report.html"))
+    assert code == 1 and len(lines) == 1, lines
+    assert lines[0].startswith(f"Error: {order}: ") and "FIFO (named pipe), not a regular file" in lines[0]
