@@ -108,6 +108,12 @@ class Tokenize(Stage):
                 raise ValueError("threads must be >= 0")
             if self.max_batch_bytes < 1:
                 raise ValueError("max_batch_bytes must be >= 1")
+            # A file is loaded (once a process) when the config is read, so that an unknown
+            # name or an unreadable file is refused before the run claims --out, where a
+            # corrected config would be refused as a different run's. A named encoding is
+            # known by its name: its ranks load when the stage first encodes.
+            if self.tokenizer not in NAMED_ENCODINGS:
+                load_tokenizer(self.tokenizer)
 
     @classmethod
     def added_columns(cls, options: Tokenize.Options) -> tuple[str, ...]:

@@ -191,6 +191,14 @@ def test_drop_duplicates_drops_the_flagged_rows_and_null_is_not_a_duplicate():
         ({"rules": {"duplicate": "x > 1"}}, "drop_duplicates"),
         ({"rules": {"two words": "x > 1"}}, "rule name 'two words'"),
         ({}, "would keep every document"),
+        # Deep trees once stopped the run with a bare RecursionError.
+        (
+            {"rules": {"r": "(" * 3000 + "x" + ")" * 3000 + " > 1"}},
+            "rule 'r': parentheses nest deeper than 64 levels at position 64",
+        ),
+        ({"rules": {"r": "x" + " + x" * 5000 + " > 1"}}, "rule 'r': the rule nests deeper than 64"),
+        ({"rules": {"r": "not " * 3000 + "x > 1"}}, "rule 'r': the rule nests deeper than 64"),
+        ({"rules": {"r": "-" * 3000 + "x > 1"}}, "rule 'r': the rule nests deeper than 64"),
     ],
 )
 def test_bad_options_are_errors_naming_the_rule(options, message):
@@ -344,6 +352,12 @@ def test_a_run_filters_a_previous_runs_output_on_its_columns(tmp_path):
     assert pq.read_table(tmp_path / "second" / "docs").column("id").to_pylist() == ["d5", "d30"]
     [row] = pq.read_table(tmp_path / "second" / "rejects").to_pylist()
     assert (row["id"], row["reason"], row["detail"]) == ("d2", "column_filter:long", "n_chars=10")
+
+
+def test_a_rule_at_the_depth_bound_parses_and_evaluates():
+    rule = "(" * 64 + "x" + ")" * 64 + " > 1 and " + " + ".join(["x"] * 60) + " > 1"
+    reasons, _, _ = judge({"x": [0.5, 2.0]}, rules={"r": rule})
+    assert reasons == ["column_filter:r", None]
 
 
 def test_a_bad_rule_is_a_config_error_before_any_work(tmp_path):

@@ -19,9 +19,10 @@ from pipeline.formats.token_shards import (
     list_shards,
 )
 from pipeline.kernels.hashing import hash_strings
+from pipeline.kernels.mixing import splitmix64
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
-from pipeline.mix.order import window_shares
+from pipeline.mix.order import seeded_hash, window_shares
 from pipeline.mix.plan import parse_tokens
 from pipeline.stage import UnitContext
 
@@ -72,6 +73,16 @@ def test_deterministic_and_seed_dependent(three_sources):
     _, other = plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=8)
     assert np.array_equal(first.document, again.document) and np.array_equal(first.source, again.source)
     assert not np.array_equal(first.document, other.document)
+
+
+def test_any_int_seed_orders_and_one_in_range_is_unchanged(three_sources):
+    """A negative seed, or one past uint64, once stopped prep mix with an OverflowError."""
+    orders = {seed: plan_mixture([three_sources], {"code": 0.3}, budget="5M", seed=seed)[1] for seed in (-1, 2**70, 5)}
+    assert not np.array_equal(orders[-1].document, orders[5].document)
+    assert not np.array_equal(orders[2**70].document, orders[5].document)
+    salt = splitmix64(np.array([5 * 1_000_003 + 2], dtype=np.uint64))[0]  # the salt before the fix
+    ids = np.arange(10, dtype=np.uint64)
+    assert np.array_equal(seeded_hash(ids, 5, 2), splitmix64(ids ^ salt))
 
 
 def test_downsampling_does_not_depend_on_file_order(tmp_path):
@@ -206,6 +217,7 @@ def test_a_classifier_score_orders_each_source(tmp_path):
         ({"math": 0.9}, {"budget": "100M"}, "repeated .* times \\(over --max-epochs 4\\)"),
         ({"code": 0.5, "math": 0.3, "web": 0.1}, {}, "no other source with tokens is left"),
         ({}, {"rest": "wbe"}, "--rest: unknown source 'wbe'"),
+        ({}, {"phases": 100_000_000}, "--phases 100000000: at most 10,000"),  # once never ended
     ],
 )
 def test_clear_errors(three_sources, weights, options, message):

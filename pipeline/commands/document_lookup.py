@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.formats.layout import Layout
+from pipeline.util.file_kind import refuse_special
 from pipeline.util.printable import error_line, printable
 
 
@@ -69,6 +70,7 @@ def read_rows(path: Path, doc_id: str) -> list[dict]:
     """The rows of ``path`` whose id is ``doc_id``. A file that cannot be read (permissions,
     a dangling link, a truncated or foreign file) is an ``UnreadableRun`` naming it."""
     try:
+        refuse_special(path)  # a FIFO would block the read for good
         return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
     except (OSError, pa.ArrowException) as error:
         raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
@@ -90,6 +92,7 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
     rows: list[dict] = []
     for path in _listed(layout.rejects_folder, run):
         try:
+            refuse_special(path)
             for batch in pq.ParquetFile(path).iter_batches(columns=list(LISTED)):
                 for column, wanted in (("stage", stage), ("reason", reason)):
                     if wanted is not None:
@@ -108,6 +111,7 @@ def ledger_counts(run: Path, column: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     for path in _listed(Layout(run).rejects_folder, run):
         try:
+            refuse_special(path)
             values = pq.read_table(path, columns=[column]).column(column)
         except (OSError, pa.ArrowException) as error:
             raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None

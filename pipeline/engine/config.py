@@ -178,10 +178,16 @@ def load_config(path: str | Path, out: str | Path | None = None) -> Config:
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
+    if (special := not_a_file(path)) is not None:  # a FIFO would block the read for good
+        raise ConfigError(f"config file {path} is {special}")
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: not UTF-8 text, as TOML must be (byte offset {error.start})") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     if non_finite := first_non_finite(raw):  # TOML's nan and inf pass every range check a stage makes
         raise ConfigError(f"{path}: {non_finite} is not a finite number (no option takes nan or inf)")
     _check_keys(raw, TOP_KEYS, "top-level key")

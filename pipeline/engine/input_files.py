@@ -18,15 +18,7 @@ from pipeline.engine import hub
 from pipeline.engine.retry import COPY_BLOCK, retrying
 from pipeline.engine.storage import filesystem, is_remote
 from pipeline.kernels.hashing import file_sha256
-
-# What a path that is not a regular file is, in a ledger row's words (``stat``'s file types).
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
+from pipeline.util.file_kind import kind_of
 
 
 def not_a_file(path: str | Path) -> str | None:
@@ -49,7 +41,7 @@ def not_a_file(path: str | Path) -> str | None:
         return None  # not ours to stat (a folder above it is locked): the reader's open says why
     if stat.S_ISREG(mode):
         return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    kind = kind_of(mode)
     if stat.S_ISDIR(mode) and not os.access(path, os.R_OK | os.X_OK):
         return f"{target}a folder prep may not list (permission denied), so none of its files are read"
     return f"{target}{kind}, not a regular file"

@@ -22,6 +22,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from pipeline.util.file_kind import refuse_special
+
 PREPROCESSING = "dclm"  # the name the sidecar records
 LABEL_PREFIX = "__label__"
 # fastText's file header: FASTTEXT_FILEFORMAT_MAGIC_INT32 and FASTTEXT_VERSION, little-endian.
@@ -48,6 +50,7 @@ def check_model_file(path: str | os.PathLike) -> Path:
     """``path`` if it holds a fastText model (``.bin`` or ``.ftz``); ``ModelError`` otherwise."""
     path = Path(path)
     try:
+        refuse_special(path)  # a FIFO would block the open for good
         with open(path, "rb") as file:
             header = file.read(8)
     except OSError as error:

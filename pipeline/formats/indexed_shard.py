@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 import struct
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from pipeline.formats.token_shards import (
     shard_paths,
     sidecar_path,
 )
+from pipeline.util.file_kind import kind_of, refuse_special
 
 
 def _read_header(idx_path: Path) -> tuple[np.dtype, int, int]:
@@ -38,9 +40,12 @@ def _read_header(idx_path: Path) -> tuple[np.dtype, int, int]:
     garbage counts (huge, or a truncated file) fail here instead of reading past the end.
     """
     try:
-        size = idx_path.stat().st_size
+        found = idx_path.stat()
     except FileNotFoundError:
         raise ShardError(f"{idx_path}: missing (the shard's index)") from None
+    if not stat.S_ISREG(found.st_mode):  # a FIFO would block the open below for good
+        raise ShardError(f"{idx_path}: {kind_of(found.st_mode)}, not a regular file (the shard's index)")
+    size = found.st_size
     if size < HEADER_BYTES:
         raise ShardError(f"{idx_path}: truncated index ({size} bytes; the header alone takes {HEADER_BYTES})")
     with open(idx_path, "rb") as f:
@@ -185,6 +190,7 @@ class ShardBin:
         self.count = tokens
         self._map: mmap.mmap | None = None
         try:
+            refuse_special(self.path)  # a FIFO would block the open for good
             with open(self.path, "rb") as f:
                 found = os.fstat(f.fileno())
                 self._refuse_size(found.st_size, "" if identity is None else CHANGED)
@@ -195,6 +201,8 @@ class ShardBin:
                     self._map = mmap.mmap(f.fileno(), tokens * self.dtype.itemsize, access=mmap.ACCESS_READ)
         except FileNotFoundError:
             raise ShardError(f"{self.path}: missing, though its index {index_name} lists {tokens} tokens") from None
+        except OSError as error:
+            raise ShardError(f"{self.path}: cannot read it ({error.strerror or error})") from None
         self.tokens = np.frombuffer(self._map, dtype=self.dtype) if self._map is not None else np.zeros(0, self.dtype)
 
     def check(self) -> None:

@@ -40,6 +40,8 @@ from typing import Any
 
 import numpy as np
 
+from pipeline.util.file_kind import refuse_special
+
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
 HEADER_BYTES = 34  # magic, version, dtype code, sequence count, document-index length
@@ -175,6 +177,7 @@ def list_shards(folder: str | os.PathLike) -> list[str]:
 
 def _is_sidecar(path: Path) -> bool:
     try:
+        refuse_special(path)  # a FIFO named *.json would block the read for good
         return json.loads(path.read_text()).get("format") == SIDECAR_FORMAT
     except (OSError, ValueError, AttributeError):
         return False
@@ -252,9 +255,12 @@ def read_sidecar(prefix: str | os.PathLike) -> dict[str, Any] | None:
     if not path.exists():
         return None
     try:
+        refuse_special(path)  # a FIFO would block the read for good
         meta = json.loads(path.read_text())
     except ValueError as e:
         raise ShardError(f"{path}: unreadable sidecar ({e})") from None
+    except OSError as e:
+        raise ShardError(f"{path}: unreadable sidecar ({e.strerror or e})") from None
     if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
         raise ShardError(f"{path}: not a prep token shard sidecar")
     return meta

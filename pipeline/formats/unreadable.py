@@ -14,6 +14,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
+from pipeline.util.file_kind import refuse_special
 from pipeline.util.printable import error_line, printable_path
 
 
@@ -25,6 +26,7 @@ class UnreadableFile(ValueError):
 def reading(path: str | os.PathLike) -> Iterator[None]:
     """Run the body, an OS or Arrow error in it becoming ``UnreadableFile`` naming ``path``."""
     try:
+        refuse_special(path)  # a FIFO would block the read for good
         yield
     except UnreadableFile:
         raise

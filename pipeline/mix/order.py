@@ -24,7 +24,8 @@ from pipeline.mix.plan import Plan
 
 
 def seeded_hash(id_hashes: np.ndarray, seed: int, repetition: int) -> np.ndarray:
-    salt = splitmix64(np.array([seed * 1_000_003 + repetition], dtype=np.uint64))[0]
+    # Modulo 2**64: any int seed (negative, or past uint64) salts; those in range as before.
+    salt = splitmix64(np.array([(seed * 1_000_003 + repetition) % 2**64], dtype=np.uint64))[0]
     return splitmix64(id_hashes ^ salt)
 
 

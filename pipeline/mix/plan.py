@@ -109,6 +109,10 @@ def resolve_weights(named: dict[str, float], inventory: Inventory, rest: str | N
     return weights
 
 
+# Far past any curriculum (a handful of phases); bounds the per-phase lists a plan holds.
+MAX_PHASES = 10_000
+
+
 def make_plan(
     inventory: Inventory,
     weights: dict[str, float],
@@ -128,6 +132,8 @@ def make_plan(
     else:
         if phases < 1:
             raise MixError("--phases must be at least 1")
+        if phases > MAX_PHASES:  # each phase holds its own weights and targets: 10^8 of them never end
+            raise MixError(f"--phases {phases}: at most {MAX_PHASES:,}")
         per_phase = [resolve_weights(weights, inventory, rest, "weights")] * phases
     count = len(per_phase)
     mean_weight = {name: sum(w[name] for w in per_phase) / count for name in inventory.sources}

@@ -21,6 +21,7 @@ from pipeline.formats.token_shards import docs_path
 from pipeline.formats.unreadable import reading
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory, common_columns
+from pipeline.util.file_kind import refuse_special
 from pipeline.util.printable import error_line
 
 BINS = 200
@@ -146,6 +147,7 @@ class _Cumulative:
 def _order(path: Path) -> np.ndarray:
     """One order array, memory-mapped; a missing, truncated or foreign one names its file."""
     try:
+        refuse_special(path)  # a FIFO would block the load for good
         order = np.load(path, mmap_mode="r")
     except (OSError, ValueError, EOFError) as error:
         raise MixtureError(f"{path}: not an order array of prep mix ({error_line(error)})") from None

@@ -387,7 +387,8 @@ def load_tokenizer(spec: str) -> Tokenizer:
     if not lower.endswith(kinds):
         raise _unknown(spec)
     if not path.is_file():
-        raise TokenizerError(f"tokenizer file {spec!r} does not exist")
+        what = "is not a regular file" if path.exists() else "does not exist"  # a FIFO is never opened
+        raise TokenizerError(f"tokenizer file {spec!r} {what}")
     if lower.endswith((".tiktoken", ".tiktoken.gz")):
         return _tiktoken_from_file(spec, path)
     if lower.endswith(".model"):

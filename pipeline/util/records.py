@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.util.file_kind import refuse_special
 from pipeline.util.numbers import is_number
 from pipeline.util.printable import printable, printable_path
 
@@ -53,6 +54,7 @@ def read_json(path: str | Path) -> Any:
     missing file means)."""
     name = printable_path(path)
     try:
+        refuse_special(path)  # a FIFO would block the read for good
         data = Path(path).read_bytes()
     except FileNotFoundError:
         raise

@@ -117,23 +117,48 @@ class Logic:
     operands: tuple[object, ...]
 
 
+# How deep a rule's tree may be: far past any real rule, and short of Python's recursion
+# limit in the parser and in every walk of the tree (``columns``, the evaluation).
+MAX_DEPTH = 64
+
+
+def _children(node: object) -> tuple:
+    if isinstance(node, (Negate, Not)):
+        return (node.operand,)
+    if isinstance(node, Arithmetic):
+        return (node.left, node.right)
+    if isinstance(node, (Compare, Logic)):
+        return node.operands
+    return ()
+
+
 def columns(node: object) -> list[str]:
     """The columns ``node`` reads, in the order they first appear."""
     if isinstance(node, Column):
         return [node.name]
-    children: tuple = ()
-    if isinstance(node, (Negate, Not)):
-        children = (node.operand,)
-    elif isinstance(node, Arithmetic):
-        children = (node.left, node.right)
-    elif isinstance(node, (Compare, Logic)):
-        children = node.operands
-    return list(dict.fromkeys(name for child in children for name in columns(child)))
+    return list(dict.fromkeys(name for child in _children(node) for name in columns(child)))
+
+
+def _depth(node: object) -> int:
+    """The depth of a tree, walked without recursion (the tree may be too deep for it)."""
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack += [(child, depth + 1) for child in _children(node)]
+    return deepest
 
 
 def parse(text: str) -> object:
     """The tree of a rule, or RuleSyntaxError naming what is wrong and where."""
-    return _Parser(text).rule()
+    too_deep = RuleSyntaxError(f"the rule nests deeper than {MAX_DEPTH} levels of operators", text, 0)
+    try:
+        tree = _Parser(text).rule()
+    except RecursionError:
+        raise too_deep from None
+    if _depth(tree) > MAX_DEPTH:
+        raise too_deep
+    return tree
 
 
 class _Parser:
@@ -141,6 +166,7 @@ class _Parser:
         self.text = text
         self.tokens = tokenize(text)
         self.at = 0
+        self.open_parens = 0
 
     def peek(self) -> Token:
         return self.tokens[self.at]
@@ -248,7 +274,11 @@ class _Parser:
                 raise self.error(f"'{token.text}' where a value is wanted", token)
             return Column(token.text, boolean=False)
         if token.kind == "op" and token.text == "(":
+            self.open_parens += 1
+            if self.open_parens > MAX_DEPTH:
+                raise self.error(f"parentheses nest deeper than {MAX_DEPTH} levels", token)
             node = self.logic_or()
+            self.open_parens -= 1
             if not self.is_op(")"):
                 raise self.error("unbalanced '(' (no matching ')')", token)
             self.take()

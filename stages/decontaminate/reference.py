@@ -37,6 +37,7 @@ from pipeline.kernels.buffers import string_buffers
 from pipeline.kernels.hashing import file_sha256
 from pipeline.sidefiles import BLANK, TABLE_FORMATS, data_files, records, table_files, table_format
 from pipeline.util.atomic import save_npy_atomic, write_json_atomic
+from pipeline.util.file_kind import refuse_special
 from pipeline.util.printable import error_line
 from pipeline.util.suggest import nearest_hint
 from stages.decontaminate.kernels import bucket_table, ngram_keys
@@ -90,6 +91,11 @@ def _parse(table: Any, index: int) -> Benchmark:
         raise ValueError(f"{where}: path must be a non-empty string")
     if not os.path.exists(path):
         raise ValueError(f"{where}: benchmark file {path} does not exist")
+    if not os.path.isdir(path):  # a save_to_disk folder is a table too
+        try:
+            refuse_special(path)  # a FIFO would block the index build for good
+        except OSError as error:
+            raise ValueError(f"{where}: benchmark file {path}: {error.strerror}") from None
     fields = table.get("fields")
     fields = [fields] if isinstance(fields, str) else fields
     if not fields or not isinstance(fields, list) or not all(isinstance(f, str) and f for f in fields):
