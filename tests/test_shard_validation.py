@@ -188,6 +188,27 @@ CASES = {
         r"documents is 4 in the index but 99 in the sidecar",
     ),
     "sidecar unreadable": (lambda f: f.json.write_text("{not json"), ".json", r"unreadable sidecar"),
+    # A sidecar's fields are copied into mix.json and frame the loader's documents.
+    "sidecar EOD of the wrong type": (
+        lambda f: edit_sidecar(f.bin.with_suffix(""), eod_id="x"),
+        ".json",
+        r"eod_id is a string, expected an integer or null",
+    ),
+    "sidecar vocabulary not positive": (
+        lambda f: edit_sidecar(f.bin.with_suffix(""), vocab_size=-1),
+        ".json",
+        r"vocab_size -1 is not positive",
+    ),
+    "sidecar EOD outside the vocabulary": (
+        lambda f: edit_sidecar(f.bin.with_suffix(""), eod_id=200_000),
+        ".json",
+        r"eod_id 200000 is outside the vocabulary",
+    ),
+    "sidecar dtype not a token dtype": (
+        lambda f: edit_sidecar(f.bin.with_suffix(""), dtype="float64"),
+        ".json",
+        r"dtype 'float64' is not a token dtype",
+    ),
 }
 
 

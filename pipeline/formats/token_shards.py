@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from pipeline.util.file_kind import refuse_special
+from pipeline.util.records import Optional, RecordError, check_shape
 
 MAGIC = b"MMIDIDX\x00\x00"
 VERSION = 1
@@ -263,7 +264,44 @@ def read_sidecar(prefix: str | os.PathLike) -> dict[str, Any] | None:
         raise ShardError(f"{path}: unreadable sidecar ({e.strerror or e})") from None
     if not isinstance(meta, dict) or meta.get("format") != SIDECAR_FORMAT:
         raise ShardError(f"{path}: not a prep token shard sidecar")
+    _check_sidecar(meta, path)
     return meta
+
+
+TOKEN_DTYPES = tuple(sorted(np.dtype(t).name for t in DTYPE_CODES if np.dtype(t).kind in "iu"))
+
+# What readers take from a sidecar, by type (absent in sidecars of another tool's shard).
+SIDECAR_SHAPE = {
+    "tokenizer": Optional((str, None)),
+    "tokenizer_spec": Optional((str, None)),
+    "vocab_size": Optional(int),
+    "vocab_sha256": Optional((str, None)),
+    "eod_id": Optional((int, None)),
+    "bos_id": Optional((int, None)),
+    "dtype": Optional(str),
+    "documents": Optional(int),
+    "tokens": Optional(int),
+}
+
+
+def _check_sidecar(meta: dict[str, Any], path: Path) -> None:
+    """Refuse a sidecar whose fields cannot describe a shard (a hand edit, a damaged copy):
+    ``prep mix`` copies them into ``mix.json`` and the loader frames documents by them."""
+    try:
+        check_shape(meta, SIDECAR_SHAPE, path)
+    except RecordError as error:
+        raise ShardError(str(error)) from None
+    vocab = meta.get("vocab_size")
+    problems = [f"vocab_size {vocab} is not positive"] if vocab is not None and vocab < 1 else []
+    for key in ("eod_id", "bos_id"):
+        token = meta.get(key)
+        if token is not None and not (0 <= token < (vocab if vocab and vocab > 0 else 2**32)):
+            problems.append(f"{key} {token} is outside the vocabulary")
+    problems += [f"{key} {meta[key]} is negative" for key in ("documents", "tokens") if meta.get(key, 0) < 0]
+    if "dtype" in meta and meta["dtype"] not in TOKEN_DTYPES:
+        problems.append(f"dtype {meta['dtype']!r} is not a token dtype ({', '.join(TOKEN_DTYPES)})")
+    if problems:
+        raise ShardError(f"{path}: not a valid prep token shard sidecar: {'; '.join(problems)}")
 
 
 def check_compatible(expected: dict[str, Any], found: dict[str, Any], where: str) -> None:
