@@ -138,3 +138,7 @@ def test_a_fifo_in_a_mixture_folder_is_one_line(tmp_path):
     code, lines = prep("report", str(run), str(tmp_path / "mix"), "-o", str(tmp_path / "report.html"))
     assert code == 1 and len(lines) == 1, lines
     assert lines[0].startswith(f"Error: {order}: ") and "FIFO (named pipe), not a regular file" in lines[0]
+    # The loader reads the same arrays to train in their order.
+    load = f"from pipeline.loader import TokenDataset; TokenDataset({str(tmp_path / 'mix')!r}, seq_len=4)"
+    proc = subprocess.run([sys.executable, "-c", load], capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and f"OrderArrayError: {order}: " in proc.stderr, proc.stderr

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.formats.mix import MIX_JSON, MixLayout
+from pipeline.formats.mix_order import read_order
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
@@ -94,8 +95,8 @@ class MixtureOrder:
         names = list(self.description["sources"])
         first = {source.name: source.first_document for source in corpus.sources}
         offsets = np.array([first[name] for name in names], dtype=np.int64)
-        source = np.load(self.folder.order(self.description, "source"))
-        document = np.load(self.folder.order(self.description, "document"))
+        source = read_order(self.folder.order(self.description, "source"))
+        document = read_order(self.folder.order(self.description, "document"))
         if len(source) != len(document):
             raise ValueError(f"{self.mix_dir}: order arrays differ in length")
         source, document = source.astype(np.int64), document.astype(np.int64)

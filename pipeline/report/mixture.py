@@ -17,12 +17,11 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.mix import MIX_JSON, MixLayout, read_description
+from pipeline.formats.mix_order import OrderArrayError, read_order
 from pipeline.formats.token_shards import docs_path
 from pipeline.formats.unreadable import reading
 from pipeline.mix.build import QUALITY_COLUMNS
 from pipeline.mix.inventory import SourceInventory, common_columns
-from pipeline.util.file_kind import refuse_special
-from pipeline.util.printable import error_line
 
 BINS = 200
 CHUNK = 1 << 20
@@ -145,15 +144,10 @@ class _Cumulative:
 
 
 def _order(path: Path) -> np.ndarray:
-    """One order array, memory-mapped; a missing, truncated or foreign one names its file."""
     try:
-        refuse_special(path)  # a FIFO would block the load for good
-        order = np.load(path, mmap_mode="r")
-    except (OSError, ValueError, EOFError) as error:
-        raise MixtureError(f"{path}: not an order array of prep mix ({error_line(error)})") from None
-    if order.ndim != 1 or order.dtype.kind not in "iu":
-        raise MixtureError(f"{path}: not an order array of prep mix ({order.dtype}, shape {order.shape})")
-    return order
+        return read_order(path)
+    except OrderArrayError as error:
+        raise MixtureError(str(error)) from None
 
 
 def _check_positions(folder: MixLayout, source: int, documents: np.ndarray, lengths: list[np.ndarray]) -> None:
