@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,13 +82,22 @@ def test_the_loader_snippet(clone):
     assert done.returncode == 0, done.stderr
 
 
-def test_training_a_classifier_on_the_sample(clone):
-    (block,) = blocks("Judging quality with a classifier", "bash")
-    for argv in commands(block):
-        if argv[1] != "run":  # the sample run is the fixture's
-            done = run_prep(argv, clone)
-    assert "AUC" in done.stdout + done.stderr
-    assert (clone / "out" / "speeches.bin").exists()
+def test_training_a_classifier_on_the_sample_and_scoring_with_it(clone):
+    """The math-page finder trains as README says (its held-out AUC printed) and the
+    classify config README gives scores the sample's web pages with it."""
+    section = "Judging quality with a classifier"
+    (train,) = [block for block in blocks(section, "bash") if "classifier train" in block]
+    for argv in commands(train):
+        done = run_prep(argv, clone)
+    auc = float(re.search(r"AUC (\d\.\d+) of P\(math\)", done.stdout + done.stderr).group(1))
+    assert auc > 0.9
+    (config,) = [block for block in blocks(section, "toml") if 'name = "math"' in block]
+    (clone / "math-pages.toml").write_text(config)
+    run_prep(["prep", "run", "math-pages.toml", "--out", "out/math-pages", "-q"], clone)
+    scored = run_prep(["prep", "rejects", "out/math-pages", "--reason", "classify:math", "--limit", "1"], clone)
+    assert '"threshold": 0.5' in scored.stdout  # each drop with its score
+    kept = pq.read_table(list((clone / "out" / "math-pages" / "docs" / "web").glob("*.parquet")))
+    assert kept.num_rows > 0 and min(kept.column("math_score").to_pylist()) >= 0.5
 
 
 @pytest.mark.slow
