@@ -77,30 +77,31 @@ def test_a_fifo_in_a_run_folder_is_one_line(tmp_path):
     assert not (tmp_path / "report.html").exists()
 
 
-def test_a_fifo_given_as_a_classifier_model_is_one_line(tmp_path):
-    fifo = to_fifo(tmp_path / "model.bin")
-    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a document"}\n')
-    config = tmp_path / "run.toml"
-    config.write_text(
-        '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "classify"\n'
-        f'[[stages.models]]\nname = "q"\npath = "{fifo}"\nlabel = "hq"\nmin_score = 0.5\n'
-    )
-    code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
-    assert code == 1 and len(lines) == 1, lines
-    assert lines[0].endswith(f"cannot read model {fifo}: a FIFO (named pipe), not a regular file")
+# A stage's side file, named in the config: the stage's table, and what the one line ends with.
+SIDE_FILES = {
+    "classifier model": (
+        '[[stages.models]]\nname = "q"\npath = "{fifo}"\nlabel = "hq"\nmin_score = 0.5\n',
+        "classify",
+        "cannot read model {fifo}: a FIFO (named pipe), not a regular file",
+    ),
+    "benchmark": (
+        '[[stages.benchmarks]]\nname = "b"\npath = "{fifo}"\nfields = ["question"]\n',
+        "decontaminate",
+        "benchmark file {fifo}: a FIFO (named pipe), not a regular file",
+    ),
+}
 
 
-def test_a_fifo_given_as_a_benchmark_is_one_line(tmp_path):
-    fifo = to_fifo(tmp_path / "bench.jsonl")
+@pytest.mark.parametrize("side_file", list(SIDE_FILES))
+def test_a_fifo_given_as_a_stages_side_file_is_one_line(tmp_path, side_file):
+    table, stage, ending = SIDE_FILES[side_file]
+    fifo = to_fifo(tmp_path / "side-file")
     (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "a document"}\n')
     config = tmp_path / "run.toml"
-    config.write_text(
-        '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "decontaminate"\n'
-        f'[[stages.benchmarks]]\nname = "b"\npath = "{fifo}"\nfields = ["question"]\n'
-    )
+    config.write_text(f'[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "{stage}"\n' + table.format(fifo=fifo))
     code, lines = prep("run", str(config), "--out", str(tmp_path / "out"), "--quiet")
     assert code == 1 and len(lines) == 1, lines
-    assert lines[0].endswith(f"benchmark file {fifo}: a FIFO (named pipe), not a regular file")
+    assert lines[0].endswith(ending.format(fifo=fifo))
 
 
 def test_a_fifo_given_as_the_config_is_one_line(tmp_path):
