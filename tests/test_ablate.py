@@ -180,6 +180,12 @@ def test_a_sampled_runs_target_tokens_are_its_own_projection(tmp_path):
     assert "projects" in note
     (out / "cost.json").unlink()
     assert open_data(out, "sampled", 0.05).full_input()[0] == int(data.tokens / 0.2)
+    (out / "cost.json").write_text("[]")  # damaged: the same fallback
+    assert open_data(out, "sampled", 0.05).full_input()[0] == int(data.tokens / 0.2)
+    manifest = out / "manifest.json"
+    manifest.write_text(json.dumps({**json.loads(manifest.read_text()), "sample": "a fifth"}))
+    with pytest.raises(AblationDataError, match=r"manifest\.json: sample is a string"):
+        open_data(out, "sampled", 0.05)
 
 
 def test_two_data_holding_out_the_same_documents_are_scored_on_one_set(runs, tmp_path):

@@ -41,6 +41,7 @@ from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, ShuffledEpochs
+from pipeline.util.records import Optional, RecordError, read_json, read_record
 
 HOLDOUT_SALT = np.uint64(0x5EED_AB1A_7E00_0001)
 
@@ -235,9 +236,10 @@ def _shares(path: Path, kind: str, corpus: ShardCorpus) -> dict[str, float]:
 def _projected_tokens(path: Path) -> int | None:
     """A sampled run's projection of its full input's tokens, if its ``cost.json`` has one."""
     try:
-        projection = json.loads(Layout(path).cost_summary.read_text()).get("projection")
-    except (OSError, ValueError):
+        cost = read_json(Layout(path).cost_summary)
+    except (OSError, RecordError):  # missing or damaged: the caller scales by the fraction
         return None
+    projection = cost.get("projection") if isinstance(cost, dict) else None
     tokens = projection.get("output_tokens") if isinstance(projection, dict) else None
     return int(tokens) if isinstance(tokens, (int, float)) and tokens > 0 else None
 
@@ -246,5 +248,8 @@ def _sample_fraction(path: Path, kind: str) -> float | None:
     manifest = Layout(path).manifest if kind == "run" else None
     if manifest is None or not manifest.is_file():
         return None
-    sample = json.loads(manifest.read_text()).get("sample", 1.0)
+    try:
+        sample = read_record(manifest, {"sample": Optional(float)}).get("sample", 1.0)
+    except RecordError as error:
+        raise AblationDataError(str(error)) from None
     return float(sample) if sample < 1 else None

@@ -293,9 +293,10 @@ def _check_sidecar(meta: dict[str, Any], path: Path) -> None:
         raise ShardError(str(error)) from None
     vocab = meta.get("vocab_size")
     problems = [f"vocab_size {vocab} is not positive"] if vocab is not None and vocab < 1 else []
+    limit = vocab if vocab else 2**32  # a sidecar without a vocabulary size bounds ids by the widest dtype
     for key in ("eod_id", "bos_id"):
         token = meta.get(key)
-        if token is not None and not (0 <= token < (vocab if vocab and vocab > 0 else 2**32)):
+        if token is not None and not 0 <= token < limit:
             problems.append(f"{key} {token} is outside the vocabulary")
     problems += [f"{key} {meta[key]} is negative" for key in ("documents", "tokens") if meta.get(key, 0) < 0]
     if "dtype" in meta and meta["dtype"] not in TOKEN_DTYPES:
