@@ -300,4 +300,4 @@ def test_fix_text_and_paragraph_dedup_compile_in_the_warm_up(tmp_path):
     chain += '[[stages]]\nname = "fix_text"\n[[stages]]\nname = "paragraph_dedup"\n'
     config = load_config(write_config(tmp_path / "run.toml", chain))
     names = _names(warmup_plan(config, _planned_units(config))[0])
-    assert {"compile_check", "compile_split"} <= set(names)
+    assert {"compile_check", "compile_kernels"} <= set(names)

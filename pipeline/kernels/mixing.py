@@ -4,8 +4,10 @@ FNV-1a is cheap per byte but mixes poorly (nearby inputs give nearby hashes in t
 low bits), so a hash that picks a partition, a sample or a table slot goes through
 the SplitMix64 finaliser (``mix64``), a bijection of 64 bits with full avalanche.
 
-Each exists once: ``mix64`` is numba for kernels, and its plain Python body
-(``mix64.py_func``) is also the vectorised numpy version behind ``splitmix64``.
+``mix64`` is numba for kernels, and its plain Python body (``mix64.py_func``) is also the
+vectorised numpy version behind ``splitmix64``. FNV-1a's loop runs over one string, so its
+numpy version over many strings at once, ``fnv1a_nonzero_rows``, is written out beside
+it (a test holds the two equal).
 The ``_nonzero`` variants never return 0, so 0 can mark an empty slot of an
 open-addressing table; they differ from the plain ones only there (0 becomes 1).
 Every document id hash, dedup key and quality n-gram key is built on these: changing
@@ -66,4 +68,17 @@ def fnv1a_nonzero(buf, start, end):
     h = fnv1a(buf, start, end)
     if h == 0:
         h = np.uint64(1)
+    return h
+
+
+def fnv1a_nonzero_rows(blob: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``fnv1a_nonzero`` of each ``blob[offsets[i]:offsets[i + 1]]`` (uint8), in numpy, one
+    step per byte position across all rows. For tables built in Python when a worker
+    starts: calling the kernel there compiled it first, 0.2 s in every worker of a cold run."""
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    h = np.full(len(lengths), FNV_OFFSET, np.uint64)
+    for k in range(int(lengths.max(initial=0))):
+        live = np.flatnonzero(lengths > k)
+        h[live] = (h[live] ^ blob[starts[live] + k].astype(np.uint64)) * FNV_PRIME  # arrays wrap, as the kernel does
+    h[h == 0] = 1
     return h

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from pipeline.compile.jit import njit
-from pipeline.kernels.mixing import fnv1a_nonzero
+from pipeline.kernels.mixing import fnv1a_nonzero, fnv1a_nonzero_rows
 from pipeline.text import char_tables_data
 
 _F = char_tables_data.FLAGS
@@ -89,8 +89,7 @@ def byte_set(strings: list[bytes]) -> ByteSet:
     blob = np.frombuffer(b"".join(strings), np.uint8).copy() if strings else np.zeros(0, np.uint8)
     item_off = np.zeros(len(strings) + 1, np.int64)
     item_off[1:] = np.cumsum([len(s) for s in strings])
-    for i in range(len(strings)):
-        h = fnv1a_nonzero(blob, item_off[i], item_off[i + 1])  # blob, not the bytes: the kernels' writable type
+    for i, h in enumerate(fnv1a_nonzero_rows(blob, item_off)):
         slot = int(h) & (size - 1)
         while slot_item[slot] != -1:
             slot = (slot + 1) & (size - 1)

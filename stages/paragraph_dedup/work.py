@@ -88,14 +88,13 @@ def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[s
 
     The units' files are read in numbering order, and each holds its records in (row,
     unit index) order, so the records arrive in global order: one pass over an
-    open-addressing table (``_later``) finds every hash's first document, no sort."""
+    open-addressing table (``first_document``) finds every hash's first document, no sort."""
     table = numbering().table(work_dir)
     parts = [partfile.read(PARAS.path(work_dir, s, u), partition, PARA) for s, u in zip(table.sources, table.units)]
     records = np.concatenate(parts) if parts else np.empty(0, PARA)
     gids = np.concatenate([p["row"].astype(np.int64) + table.starts[u] for u, p in enumerate(parts)] or [[]])
     gids = gids.astype(np.int64)
-    slots = 1 << max(4, (2 * len(records)).bit_length())  # at most half full
-    later, first = _later(np.ascontiguousarray(records["hash"]), gids, slots)
+    later, first = first_document(records["hash"], gids)
     removed = np.empty(int(later.sum()), REMOVED)
     removed["gid"], removed["para"] = gids[later], records["para"][later]
     removed["chars"], removed["first"] = records["chars"][later], first[later]
@@ -104,6 +103,12 @@ def first_occurrences(work_dir: Path, partition: int, partitions: int) -> dict[s
     partfile.write(tmp, removed, document_range(removed["gid"], table.total, partitions), partitions)
     os.replace(tmp, final)
     return {"paragraph_dedup.hashed": len(records), "paragraph_dedup.duplicates": len(removed)}
+
+
+def first_document(hashes: np.ndarray, gids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_later`` of these records, with a table at most half full."""
+    slots = 1 << max(4, (2 * len(hashes)).bit_length())
+    return _later(np.ascontiguousarray(hashes, np.uint64), gids, slots)
 
 
 @njit
