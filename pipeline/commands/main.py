@@ -240,6 +240,9 @@ def _start_and_run(config: Path, out: str, **options) -> dict:
 
         # Now, while the run plans; with this module, which a worker re-imports as `prep`.
         start_fork_server(also_preload=[__name__])
+    from pipeline.util.pyarrow_no_pandas import answer_without_pandas
+
+    answer_without_pandas()  # as the workers do: a stage module makes an Arrow scalar as the run loads it
     from pipeline.engine.run import run_pipeline
     from pipeline.readers.common import StrictModeError
 
