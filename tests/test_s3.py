@@ -104,6 +104,23 @@ def test_remote_inputs_and_output_give_the_local_bytes(s3, local_run, tmp_path, 
     }
 
 
+def test_a_sampled_run_projects_the_same_disk_into_the_store_as_locally(s3, tmp_path):
+    """The projection's fixed bytes (each Parquet footer, each sidecar) are read from the
+    store's files as from a local folder's."""
+    upload_sample(s3, "sampled")
+    config = dedup_config(tmp_path / "remote.toml", "s3://sampled/in")
+    run_pipeline(config, tmp_path / "local", workers=2, quiet=True, sample=0.2)
+    run_pipeline(config, "s3://sampled/run", workers=2, quiet=True, sample=0.2)
+    fixed = [RunStore(out).fixed_size(Layout.OUTPUT_FOLDERS) for out in (str(tmp_path / "local"), "s3://sampled/run")]
+    assert fixed[0] == fixed[1] > 0
+    remote_cost = download(s3, "sampled/run/cost.json", tmp_path / "cost.json")
+    local, remote = (json.loads(p.read_text())["projection"] for p in (tmp_path / "local" / "cost.json", remote_cost))
+    assert (local["output_bytes"], local["output_bytes_interval"]) == (
+        remote["output_bytes"],
+        remote["output_bytes_interval"],
+    )
+
+
 def test_keep_work_keeps_dedups_index_in_the_store(s3, tmp_path):
     upload_sample(s3, "kept")
     config = dedup_config(tmp_path / "remote.toml", "s3://kept/in")

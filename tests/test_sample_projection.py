@@ -39,7 +39,10 @@ def test_the_full_runs_counts_fall_inside_the_sampled_runs_intervals(full_run, t
     sampled = run_pipeline(SAMPLE_CONFIG, tmp_path / "out", workers=2, quiet=True, sample=rate, sample_seed=seed)
     projection = json.loads((tmp_path / "out" / "cost.json").read_text())["projection"]
     assert projection["input_documents"] == manifest["balance"]["input"]  # counted, not projected
-    truths = {"output_tokens": cost["output_tokens"], "output_documents": manifest["balance"]["output"]}
+    # on disk too: a file's footer is as large in a sample, and rejects/ holds the dropped
+    # documents, not the kept tokens (at 5% the bytes were projected 1.5 times the truth)
+    truths = {key: cost[key] for key in ("output_tokens", "output_bytes")}
+    truths["output_documents"] = manifest["balance"]["output"]
     for key, truth in truths.items():
         low, high = projection[f"{key}_interval"]
         assert low <= truth <= high, (rate, seed, key, low, truth, high)
@@ -47,6 +50,20 @@ def test_the_full_runs_counts_fall_inside_the_sampled_runs_intervals(full_run, t
         assert low < projection[key] < high
     # no false alarm: every document of a small sample may pass normalize untouched
     assert not any("kept every document" in warning for warning in sampled["warnings"])
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.2])
+def test_without_tokenize_the_bytes_on_disk_fall_inside_the_interval(tmp_path, rate):
+    # the kept documents scale docs/ then; their files' footers did too, and the interval
+    # started at 2.86 MB (5%) and 2.71 MB (20%) for a run that writes 2.36 MB
+    text = SAMPLE_CONFIG.read_text().replace('"../data/', f'"{REPO}/data/')
+    config = tmp_path / "untokenized.toml"
+    config.write_text(text[: text.rindex("[[stages]]")])
+    run_pipeline(config, tmp_path / "full", workers=2, quiet=True)
+    run_pipeline(config, tmp_path / "sampled", workers=2, quiet=True, sample=rate)
+    truth, projection = (json.loads((tmp_path / run / "cost.json").read_text()) for run in ("full", "sampled"))
+    low, high = projection["projection"]["output_bytes_interval"]
+    assert low <= truth["output_bytes"] <= high, (rate, low, truth["output_bytes"], high)
 
 
 def test_a_sampled_run_prints_its_intervals_and_no_idle_stage_warning(tmp_path):

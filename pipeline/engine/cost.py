@@ -38,13 +38,21 @@ TASK_RETRIES = "task_retries"
 # "complete_before": nothing at all was left to run}. It differs run to run like the rest.
 RESUMED = "resumed"
 
+# The output folders in the parts a projection scales apart (``summarize_cost``'s
+# ``disk``): the kept documents and their tokens, and the ledger of the dropped ones.
+DISK_PARTS = {"kept": (Layout.DOCS, Layout.TOKENS), "rejected": (Layout.REJECTS,)}
+
 
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""
     write_json_atomic(path, {"cpu_seconds": {label: time.process_time() - started}})
 
 
-def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers: int, output_bytes: int) -> dict:
+def summarize_cost(
+    layout: Layout, manifest: dict, wall_seconds: float, workers: int, disk: dict[str, tuple[int, int]]
+) -> dict:
+    """cost.json's figures. ``disk``: per ``DISK_PARTS`` part, its bytes and the part of
+    them that does not grow with the documents (``RunStore.fixed_size``; a sampled run's)."""
     cpu: Counter[str] = Counter()
     tallies: list[tuple[str, dict]] = []  # a sampled run's, by unit and phase (``sample_estimate``)
     folder = layout.cost_folder
@@ -55,6 +63,7 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
             tallies.append((record["sample"]["source"], record["sample"]))
     total = sum(cpu.values())
     tokens = sum(stage["counters"].get("tokens", 0) for stage in manifest["stages"].values())
+    output_bytes = sum(size for size, _ in disk.values())
     summary = {
         "wall_seconds": round(wall_seconds, 3),
         "workers": workers,
@@ -79,16 +88,16 @@ def summarize_cost(layout: Layout, manifest: dict, wall_seconds: float, workers:
             "cpu_seconds": round(scaled, 1),
             "core_hours": round(scaled / 3600, 6),
             "wall_seconds_on_this_machine": round(scaled / max(workers, 1), 1),
-            **_projected_output(merge(tallies), fraction, manifest["balance"]["output"], tokens, output_bytes),
+            **_projected_output(merge(tallies), fraction, manifest["balance"], tokens, disk),
         }
     return summary
 
 
-def _projected_output(by_source: dict[str, dict], fraction: float, kept: int, tokens: int, output_bytes: int) -> dict:
+def _projected_output(by_source: dict[str, dict], fraction: float, balance: dict, tokens: int, disk: dict) -> dict:
     """The documents read (counted in full: a sample reads every one); the documents kept
-    projected per document read, the tokens per byte of input text and the bytes on disk
-    as the tokens (``sample_estimate``); each with its 95% interval as ``<key>_interval``
-    ([low, high]). Nothing without the units' tallies (an older prep's files)."""
+    projected per document read, the tokens per byte of input text, and the bytes on disk
+    (``_projected_bytes``); each with its 95% interval as ``<key>_interval`` ([low, high]).
+    Nothing without the units' tallies (an older prep's files)."""
     if not by_source:
         return {}
     figures = {"input_documents": sum(t["read_documents"] for t in by_source.values())}
@@ -98,13 +107,34 @@ def _projected_output(by_source: dict[str, dict], fraction: float, kept: int, to
         if estimate is not None:
             figures[key] = round(estimate["point"])
             intervals[key] = [round(estimate["low"]), round(estimate["high"])]
-    # on disk scales as what it holds: tokens where there are any, else documents
-    base, measured = ("output_tokens", tokens) if tokens else ("output_documents", kept)
-    if base in figures and measured:
-        scale = output_bytes / measured
-        figures["output_bytes"] = round(figures[base] * scale)
-        intervals["output_bytes"] = [round(v * scale) for v in intervals[base]]
+    on_disk = _projected_bytes(figures, intervals, balance, tokens, disk)
+    if on_disk is not None:
+        figures["output_bytes"], intervals["output_bytes"] = on_disk
     return {**figures, **{f"{key}_interval": value for key, value in intervals.items()}}
+
+
+def _projected_bytes(figures: dict, intervals: dict, balance: dict, tokens: int, disk: dict) -> tuple | None:
+    """The bytes on disk, and their interval: each part's fixed bytes as measured (the
+    sample wrote the files the full run writes: Parquet footers, sidecars), the rest scaled
+    as what it holds: docs/ and tokens/ as the tokens (the documents kept without
+    tokenize), rejects/ as the documents dropped (those read less those kept). None
+    without the projections it scales on."""
+    kept_key, kept_measured = ("output_tokens", tokens) if tokens else ("output_documents", balance["output"])
+    if "output_documents" not in figures or kept_key not in figures:
+        return None
+    read = figures["input_documents"]
+    low_kept, high_kept = intervals["output_documents"]
+    scales = {  # part -> (the sample's measure, the full run's projected: point, low, high)
+        "kept": (kept_measured, figures[kept_key], *intervals[kept_key]),
+        "rejected": (balance["rejected"], read - figures["output_documents"], read - high_kept, read - low_kept),
+    }
+    projected = [0.0, 0.0, 0.0]
+    for part, (size, fixed) in disk.items():
+        measured, *full = scales[part]
+        per_unit = (size - fixed) / measured if measured else 0.0
+        projected = [total + fixed + value * per_unit for total, value in zip(projected, full)]
+    point, low, high = (round(value) for value in projected)
+    return point, [low, high]
 
 
 def projection_lines(manifest: dict, cost: dict | None) -> list[str]:

@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
+from pipeline.engine.cost import DISK_PARTS, RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import prepare_all, run_global
@@ -136,9 +136,9 @@ def _run_claimed(
     _note_duplicate_ids(manifest, store, layout, units)
     finish_work(store, keep_work)
     store.sync(layout.key(layout.cost_folder))
-    cost = summarize_cost(
-        layout, manifest, time.monotonic() - wall_start, options.workers, store.size(Layout.OUTPUT_FOLDERS)
-    )
+    # only a projection needs the fixed bytes, which read the end of every file
+    output = {part: (store.size(f), store.fixed_size(f) if options.sampled else 0) for part, f in DISK_PARTS.items()}
+    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, options.workers, output)
     cost[WORK_DISK] = {**disk.figures(), "kept": options.keep_work}
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run
