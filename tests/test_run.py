@@ -28,6 +28,7 @@ from pipeline.engine.run import run_pipeline
 from pipeline.engine.summary import print_summary
 from pipeline.formats.documents import LEDGER_SCHEMA
 from pipeline.formats.layout import Layout
+from pipeline.loader import ShardCorpus
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -332,6 +333,18 @@ def test_a_sampled_run_prints_what_it_projects(tmp_path):
     again = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-w", "1", "--sample", "0.2", "--progress", "none")
     assert again.returncode == 0, again.stderr
     assert projection(again.stderr) == printed
+
+
+def test_the_loaders_index_cache_is_not_the_runs_output_on_disk(tmp_path):
+    # a DataLoader reading the run writes tokens/.loader_cache; a rerun found the run
+    # complete yet wrote cost.json's output_bytes 0.2% larger (redpajama.toml's run)
+    out = tmp_path / "out"
+    run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
+    before = json.loads((out / "cost.json").read_text())["output_bytes"]
+    assert ShardCorpus(out / "tokens").cache_dir == out / "tokens" / ".loader_cache"
+    assert any((out / "tokens" / ".loader_cache").iterdir())
+    run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
+    assert json.loads((out / "cost.json").read_text())["output_bytes"] == before
 
 
 def test_quiet_and_unsampled_runs_print_no_projection(tmp_path):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from pathlib import Path, PurePosixPath
 
 import pyarrow.fs as pafs
@@ -268,27 +268,45 @@ class RunStore:
 
     def size(self, folders: Iterable[str]) -> int:
         """Bytes stored under ``folders``."""
-        if not self.remote:
-            return sum(p.stat().st_size for f in folders for p in (self.root / f).rglob("*") if p.is_file())
-        fs, _ = filesystem(self.uri)
-        return sum(i.size for f in folders for i in files_under(fs, self._key(f)))
+        return sum(size for _, size, _ in self._files(folders))
 
     def fixed_size(self, folders: Iterable[str]) -> int:
         """Bytes under ``folders`` that a file holds however few documents it has: each
         Parquet file's footer (schema, statistics) and magic numbers, and each JSON sidecar.
         A sampled run writes the files the full run writes, so this part does not scale."""
         if not self.remote:
-            files = [(p, p.stat().st_size) for f in folders for p in (self.root / f).rglob("*") if p.is_file()]
-            return sum(_fixed_bytes(str(p), size, lambda p=p: p.open("rb")) for p, size in files)
+            return sum(_fixed_bytes(*file) for file in self._files(folders))
         fs, _ = filesystem(self.uri)
-        infos = [i for f in folders for i in files_under(fs, self._key(f))]
-        opener = fs.open_input_file
-        return sum(retrying(fs, i.path, _fixed_bytes, i.path, i.size, lambda i=i: opener(i.path)) for i in infos)
+        return sum(retrying(fs, file[0], _fixed_bytes, *file) for file in self._files(folders))
+
+    def _files(self, folders: Iterable[str]) -> list[tuple[str, int, Callable]]:
+        """Each file under ``folders``: its path, its size and how to open it. Not those in
+        a hidden folder: ``tokens/.loader_cache``, the index a DataLoader writes beside the
+        shards it reads, is none of the run's (a source's folder name is never hidden)."""
+        if not self.remote:
+            return [
+                (str(p), p.stat().st_size, partial(p.open, "rb"))
+                for f in folders
+                for p in (self.root / f).rglob("*")
+                if p.is_file() and not _in_hidden_folder(p.relative_to(self.root / f).as_posix())
+            ]
+        fs, _ = filesystem(self.uri)
+        return [
+            (i.path, i.size, partial(fs.open_input_file, i.path))
+            for f in folders
+            for i in files_under(fs, self._key(f))
+            if not _in_hidden_folder(i.path.removeprefix(self._key(f)).lstrip("/"))
+        ]
 
     def drop_mirror(self) -> None:
         """Remove this machine's mirror (a remote run's local cache) once the run is done."""
         if self.remote:
             shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _in_hidden_folder(relative: str) -> bool:
+    """Whether the file at ``relative`` (a POSIX path) lies in a folder whose name starts with a dot."""
+    return any(part.startswith(".") for part in relative.split("/")[:-1])
 
 
 def _fixed_bytes(name: str, size: int, open_file: Callable) -> int:
