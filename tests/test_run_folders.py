@@ -67,6 +67,7 @@ SPECIAL = {
     "zero.jsonl": (lambda p: p.symlink_to("/dev/zero"), "a link to /dev/zero, which is a character device"),
     "urandom.jsonl": (lambda p: p.symlink_to("/dev/urandom"), "a link to /dev/urandom, which is a character device"),
     "dangling.jsonl": (lambda p: p.symlink_to(p.parent / "nowhere"), "which does not exist"),
+    "loop.jsonl": (lambda p: p.symlink_to(p.name), "a link to loop.jsonl, which is part of a loop of links"),
     "folder.jsonl": (lambda p: p.mkdir(), "a folder, not a regular file"),
     "linked-folder.jsonl": (_link_to_a_folder, "which is a folder, not a regular file"),
     "socket.jsonl": (_socket, "a socket, not a regular file"),
