@@ -150,6 +150,11 @@ MANIFEST = {
         ('{"balance": ', "manifest.json: not JSON (Expecting value at line 1 column 13)"),
         ("", "manifest.json: empty"),
         (b'{"config_file": "\xff"}', "manifest.json: not UTF-8 text (byte 0xff at offset 17)"),
+        pytest.param(
+            '{"tokens": ' + "9" * 5000 + "}",
+            "manifest.json: not a record (a number too long to read)",
+            id="long-number",
+        ),
     ],
 )
 def test_report_on_a_damaged_manifest_is_one_line_naming_it(tmp_path, content, message):
