@@ -272,3 +272,24 @@ def test_hash_strings_is_stable_and_sliced_correctly():
     full = hash_strings(strings)
     assert np.array_equal(hash_strings(strings.slice(1, 3)), full[1:])
     assert full[0] == np.uint64(0xAF63DC4C8601EC8C)  # FNV-1a 64 of "a"
+
+
+def test_force_replaces_only_the_mixtures_own_files_and_a_users_file_is_never_written_over(three_sources, tmp_path):
+    """--force removed the whole --out folder, the user's files in it too; and a folder
+    without mix.json had its order_source.npy written over."""
+    out = tmp_path / "mix"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's")
+    (out / "order_source.npy").write_text("the user's too")
+    args = ["mix", str(three_sources), "--tokens", "2M", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "order_source.npy is there but" in result.output, result.output
+    assert (out / "order_source.npy").read_text() == "the user's too"
+    (out / "order_source.npy").unlink()
+    assert CliRunner().invoke(main, args).exit_code == 0
+    (out / ".loader_cache").mkdir()  # what the loader leaves
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "already holds a mixture; use --force" in result.output
+    result = CliRunner().invoke(main, [*args, "--force"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["mix.json", "notes.txt", "order_document.npy", "order_source.npy"]
