@@ -13,6 +13,8 @@ import re
 
 import click
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -179,6 +181,23 @@ def test_estimate_on_a_damaged_mix_json_is_one_line_naming_it(tmp_path, content,
     (tmp_path / "mix.json").write_text(content)
     result = CliRunner().invoke(main, ["estimate", str(tmp_path), "--params", "1B"])
     assert result.exit_code == 1 and result.output == f"Error: {tmp_path / 'mix.json'}: {message.split(': ', 1)[1]}\n"
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [{"id": [1], "stage": [2]}, {"id": ["a"], "stage": ["s"], "reason": [3], "detail": ["d"]}],
+    ids=["no-reason", "reason-not-text"],
+)
+def test_rejects_on_a_parquet_file_of_another_kind_in_the_ledger_is_one_line(tmp_path, columns):
+    """Arrow reads the columns a file has and drops the names it lacks: a foreign file in
+    rejects/ ended prep rejects with KeyError: 'reason'."""
+    foreign = tmp_path / "run" / "rejects" / "web" / "zz.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table(columns), foreign)
+    for extra in ([], ["--stage", "length"]):
+        result = CliRunner().invoke(main, ["rejects", str(tmp_path / "run"), *extra])
+        assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"Error: cannot read {foreign}: not a file of prep's ledger"), result.output
 
 
 def test_a_damaged_parquet_file_in_a_run_is_named(tmp_path):

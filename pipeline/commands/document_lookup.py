@@ -92,8 +92,7 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
     rows: list[dict] = []
     for path in _listed(layout.rejects_folder, run):
         try:
-            refuse_special(path)
-            for batch in pq.ParquetFile(path).iter_batches(columns=list(LISTED)):
+            for batch in _ledger_file(path).iter_batches(columns=list(LISTED)):
                 for column, wanted in (("stage", stage), ("reason", reason)):
                     if wanted is not None:
                         batch = batch.filter(pc.fill_null(pc.equal(batch.column(column), wanted), False))
@@ -105,14 +104,27 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
     return rows
 
 
+def _ledger_file(path: Path) -> pq.ParquetFile:
+    """A file of the ledger, opened, with each ``LISTED`` column a string column: a
+    Parquet file of another kind in ``rejects/`` (a user's, another tool's) ended the
+    listing with ``KeyError: 'reason'``, since Arrow reads the columns it has and drops
+    the names it lacks. Raises what a damaged file raises, or ``ArrowInvalid``."""
+    refuse_special(path)  # a FIFO would block the read for good
+    parquet = pq.ParquetFile(path)
+    schema = parquet.schema_arrow
+    for name in LISTED:
+        if name not in schema.names or not pa.types.is_string(schema.field(name).type):
+            raise pa.ArrowInvalid(f"not a file of prep's ledger: no string column {name!r}")
+    return parquet
+
+
 def ledger_counts(run: Path, column: str) -> dict[str, int]:
     """How many rejects of the run have each value of ``column`` (``stage``, ``reason``):
     what ``prep rejects`` offers when a filter matches nothing."""
     counts: dict[str, int] = {}
     for path in _listed(Layout(run).rejects_folder, run):
         try:
-            refuse_special(path)
-            values = pq.read_table(path, columns=[column]).column(column)
+            values = _ledger_file(path).read(columns=[column]).column(column)
         except (OSError, pa.ArrowException) as error:
             raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
         for item in pc.value_counts(values).to_pylist():
