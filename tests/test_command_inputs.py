@@ -200,6 +200,18 @@ def test_rejects_on_a_parquet_file_of_another_kind_in_the_ledger_is_one_line(tmp
         assert result.output.startswith(f"Error: cannot read {foreign}: not a file of prep's ledger"), result.output
 
 
+def test_report_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path):
+    """Arrow's KeyError for a column the file lacks ended prep report with a traceback line."""
+    run = make_run(tmp_path / "run", {"web": [np.full(20, 50)]})
+    (run / "manifest.json").write_text(json.dumps(MANIFEST))
+    foreign = run / "docs" / "web" / "00000-a.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": ["a"], "score": [1]}), foreign)
+    result = CliRunner().invoke(main, ["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: {foreign}: cannot read it (Field"), result.output
+
+
 def test_a_damaged_parquet_file_in_a_run_is_named(tmp_path):
     """prep mix, prep report and prep tokenizer train name the file pyarrow cannot read."""
     run = make_run(tmp_path / "run", {"web": [np.full(20, 50)]})
