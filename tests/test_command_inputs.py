@@ -197,7 +197,19 @@ def test_rejects_on_a_parquet_file_of_another_kind_in_the_ledger_is_one_line(tmp
     for extra in ([], ["--stage", "length"]):
         result = CliRunner().invoke(main, ["rejects", str(tmp_path / "run"), *extra])
         assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
-        assert result.output.startswith(f"Error: cannot read {foreign}: not a file of prep's ledger"), result.output
+        assert result.output.startswith(f"Error: cannot read {foreign}: not a file prep wrote"), result.output
+
+
+@pytest.mark.parametrize("folder, columns", [("docs", {"id": ["b"], "text": [5]}), ("rejects", {"id": ["b"]})])
+def test_show_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path, folder, columns):
+    """A text that is a number ended prep show with a TypeError, a ledger row without a
+    stage with a KeyError."""
+    foreign = tmp_path / "run" / folder / "web" / "zz.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table(columns), foreign)
+    result = CliRunner().invoke(main, ["show", str(tmp_path / "run"), "b"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: cannot read {foreign}: not a file prep wrote"), result.output
 
 
 def test_report_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path):
