@@ -243,6 +243,19 @@ def test_force_adds_a_run_beside_a_users_files_and_starts_over_only_its_own(tmp_
     assert (out / "docs" / "web").is_dir()
 
 
+def test_force_refuses_a_link_in_a_runs_folder_before_removing_anything(tmp_path):
+    """rmtree refused the link half-way, after the run's other folders were gone."""
+    config, out = _foreign_folder(tmp_path)
+    assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "kept.txt").write_text("the user's")
+    (out / "work").symlink_to(tmp_path / "scratch")
+    before = sorted(p.name for p in out.iterdir())
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out), "--force"), "work is a link")
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert (tmp_path / "scratch" / "kept.txt").read_text() == "the user's"
+
+
 def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):
     monkeypatch.setenv("PREP_SCRATCH", str(tmp_path / "scratch"))
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"id": "a", "text": "a small document"}])
