@@ -50,7 +50,7 @@ from typing import Any
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.engine.stage_registry import registry
-from pipeline.formats.rpv2_layout import documents_of
+from pipeline.formats.rpv2_layout import ListingError, documents_of
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.redpajama_v2 import THRESHOLDS
 from pipeline.stage import GlobalStage
@@ -250,7 +250,7 @@ def _source(name: str, table: dict, base: Path, out: str | Path | None) -> Sourc
     try:
         named = documents_of(patterns, base) if fmt == "redpajama-v2" else patterns
         unique = source_files(name, named, base, out)
-    except (OSError, UnicodeDecodeError) as error:  # a RedPajama-V2 listing that cannot be read
+    except (OSError, UnicodeDecodeError, ListingError) as error:  # a RedPajama-V2 listing that cannot be read
         raise ConfigError(f"sources.{name}: {error}") from None
     except SourceFilesError as error:
         raise ConfigError(str(error)) from None
