@@ -69,6 +69,7 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SOURCE_KEYS = {"paths", "format", "text_field", "id_field", "minhash"}
 STAGE_KEYS = {"name", "sources", "per_source"}
 RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes", "split_bytes", "group_bytes"}
+RUN_MOST = 2**63 - 1  # the largest [run] integer
 TOP_KEYS = {"run", "sources", "stages"}
 
 
@@ -218,6 +219,8 @@ def _run_settings(table: dict) -> RunSettings:
         least, kind = (0, "non-negative") if name in ("split_bytes", "group_bytes") else (1, "positive")
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"[run] {name} must be a {kind} integer, not {value!r}")
+        if value > RUN_MOST:  # Arrow's integers are 64-bit: a larger max_doc_bytes ended the run in a TypeError
+            raise ConfigError(f"[run] {name} must be at most {RUN_MOST:,}, not {value:,}")
     return settings
 
 
