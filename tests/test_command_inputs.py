@@ -132,6 +132,23 @@ def test_a_config_refuses_nan_and_infinity_anywhere(tmp_path, option, where):
         load_config(config)
 
 
+@pytest.mark.parametrize(
+    "stage, where",
+    [
+        ('name = "length"\nmin_chars = 1\nmax_chars = 100000000000000000000000', "stages[0].max_chars"),
+        ('name = "paragraph_dedup"\nmin_chars = 100000000000000000000', "stages[0].min_chars"),
+        ('name = "length"\n[stages.per_source.web]\nmin_chars = -9223372036854775809', "per_source.web.min_chars"),
+    ],
+)
+def test_a_config_refuses_integers_beyond_64_bits_anywhere(tmp_path, stage, where):
+    """They reached Arrow and numpy, and the run ended in a TypeError or OverflowError."""
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\n{stage}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{where} is beyond the 64-bit integers an option takes")):
+        load_config(config)
+
+
 # -- folders: record files checked where they enter -------------------------------------
 
 MANIFEST = {

@@ -54,7 +54,7 @@ from pipeline.formats.rpv2_layout import ListingError, documents_of
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.redpajama_v2 import THRESHOLDS
 from pipeline.stage import GlobalStage
-from pipeline.util.numbers import first_non_finite
+from pipeline.util.numbers import first_beyond_int64, first_non_finite
 from pipeline.util.suggest import nearest_hint
 
 
@@ -69,7 +69,6 @@ NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 SOURCE_KEYS = {"paths", "format", "text_field", "id_field", "minhash"}
 STAGE_KEYS = {"name", "sources", "per_source"}
 RUN_KEYS = {"workers", "block_bytes", "max_doc_bytes", "split_bytes", "group_bytes"}
-RUN_MOST = 2**63 - 1  # the largest [run] integer
 TOP_KEYS = {"run", "sources", "stages"}
 
 
@@ -191,6 +190,8 @@ def load_config(path: str | Path, out: str | Path | None = None) -> Config:
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     if non_finite := first_non_finite(raw):  # TOML's nan and inf pass every range check a stage makes
         raise ConfigError(f"{path}: {non_finite} is not a finite number (no option takes nan or inf)")
+    if huge := first_beyond_int64(raw):
+        raise ConfigError(f"{path}: {huge} is beyond the 64-bit integers an option takes")
     _check_keys(raw, TOP_KEYS, "top-level key")
     run = _run_settings(raw.get("run", {}))
     if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):
@@ -219,8 +220,6 @@ def _run_settings(table: dict) -> RunSettings:
         least, kind = (0, "non-negative") if name in ("split_bytes", "group_bytes") else (1, "positive")
         if not isinstance(value, int) or isinstance(value, bool) or value < least:
             raise ConfigError(f"[run] {name} must be a {kind} integer, not {value!r}")
-        if value > RUN_MOST:  # Arrow's integers are 64-bit: a larger max_doc_bytes ended the run in a TypeError
-            raise ConfigError(f"[run] {name} must be at most {RUN_MOST:,}, not {value:,}")
     return settings
 
 
