@@ -136,6 +136,13 @@ def test_bad_partition_counts_are_one_line(tmp_path, stage, value, message):
     assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
 
 
+def test_a_negative_dedup_seed_is_one_line_naming_it(tmp_path):
+    """It reached numpy, whose 'expected non-negative integer' named no option."""
+    config = small_run(tmp_path)
+    config.write_text(config.read_text() + '[[stages]]\nname = "dedup"\nseed = -1\n')
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), "dedup: seed must be at least 0")
+
+
 # -- one folder, one run ------------------------------------------------------------------
 
 

@@ -88,6 +88,8 @@ class Dedup(GlobalStage):
             for key in ("ngram", "bands", "rows", "char_ngram", "char_fallback_word_len"):
                 if int(getattr(self, key)) < 1:
                     raise ValueError(f"dedup: {key} must be at least 1")
+            if int(self.seed) < 0:  # numpy's generators take none: the run ended in their bare ValueError
+                raise ValueError("dedup: seed must be at least 0")
             check_partitions("dedup", self.partitions)
             if not 0.0 <= self.min_similarity <= 1.0:
                 raise ValueError("dedup: min_similarity must be within [0, 1]")
