@@ -136,11 +136,17 @@ def test_bad_partition_counts_are_one_line(tmp_path, stage, value, message):
     assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
 
 
-def test_a_negative_dedup_seed_is_one_line_naming_it(tmp_path):
-    """It reached numpy, whose 'expected non-negative integer' named no option."""
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("seed = -1", "dedup: seed must be at least 0"),  # numpy's 'expected non-negative integer'
+        ("bands = 100000\nrows = 100000", "dedup: bands x rows must be at most 65,536"),  # a 74.5 GiB MemoryError
+    ],
+)
+def test_dedup_options_numpy_cannot_take_are_one_line_naming_them(tmp_path, options, message):
     config = small_run(tmp_path)
-    config.write_text(config.read_text() + '[[stages]]\nname = "dedup"\nseed = -1\n')
-    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), "dedup: seed must be at least 0")
+    config.write_text(config.read_text() + f'[[stages]]\nname = "dedup"\n{options}\n')
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
 
 
 # -- one folder, one run ------------------------------------------------------------------
