@@ -236,6 +236,14 @@ def test_a_weight_of_one_and_a_source_without_tokens(tmp_path):
         plan_mixture([run], {"math": 0.1})
 
 
+def test_runs_without_any_token_say_so(tmp_path):
+    """It said "weights sum to 0 and no other source with tokens is left", as if a weight
+    were missing (a --sample too small keeps no document)."""
+    run = make_run(tmp_path / "run", {"web": [np.zeros(5, np.int64)]})
+    with pytest.raises(MixError, match="no tokens in any source"):
+        plan_mixture([run], {})
+
+
 def test_shards_of_different_tokenizers_are_refused(tmp_path):
     run = make_run(tmp_path / "a", {"web": [np.full(10, 50)]})
     make_run(run, {"code": [np.full(10, 50)]}, sidecar={**SIDECAR, "vocab_sha256": "0" * 64, "tokenizer": "o200k_base"})
