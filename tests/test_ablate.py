@@ -7,6 +7,7 @@ import gzip
 import json
 import math
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -148,6 +149,33 @@ def test_data_without_sidecar_is_refused(runs, tmp_path):
     (tmp_path / "a").mkdir()
     result = _ablate(str(tmp_path / "a"), "--tokens", "10K", "--out", str(tmp_path / "b"))
     assert result.exit_code == 1 and "no token shards" in result.output
+
+
+def _without(record: dict, *keys: str) -> dict:
+    """``record`` without the value at the path ``keys``."""
+    if len(keys) == 1:
+        return {k: v for k, v in record.items() if k != keys[0]}
+    return {**record, keys[0]: _without(record[keys[0]], *keys[1:])}
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda mix: "[" * 100_000, "mix.json: not a record (nested too deeply)"),
+        (lambda mix: [], "mix.json: the file is an array, expected an object"),
+        (lambda mix: _without(mix, "sources", "web", "tokens_used"), "mix.json: sources.web.tokens_used is missing"),
+        (lambda mix: _without(mix, "order"), "mix.json: order is missing"),
+    ],
+)
+def test_a_damaged_mix_json_is_one_line_naming_it(runs, tmp_path, damage, message):
+    """Read bare, these were RecursionError, AttributeError and KeyError naming no file."""
+    mix = tmp_path / "mix"
+    result = CliRunner().invoke(main, ["mix", str(runs["clean"]), "--tokens", "10K", "--out", str(mix)])
+    assert result.exit_code == 0, result.output
+    damaged = damage(json.loads((mix / "mix.json").read_text()))
+    (mix / "mix.json").write_text(damaged if isinstance(damaged, str) else json.dumps(damaged))
+    with pytest.raises(AblationDataError, match=re.escape(message)):
+        open_data(mix, "mix", 0.05)
 
 
 def test_training_order_never_visits_a_held_out_document(runs, tmp_path):

@@ -48,6 +48,18 @@ def test_hellaswag_arc_and_piqa_shapes_are_read_and_malformed_rows_named_by_line
     assert problems[2] == "multiple_choice.jsonl line 9: answer 5 is not one of the 2 choices"
 
 
+def test_answers_int_refuses_and_json_python_cannot_parse_are_skipped_rows_not_a_crash(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    answers = ("1", "\u00b2", "\u0661", "9" * 5000)
+    rows = [json.dumps({"question": "Q?", "choices": ["a", "b"], "answer": answer}) for answer in answers]
+    rows += ['{"question": "Q?", "choices": ["a", "b"], "answer": ' + "9" * 5000 + "}", "[" * 100_000]
+    path.write_text("".join(row + "\n" for row in rows))
+    questions, skipped, problems = read_questions(path)
+    assert [q.answer for q in questions] == [1] and skipped == 5
+    assert problems[0] == "odd.jsonl line 2: answer '\u00b2' is not one of the 2 choices"
+    assert problems[3:] == ["odd.jsonl line 5: not JSON (ValueError)", "odd.jsonl line 6: not JSON (RecursionError)"]
+
+
 def test_a_file_without_a_valid_question_is_refused_with_its_problems(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_bytes(b'{"ctx": "only a context"}\n\xff\xfe\n')

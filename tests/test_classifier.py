@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import SHARED_DATA, write_jsonl
+from conftest import REPO, SHARED_DATA, write_jsonl
 
 from pipeline.classifier.metrics import auc, average_ranks, calibration, classification_metrics, positive_label
 from pipeline.classifier.sampling import Quota, heldout_ids
@@ -341,3 +342,27 @@ def test_a_model_rewritten_in_place_is_loaded_again(tmp_path):
     assert "first" in fasttext_model.labels(fasttext_model.load(str(path)))
     train("second")
     assert "second" in fasttext_model.labels(fasttext_model.load(str(path)))
+
+
+@pytest.mark.parametrize(
+    "sidecar, message",
+    [
+        ("{not json", "m.bin.json: not JSON"),
+        ("[1]", "m.bin.json: the file is an array, expected an object"),
+        ('{"positive_label": 1}', "m.bin.json: positive_label is an integer, expected a string or null"),
+        (None, "m.bin.json: cannot read it (a FIFO (named pipe), not a regular file)"),
+    ],
+)
+def test_eval_on_a_damaged_sidecar_is_one_line_naming_it(tmp_path, sidecar, message):
+    """The sidecar sits beside the model the user names: read bare, a FIFO there hung the
+    command and damage was a traceback or a JSON error naming no file."""
+    model = tmp_path / "m.bin"
+    model.write_bytes((REPO / "stages" / "models" / "lid.176.ftz").read_bytes())
+    if sidecar is None:
+        os.mkfifo(sidecar_path(model))
+    else:
+        sidecar_path(model).write_text(sidecar)
+    data = write_jsonl(tmp_path / "d.jsonl", [{"text": "hello there my friend", "label": "en"}])
+    result = CliRunner().invoke(main, ["classifier", "eval", str(model), str(data)])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: {sidecar_path(model)}") and message in result.output, result.output

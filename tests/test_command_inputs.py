@@ -13,6 +13,8 @@ import re
 
 import click
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -130,6 +132,23 @@ def test_a_config_refuses_nan_and_infinity_anywhere(tmp_path, option, where):
         load_config(config)
 
 
+@pytest.mark.parametrize(
+    "stage, where",
+    [
+        ('name = "length"\nmin_chars = 1\nmax_chars = 100000000000000000000000', "stages[0].max_chars"),
+        ('name = "paragraph_dedup"\nmin_chars = 100000000000000000000', "stages[0].min_chars"),
+        ('name = "length"\n[stages.per_source.web]\nmin_chars = -9223372036854775809', "per_source.web.min_chars"),
+    ],
+)
+def test_a_config_refuses_integers_beyond_64_bits_anywhere(tmp_path, stage, where):
+    """They reached Arrow and numpy, and the run ended in a TypeError or OverflowError."""
+    (tmp_path / "a.jsonl").write_text('{"id": "a", "text": "x"}\n')
+    config = tmp_path / "c.toml"
+    config.write_text(f'[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\n{stage}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{where} is beyond the 64-bit integers an option takes")):
+        load_config(config)
+
+
 # -- folders: record files checked where they enter -------------------------------------
 
 MANIFEST = {
@@ -150,6 +169,11 @@ MANIFEST = {
         ('{"balance": ', "manifest.json: not JSON (Expecting value at line 1 column 13)"),
         ("", "manifest.json: empty"),
         (b'{"config_file": "\xff"}', "manifest.json: not UTF-8 text (byte 0xff at offset 17)"),
+        pytest.param(
+            '{"tokens": ' + "9" * 5000 + "}",
+            "manifest.json: not a record (a number too long to read)",
+            id="long-number",
+        ),
     ],
 )
 def test_report_on_a_damaged_manifest_is_one_line_naming_it(tmp_path, content, message):
@@ -168,12 +192,54 @@ def test_report_on_a_damaged_manifest_is_one_line_naming_it(tmp_path, content, m
         ("[]", "mix.json: the file is an array, expected an object"),
         ('{"sources": {}}', "mix.json: tokens is missing"),
         ('{"tokens": 1.5, "sources": {}}', "mix.json: tokens is a number, expected an integer"),
+        ('{"tokens": -5, "sources": {}}', "mix.json: tokens is -5, not a count of tokens"),
     ],
 )
 def test_estimate_on_a_damaged_mix_json_is_one_line_naming_it(tmp_path, content, message):
     (tmp_path / "mix.json").write_text(content)
     result = CliRunner().invoke(main, ["estimate", str(tmp_path), "--params", "1B"])
     assert result.exit_code == 1 and result.output == f"Error: {tmp_path / 'mix.json'}: {message.split(': ', 1)[1]}\n"
+
+
+@pytest.mark.parametrize(
+    "columns",
+    [{"id": [1], "stage": [2]}, {"id": ["a"], "stage": ["s"], "reason": [3], "detail": ["d"]}],
+    ids=["no-reason", "reason-not-text"],
+)
+def test_rejects_on_a_parquet_file_of_another_kind_in_the_ledger_is_one_line(tmp_path, columns):
+    """Arrow reads the columns a file has and drops the names it lacks: a foreign file in
+    rejects/ ended prep rejects with KeyError: 'reason'."""
+    foreign = tmp_path / "run" / "rejects" / "web" / "zz.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table(columns), foreign)
+    for extra in ([], ["--stage", "length"]):
+        result = CliRunner().invoke(main, ["rejects", str(tmp_path / "run"), *extra])
+        assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+        assert result.output.startswith(f"Error: cannot read {foreign}: not a file prep wrote"), result.output
+
+
+@pytest.mark.parametrize("folder, columns", [("docs", {"id": ["b"], "text": [5]}), ("rejects", {"id": ["b"]})])
+def test_show_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path, folder, columns):
+    """A text that is a number ended prep show with a TypeError, a ledger row without a
+    stage with a KeyError."""
+    foreign = tmp_path / "run" / folder / "web" / "zz.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table(columns), foreign)
+    result = CliRunner().invoke(main, ["show", str(tmp_path / "run"), "b"])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: cannot read {foreign}: not a file prep wrote"), result.output
+
+
+def test_report_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path):
+    """Arrow's KeyError for a column the file lacks ended prep report with a traceback line."""
+    run = make_run(tmp_path / "run", {"web": [np.full(20, 50)]})
+    (run / "manifest.json").write_text(json.dumps(MANIFEST))
+    foreign = run / "docs" / "web" / "00000-a.parquet"
+    foreign.parent.mkdir(parents=True)
+    pq.write_table(pa.table({"id": ["a"], "score": [1]}), foreign)
+    result = CliRunner().invoke(main, ["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
+    assert result.output.startswith(f"Error: {foreign}: cannot read it (Field"), result.output
 
 
 def test_a_damaged_parquet_file_in_a_run_is_named(tmp_path):

@@ -113,6 +113,7 @@ def test_block_bytes_sets_how_much_is_parsed_at_a_time(tmp_path):
         ("[run]\nmax_doc_bytes = 0\n", "max_doc_bytes must be a positive integer"),
         ('[run]\nblock_bytes = "big"\n', "block_bytes must be a positive integer"),
         ("[run]\nworkers = true\n", "workers must be a positive integer"),
+        ("[run]\nmax_doc_bytes = 99999999999999999999\n", "run.max_doc_bytes is beyond the 64-bit integers"),
     ],
 )
 def test_bad_run_settings_are_one_line(tmp_path, body, message):
@@ -132,6 +133,19 @@ def test_bad_run_settings_are_one_line(tmp_path, body, message):
 def test_bad_partition_counts_are_one_line(tmp_path, stage, value, message):
     config = small_run(tmp_path)
     config.write_text(config.read_text() + f'[[stages]]\nname = "{stage}"\npartitions = {value}\n')
+    assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ("seed = -1", "dedup: seed must be at least 0"),  # numpy's 'expected non-negative integer'
+        ("bands = 100000\nrows = 100000", "dedup: bands x rows must be at most 65,536"),  # a 74.5 GiB MemoryError
+    ],
+)
+def test_dedup_options_numpy_cannot_take_are_one_line_naming_them(tmp_path, options, message):
+    config = small_run(tmp_path)
+    config.write_text(config.read_text() + f'[[stages]]\nname = "dedup"\n{options}\n')
     assert_one_line_refusal(prep("run", str(config), "--out", str(tmp_path / "out")), message)
 
 

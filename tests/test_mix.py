@@ -236,6 +236,14 @@ def test_a_weight_of_one_and_a_source_without_tokens(tmp_path):
         plan_mixture([run], {"math": 0.1})
 
 
+def test_runs_without_any_token_say_so(tmp_path):
+    """It said "weights sum to 0 and no other source with tokens is left", as if a weight
+    were missing (a --sample too small keeps no document)."""
+    run = make_run(tmp_path / "run", {"web": [np.zeros(5, np.int64)]})
+    with pytest.raises(MixError, match="no tokens in any source"):
+        plan_mixture([run], {})
+
+
 def test_shards_of_different_tokenizers_are_refused(tmp_path):
     run = make_run(tmp_path / "a", {"web": [np.full(10, 50)]})
     make_run(run, {"code": [np.full(10, 50)]}, sidecar={**SIDECAR, "vocab_sha256": "0" * 64, "tokenizer": "o200k_base"})
@@ -272,3 +280,24 @@ def test_hash_strings_is_stable_and_sliced_correctly():
     full = hash_strings(strings)
     assert np.array_equal(hash_strings(strings.slice(1, 3)), full[1:])
     assert full[0] == np.uint64(0xAF63DC4C8601EC8C)  # FNV-1a 64 of "a"
+
+
+def test_force_replaces_only_the_mixtures_own_files_and_a_users_file_is_never_written_over(three_sources, tmp_path):
+    """--force removed the whole --out folder, the user's files in it too; and a folder
+    without mix.json had its order_source.npy written over."""
+    out = tmp_path / "mix"
+    out.mkdir()
+    (out / "notes.txt").write_text("the user's")
+    (out / "order_source.npy").write_text("the user's too")
+    args = ["mix", str(three_sources), "--tokens", "2M", "--out", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "order_source.npy is there but" in result.output, result.output
+    assert (out / "order_source.npy").read_text() == "the user's too"
+    (out / "order_source.npy").unlink()
+    assert CliRunner().invoke(main, args).exit_code == 0
+    (out / ".loader_cache").mkdir()  # what the loader leaves
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "already holds a mixture; use --force" in result.output
+    result = CliRunner().invoke(main, [*args, "--force"])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["mix.json", "notes.txt", "order_document.npy", "order_source.npy"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import re
 import shutil
 
@@ -136,6 +137,23 @@ def test_a_snapshot_a_listing_and_a_glob_name_their_documents(tree, tmp_path):
     assert every_id(docs, rejects) == {i for i in tree.expected if i.startswith("2023-14/") and "_tail" not in i}
     _, docs, rejects = run(tmp_path, ["rpv2/documents/*/0001/*_head.json.gz"], name="glob")
     assert every_id(docs, rejects) == {i for i in tree.expected if "/0001/en_head" in i}
+
+
+@pytest.mark.parametrize("line", ["../../outside", "/abs/outside", "2023-06/*/en_head", "**/en_head"])
+def test_a_listing_line_that_names_no_file_of_its_tree_is_one_line(tree, tmp_path, line):
+    """Lines are data: ``../`` and absolute lines read files outside the tree, and globs
+    were expanded, ``**`` walking the whole tree."""
+    listing = tree.listings["en-2023-14-head_middle"]
+    listing.write_text(f"2023-14/0000/en_head\n{line}\n")
+    with pytest.raises(ConfigError, match=r"en-2023-14-head_middle\.txt line 2: .* is no <snapshot>"):
+        run(tmp_path, [listing])
+
+
+def test_a_fifo_named_as_a_listing_is_one_line(tree, tmp_path):
+    fifo = tree.root / "listings" / "en-2023-14-fifo.txt"
+    os.mkfifo(fifo)  # read, it blocked the run for good
+    with pytest.raises(ConfigError, match="FIFO"):
+        run(tmp_path, [fifo])
 
 
 def test_without_minhash_the_bands_are_not_read(tree, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -115,8 +116,14 @@ def test_cli_on_the_ledger_and_on_its_parent(ablate_out, tmp_path):
         assert "<h1>prep experiments</h1>" in out.read_text()
 
 
-def test_a_corrupt_record_is_a_one_line_error(ablate_out, tmp_path):
-    (ablate_out / "ledger" / "broken.trial.json").write_text("{not json")
+@pytest.mark.parametrize("damage", ["{not json", "[" * 100_000, None], ids=["not-json", "too-deep", "fifo"])
+def test_a_corrupt_record_is_a_one_line_error(ablate_out, tmp_path, damage):
+    broken = ablate_out / "ledger" / "broken.trial.json"
+    broken.unlink(missing_ok=True)
+    if damage is None:
+        os.mkfifo(broken)  # read, it blocked the report for good
+    else:
+        broken.write_text(damage)
     result = CliRunner().invoke(report, [str(ablate_out), "--out", str(tmp_path / "page.html")])
     assert result.exit_code == 1
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1

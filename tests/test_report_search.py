@@ -139,6 +139,8 @@ def test_a_folder_that_is_no_search_keeps_its_behaviour(search_folder, tmp_path)
     ("edit", "message"),
     [
         (lambda raw: "{not json", "cannot be read as JSON"),
+        (lambda raw: "[" * 100_000, "cannot be read as JSON"),
+        (lambda raw: '{"format": ' + "9" * 5000 + "}", "cannot be read as JSON"),
         (lambda raw: {**raw, "format": "prep-ablate"}, 'no "format": "prep-mix-search"'),
         (lambda raw: {**raw, "natural": {"web": 1.0}}, "name different sources"),
         (lambda raw: {**raw, "trials": [{**raw["trials"][0], "shares": "web"}]}, "trial 0 has no shares"),

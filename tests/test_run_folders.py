@@ -67,6 +67,7 @@ SPECIAL = {
     "zero.jsonl": (lambda p: p.symlink_to("/dev/zero"), "a link to /dev/zero, which is a character device"),
     "urandom.jsonl": (lambda p: p.symlink_to("/dev/urandom"), "a link to /dev/urandom, which is a character device"),
     "dangling.jsonl": (lambda p: p.symlink_to(p.parent / "nowhere"), "which does not exist"),
+    "loop.jsonl": (lambda p: p.symlink_to(p.name), "a link to loop.jsonl, which is part of a loop of links"),
     "folder.jsonl": (lambda p: p.mkdir(), "a folder, not a regular file"),
     "linked-folder.jsonl": (_link_to_a_folder, "which is a folder, not a regular file"),
     "socket.jsonl": (_socket, "a socket, not a regular file"),
@@ -240,6 +241,19 @@ def test_force_adds_a_run_beside_a_users_files_and_starts_over_only_its_own(tmp_
     assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0  # now a run's folder
     assert (out / "notes.txt").read_text() == "notes" and (out / "sub").is_dir()
     assert (out / "docs" / "web").is_dir()
+
+
+def test_force_refuses_a_link_in_a_runs_folder_before_removing_anything(tmp_path):
+    """rmtree refused the link half-way, after the run's other folders were gone."""
+    config, out = _foreign_folder(tmp_path)
+    assert prep("run", str(config), "--out", str(out), "-q", "--force").returncode == 0
+    (tmp_path / "scratch").mkdir()
+    (tmp_path / "scratch" / "kept.txt").write_text("the user's")
+    (out / "work").symlink_to(tmp_path / "scratch")
+    before = sorted(p.name for p in out.iterdir())
+    assert_one_line_refusal(prep("run", str(config), "--out", str(out), "--force"), "work is a link")
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert (tmp_path / "scratch" / "kept.txt").read_text() == "the user's"
 
 
 def test_a_remote_folder_follows_the_same_rule(tmp_path, monkeypatch, s3):

@@ -188,6 +188,7 @@ CASES = {
         r"documents is 4 in the index but 99 in the sidecar",
     ),
     "sidecar unreadable": (lambda f: f.json.write_text("{not json"), ".json", r"unreadable sidecar"),
+    "sidecar nested too deep": (lambda f: f.json.write_text("[" * 100_000), ".json", r"unreadable sidecar"),
     # A sidecar's fields are copied into mix.json and frame the loader's documents.
     "sidecar EOD of the wrong type": (
         lambda f: edit_sidecar(f.bin.with_suffix(""), eod_id="x"),
@@ -274,6 +275,7 @@ def test_a_shard_is_listed_whatever_file_is_missing(tmp_path):
     files(tmp_path / "b").bin.unlink()
     files(tmp_path / "c").idx.unlink()
     (tmp_path / "notes.json").write_text('{"format": "something else"}')
+    (tmp_path / "deep.json").write_text("[" * 100_000)  # no sidecar, nor a crash
     assert list_shards(tmp_path) == [str(tmp_path / n) for n in ("a", "b", "c")]
 
 

@@ -205,6 +205,26 @@ def test_merge_streams_shards_into_one(tmp_path, monkeypatch):
     ]
 
 
+def test_merge_replaces_only_a_shard_prep_wrote_and_all_of_it(tmp_path):
+    """A user's file named like an output was written over; merging again into a shard
+    whose inputs had no .docs.parquet left the old one describing other documents."""
+    a = tokenize_unit(tmp_path, sample_texts(4), "a")
+    out = tmp_path / "out" / "merged"
+    out.parent.mkdir()
+    Path(f"{out}.bin").write_text("a file of the user's")
+    with pytest.raises(ValueError, match=r"merged\.bin exists and is not part of a token shard prep wrote"):
+        merge_shards(out, [a])
+    assert Path(f"{out}.bin").read_text() == "a file of the user's"
+    Path(f"{out}.bin").unlink()
+    merge_shards(out, [a])  # with a .docs.parquet
+    bare = tmp_path / "bare" / "b"
+    bare.parent.mkdir()
+    for suffix in (".bin", ".idx", ".json"):
+        Path(f"{bare}{suffix}").write_bytes(Path(f"{a}{suffix}").read_bytes())
+    merge_shards(out, [bare])  # again, from an input without one
+    assert sorted(p.name for p in out.parent.iterdir()) == ["merged.bin", "merged.idx", "merged.json"]
+
+
 def test_merge_refuses_mixed_dtypes_and_tokenizers(tmp_path):
     g = tokenize_unit(tmp_path / "g", ["hello world"], "g", tokenizer="gpt2")
     c = tokenize_unit(tmp_path / "c", ["hello world"], "c", tokenizer="cl100k_base")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 import tracemalloc
 import zlib
 from pathlib import Path
@@ -274,6 +275,18 @@ def test_a_content_length_that_lies_is_quarantined_and_the_next_record_read(tmp_
     assert [row["line"] for row in bad] == [offsets(*plain)[1]]
     # a plain file's reader cannot tell a length that runs past the end from a cut file
     assert bad[0]["reason"] == ("bad-input:warc-truncated" if lie > len(other) else "bad-input:warc-length-mismatch")
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u0661\u0662", "-5", "12abc", ""])
+def test_a_content_length_that_is_no_number_is_a_bad_header_and_the_next_record_read(tmp_path, length):
+    """Only ASCII digits are a length: "²" passed ``str.isdigit`` and ``int`` raised,
+    which ended the whole run."""
+    liar = response(url="https://b.example/")
+    liar = re.sub(rb"Content-Length: \d+", f"Content-Length: {length}".encode(), liar, count=1)
+    parts = [members(response()), members(liar), members(response(url="https://c.example/"))]
+    docs, bad, _ = read(write(tmp_path, b"".join(parts)))
+    assert [d["url"] for d in docs] == ["https://example.com/", "https://c.example/"]
+    assert reasons(bad) == [("bad-input:warc-bad-header", offsets(*parts)[1])]
 
 
 def test_garbage_between_members_is_one_row_at_its_offset(tmp_path):

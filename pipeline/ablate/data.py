@@ -17,7 +17,6 @@ the mixture's) with the held-out documents removed.
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,7 +40,7 @@ from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, ShuffledEpochs
-from pipeline.util.records import Optional, RecordError, read_json, read_record
+from pipeline.util.records import Each, Optional, RecordError, read_json, read_record
 
 HOLDOUT_SALT = np.uint64(0x5EED_AB1A_7E00_0001)
 
@@ -100,7 +99,7 @@ class AblationData:
     def tokens(self) -> int:
         """The tokens a full pass reads: the mixture's (``mix.json``), or every shard's."""
         if self.kind == "mix":
-            return int(json.loads(MixLayout(self.path).manifest.read_text())["tokens"])
+            return _mix_record(self.path)["tokens"]
         return int(self.corpus.num_tokens)
 
     def full_input(self) -> tuple[int, str]:
@@ -221,8 +220,7 @@ def _held_out_mask(corpus: ShardCorpus, fraction: float) -> np.ndarray:
 def _shares(path: Path, kind: str, corpus: ShardCorpus) -> dict[str, float]:
     """Each source's share of the tokens the DATA trains on."""
     if kind == "mix":
-        sources = json.loads(MixLayout(path).manifest.read_text())["sources"]
-        used = {name: source["tokens_used"] for name, source in sources.items()}
+        used = {name: source["tokens_used"] for name, source in _mix_record(path)["sources"].items()}
     else:
         sizes = np.asarray(corpus.document_sizes)
         used = {
@@ -231,6 +229,18 @@ def _shares(path: Path, kind: str, corpus: ShardCorpus) -> dict[str, float]:
         }
     total = sum(used.values()) or 1
     return {name: round(tokens / total, 6) for name, tokens in used.items()}
+
+
+# What ablate reads of a mixture's ``mix.json`` beyond what the loader checks.
+MIX_FIGURES = {"tokens": int, "sources": Each({"tokens_used": int})}
+
+
+def _mix_record(path: Path) -> dict:
+    """A mixture's ``mix.json``, checked: a damaged one is one line naming the file and key."""
+    try:
+        return read_record(MixLayout(path).manifest, MIX_FIGURES)
+    except RecordError as error:
+        raise AblationDataError(str(error)) from None
 
 
 def _projected_tokens(path: Path) -> int | None:

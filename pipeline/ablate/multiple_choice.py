@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,6 +36,9 @@ import numpy as np
 CONTEXT_FIELDS = ("ctx", "question", "goal", "context")
 ANSWER_FIELDS = ("label", "answer", "answerKey")
 REPORTED = 5  # malformed rows named one by one; the rest are counted
+# A digit-string answer: ASCII ("²" passes str.isdigit and int() refuses it), and short
+# (int() refuses over 4,300 digits; no benchmark has a billion choices).
+DIGITS = re.compile(r"[0-9]{1,9}")
 
 
 class MultipleChoiceError(ValueError):
@@ -108,7 +112,7 @@ def _answer(row: dict, labels: list[str], count: int) -> int | None:
             return labels.index(value)
         if isinstance(value, str) and len(value) == 1 and value.isalpha():
             value = ord(value.upper()) - ord("A")
-        elif isinstance(value, str) and value.isdigit():
+        elif isinstance(value, str) and DIGITS.fullmatch(value):
             value = int(value) - (name == "answerKey")  # ARC's digit keys count from 1
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < count:
             return value
@@ -146,9 +150,11 @@ def read_questions(path: Path) -> tuple[list[Question], int, list[str]]:
                 if not line.strip():
                     continue
                 try:
-                    found = parse(json.loads(line))
-                except (UnicodeDecodeError, json.JSONDecodeError) as error:
+                    row = json.loads(line)
+                except (ValueError, RecursionError) as error:  # bad bytes or JSON, a 4,300-digit number, deep nesting
                     found = f"not JSON ({error.__class__.__name__})"
+                else:
+                    found = parse(row)
                 if isinstance(found, Question):
                     questions.append(found)
                     continue

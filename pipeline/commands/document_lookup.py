@@ -42,9 +42,9 @@ def find_documents(run: Path, doc_id: str) -> list[Match]:
     skips the row groups whose statistics rule the id out and reads little of most files."""
     found = []
     layout = Layout(run)
-    for kind, folder in (("kept", layout.docs_folder), ("rejected", layout.rejects_folder)):
+    for kind, folder, columns in (("kept", layout.docs_folder, SHOWN), ("rejected", layout.rejects_folder, LISTED)):
         for path in _listed(folder, run):
-            found += [Match(kind, path, row) for row in read_rows(path, doc_id)]
+            found += [Match(kind, path, row) for row in read_rows(path, doc_id, columns)]
     return found
 
 
@@ -66,18 +66,23 @@ def _raise(error: OSError) -> None:
     raise error
 
 
-def read_rows(path: Path, doc_id: str) -> list[dict]:
-    """The rows of ``path`` whose id is ``doc_id``. A file that cannot be read (permissions,
-    a dangling link, a truncated or foreign file) is an ``UnreadableRun`` naming it."""
+def read_rows(path: Path, doc_id: str, columns: tuple[str, ...]) -> list[dict]:
+    """The rows of ``path`` whose id is ``doc_id``; ``columns`` must be text columns of it.
+    A file that cannot be read (permissions, a dangling link, a truncated or foreign file)
+    is an ``UnreadableRun`` naming it."""
     try:
         refuse_special(path)  # a FIFO would block the read for good
-        return pq.read_table(path, filters=[("id", "=", doc_id)]).to_pylist()
+        table = pq.read_table(path, filters=[("id", "=", doc_id)])
+        _check_columns(table.schema, columns)
+        return table.to_pylist()
     except (OSError, pa.ArrowException) as error:
         raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
 
 
 # What ``prep rejects`` shows of a rejected row (the text stays in the file).
 LISTED = ("id", "stage", "reason", "detail")
+# What ``prep show`` relies on in a kept document's row.
+SHOWN = ("id", "text")
 
 
 def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: int) -> list[dict]:
@@ -92,8 +97,7 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
     rows: list[dict] = []
     for path in _listed(layout.rejects_folder, run):
         try:
-            refuse_special(path)
-            for batch in pq.ParquetFile(path).iter_batches(columns=list(LISTED)):
+            for batch in _checked_file(path, LISTED).iter_batches(columns=list(LISTED)):
                 for column, wanted in (("stage", stage), ("reason", reason)):
                     if wanted is not None:
                         batch = batch.filter(pc.fill_null(pc.equal(batch.column(column), wanted), False))
@@ -105,14 +109,33 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
     return rows
 
 
+def _checked_file(path: Path, columns: tuple[str, ...]) -> pq.ParquetFile:
+    """A Parquet file of the run, opened and checked (``_check_columns``); raises what a
+    damaged file raises, or ``ArrowInvalid``."""
+    refuse_special(path)  # a FIFO would block the read for good
+    parquet = pq.ParquetFile(path)
+    _check_columns(parquet.schema_arrow, columns)
+    return parquet
+
+
+def _check_columns(schema: pa.Schema, columns: tuple[str, ...]) -> None:
+    """``ArrowInvalid`` unless each of ``columns`` is a text column: a Parquet file of
+    another kind in ``docs/`` or ``rejects/`` (a user's, another tool's) ended ``prep
+    rejects`` with ``KeyError: 'reason'`` (Arrow reads the columns a file has and drops
+    the names it lacks) and ``prep show`` with a ``TypeError`` on a text that is a number."""
+    for name in columns:
+        kind = schema.field(name).type if name in schema.names else None
+        if kind is None or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise pa.ArrowInvalid(f"not a file prep wrote: no text column {name!r}")
+
+
 def ledger_counts(run: Path, column: str) -> dict[str, int]:
     """How many rejects of the run have each value of ``column`` (``stage``, ``reason``):
     what ``prep rejects`` offers when a filter matches nothing."""
     counts: dict[str, int] = {}
     for path in _listed(Layout(run).rejects_folder, run):
         try:
-            refuse_special(path)
-            values = pq.read_table(path, columns=[column]).column(column)
+            values = _checked_file(path, LISTED).read(columns=[column]).column(column)
         except (OSError, pa.ArrowException) as error:
             raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
         for item in pc.value_counts(values).to_pylist():

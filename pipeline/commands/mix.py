@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,28 @@ CURRICULA = (
     "quality), or any numeric column of the documents, ascending "
     "(a signal such as n_chars, a classifier's <name>_score)"
 )
+
+
+def _clear_output(folder, force: bool) -> None:
+    """Make room for a mixture in ``folder`` (a ``MixLayout``): an earlier mixture there is
+    replaced with --force, by removing only what ``MixLayout.own`` lists (it removed the
+    whole folder, with whatever else the user kept in it); a file the mixture would be
+    written over in a folder that holds no mixture is the user's, and refused."""
+    existing = [path for path in folder.own() if os.path.lexists(path)]
+    if not folder.manifest.exists():
+        if existing:
+            raise click.ClickException(
+                f"{existing[0]} is there but {folder.manifest} is not, so it may be no mixture's (a prep mix "
+                "stopped early leaves such files): move it, or use another --out"
+            )
+        return
+    if not force:
+        raise click.ClickException(f"{folder.folder} already holds a mixture; use --force to replace it")
+    for path in existing:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
 
 
 def _runs_and_weights(arguments: list[str]) -> tuple[list[Path], dict[str, float]]:
@@ -124,9 +147,6 @@ def mix(ctx, arguments, out, budget, rest, max_epochs, curriculum, phases, phase
         return
     if out is None:
         raise click.UsageError("--out MIX_DIR is required (or --dry-run)")
-    if MixLayout(out).manifest.exists():
-        if not force:
-            raise click.ClickException(f"{out} already holds a mixture; use --force to replace it")
-        shutil.rmtree(out)
+    _clear_output(MixLayout(out), force)
     write_mix(out, description, order)
     click.echo(f"wrote {MixLayout(out).manifest}")

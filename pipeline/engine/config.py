@@ -50,11 +50,11 @@ from typing import Any
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.engine.stage_registry import registry
-from pipeline.formats.rpv2_layout import documents_of
+from pipeline.formats.rpv2_layout import ListingError, documents_of
 from pipeline.readers import FORMATS, detect_format
 from pipeline.readers.redpajama_v2 import THRESHOLDS
 from pipeline.stage import GlobalStage
-from pipeline.util.numbers import first_non_finite
+from pipeline.util.numbers import first_beyond_int64, first_non_finite
 from pipeline.util.suggest import nearest_hint
 
 
@@ -190,6 +190,8 @@ def load_config(path: str | Path, out: str | Path | None = None) -> Config:
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     if non_finite := first_non_finite(raw):  # TOML's nan and inf pass every range check a stage makes
         raise ConfigError(f"{path}: {non_finite} is not a finite number (no option takes nan or inf)")
+    if huge := first_beyond_int64(raw):
+        raise ConfigError(f"{path}: {huge} is beyond the 64-bit integers an option takes")
     _check_keys(raw, TOP_KEYS, "top-level key")
     run = _run_settings(raw.get("run", {}))
     if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):
@@ -250,7 +252,7 @@ def _source(name: str, table: dict, base: Path, out: str | Path | None) -> Sourc
     try:
         named = documents_of(patterns, base) if fmt == "redpajama-v2" else patterns
         unique = source_files(name, named, base, out)
-    except (OSError, UnicodeDecodeError) as error:  # a RedPajama-V2 listing that cannot be read
+    except (OSError, UnicodeDecodeError, ListingError) as error:  # a RedPajama-V2 listing that cannot be read
         raise ConfigError(f"sources.{name}: {error}") from None
     except SourceFilesError as error:
         raise ConfigError(str(error)) from None

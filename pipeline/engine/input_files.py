@@ -7,6 +7,7 @@ little as it can: a folder is resolved once (``RealPaths``), a regular file take
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -37,7 +38,9 @@ def not_a_file(path: str | Path) -> str | None:
         mode = path.stat().st_mode
     except FileNotFoundError:
         return f"a link to {os.readlink(path)}, which does not exist" if target else None  # gone: the reader says so
-    except OSError:
+    except OSError as error:
+        if error.errno == errno.ELOOP:  # links that lead to each other: resolving one raises, opening one fails
+            return f"{target}part of a loop of links, not a file"
         return None  # not ours to stat (a folder above it is locked): the reader's open says why
     if stat.S_ISREG(mode):
         return None

@@ -31,7 +31,7 @@ from pipeline.engine.plan import Segment, Unit, plan_segments, plan_units, stage
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.retry import start_counting, take_retries
 from pipeline.engine.run_options import RunOptions
-from pipeline.engine.run_record import entries, previous_run, refuse_foreign
+from pipeline.engine.run_record import entries, previous_run, refuse_foreign, refuse_links
 from pipeline.engine.run_state import check_inputs, same_inputs, write_state
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
@@ -285,6 +285,7 @@ def _claim_output(
         )
     _check_imports(config)
     if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
+        refuse_links(store)
         for name in entries(store):
             if name in Layout.OWNED:
                 store.remove(name)

@@ -48,6 +48,21 @@ def refuse_foreign(store: RunStore, force: bool) -> None:
         )
 
 
+def refuse_links(store: RunStore) -> None:
+    """Before --force starts a run's folder over (removing what ``Layout.OWNED`` names
+    there): prep never makes a link, so one under such a name (``work`` linked to a
+    scratch disk) is the user's, and is refused before anything is removed. Removing
+    failed on it half-way, after the other names were gone, naming no file."""
+    if store.remote:
+        return
+    links = [name for name in entries(store) if name in Layout.OWNED and (store.root / name).is_symlink()]
+    if links:
+        raise ConfigError(
+            f"{store.uri}/{links[0]} is a link, which prep never makes; --force removes only what a prep run "
+            "wrote: remove the link, or use another --out"
+        )
+
+
 # What a run's record holds for a run to resume from it: older prep wrote no "sized" (a
 # resume then takes none), and versions by file under "inputs" rather than by unit under
 # "units" (``run_state``: every unit already read is then checked once).

@@ -20,13 +20,13 @@ fingerprints, model, tokens, seed, evaluation sets), ``date``, ``prep_version``,
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 from pipeline.formats.layout import Layout
 from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.util.atomic import write_json_atomic
+from pipeline.util.records import RecordError, read_json
 
 FORMAT = "prep-ablation-trial"
 VERSION = 1
@@ -136,9 +136,11 @@ def write_record(folder: str | os.PathLike, record: dict) -> Path:
 
 def read_record(path: Path) -> dict:
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as error:
+        record = read_json(path)  # refuses a FIFO named *.trial.json (reading one hung the report)
+    except OSError as error:
         raise LedgerError(f"{path}: unreadable trial record ({error})") from None
+    except RecordError as error:  # names the file: not UTF-8, not JSON, nested too deep
+        raise LedgerError(f"{error} (an unreadable trial record)") from None
     if not isinstance(record, dict) or record.get("format") != FORMAT:
         raise LedgerError(f"{path}: not a prep ablation trial record")
     if record.get("version") != VERSION:

@@ -15,7 +15,6 @@ begin with fastText's magic number and version, is one line naming the file.
 from __future__ import annotations
 
 import functools
-import json
 import mmap
 import os
 import struct
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.util.file_kind import refuse_special
+from pipeline.util.records import Optional, read_record
 
 PREPROCESSING = "dclm"  # the name the sidecar records
 LABEL_PREFIX = "__label__"
@@ -109,9 +109,15 @@ def labels(model) -> list[str]:
     return [label.removeprefix(LABEL_PREFIX) for label in model.get_labels()]
 
 
+# What readers take from a model's sidecar (``prep classifier train`` writes more).
+SIDECAR_SHAPE = {"positive_label": Optional((str, None))}
+
+
 def read_sidecar(model: str | os.PathLike) -> dict[str, Any] | None:
-    """The sidecar of ``model``, or None when it has none (a published model, say)."""
+    """The sidecar of ``model``, or None when it has none (a published model, say). It is
+    a file beside one the user names, so it is checked where it enters: a damaged one is
+    a ``RecordError`` naming it, and a FIFO in its place is refused, never read (that hung)."""
     try:
-        return json.loads(sidecar_path(model).read_text())
+        return read_record(sidecar_path(model), SIDECAR_SHAPE)
     except FileNotFoundError:
         return None

@@ -37,7 +37,7 @@ def expand_hf_folder(path: Path, splits: bool = True) -> list[Path]:
             return [f for split in names for f in expand_hf_folder(path / split, splits=False)]
         state = json.loads((path / STATE).read_text())
         return [path / name for name in _plain_names([entry["filename"] for entry in state["_data_files"]])]
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested too deep
         return _arrow_files_by_name(path, splits)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.util.records import Each, Optional, read_record
 
 # The manifest: sources, shards, weights, phases and the names of the two order arrays.
@@ -54,6 +55,11 @@ class MixLayout:
     @property
     def order_document(self) -> Path:
         return self.folder / ORDER_DOCUMENT
+
+    def own(self) -> list[Path]:
+        """What ``prep mix`` and the loader write here: all ``--force`` may remove, and the
+        names a new mixture must not write over in a folder that holds none."""
+        return [self.manifest, self.order_source, self.order_document, self.folder / LOADER_CACHE]
 
     def order(self, description: dict, which: str) -> Path:
         """An order array (``which``: "source" or "document") by the name the mixture's

@@ -14,7 +14,11 @@ documents files, globs included: ``documents_of`` turns each into its documents 
 from __future__ import annotations
 
 import glob
+import re
 from pathlib import Path
+
+from pipeline.util.file_kind import refuse_special
+from pipeline.util.printable import printable, printable_path
 
 COMPONENTS = {
     "signals": ("quality_signals", ".signals.json.gz"),
@@ -77,9 +81,30 @@ def documents_of(patterns: list[str], base: Path) -> list[str]:
     return out
 
 
+class ListingError(ValueError):
+    """A listing line that names no documents file of its tree; the message says where."""
+
+
+# A listing line: ``<snapshot>/<shard>/<lang>_<bucket>``, names without glob characters.
+_TAG = re.compile(r"[A-Za-z0-9_.-]+(?:/[A-Za-z0-9_.-]+)*")
+
+
 def _listed(listing: Path) -> list[str]:
     """The documents files a listing names; its tree's root is the folder above
-    ``listings/`` (or the listing's own folder)."""
+    ``listings/`` (or the listing's own folder). A line is data, checked as it is read:
+    one that climbs out of the tree (``../``), is absolute or holds a glob (``*``, which
+    the source's listing then expanded) read files outside what the listing names."""
+    refuse_special(listing)  # a FIFO would block the read for good
     root = listing.parent.parent if listing.parent.name == "listings" else listing.parent
-    lines = [line.strip() for line in listing.read_text(encoding="utf-8").splitlines()]
-    return [str(root / DOCUMENTS / (t if t.endswith(DOCUMENT_SUFFIX) else t + DOCUMENT_SUFFIX)) for t in lines if t]
+    files = []
+    for number, line in enumerate(listing.read_text(encoding="utf-8").splitlines(), 1):
+        tag = line.strip()
+        if not tag:
+            continue
+        if not _TAG.fullmatch(tag) or ".." in tag.split("/"):
+            raise ListingError(
+                f"{printable_path(listing)} line {number}: {printable(tag)!r} is no <snapshot>/<shard>/<lang>_<bucket> "
+                "name inside the tree"
+            )
+        files.append(str(root / DOCUMENTS / (tag if tag.endswith(DOCUMENT_SUFFIX) else tag + DOCUMENT_SUFFIX)))
+    return files

@@ -20,8 +20,10 @@ from pipeline.formats.token_shards import (
     SIDECAR_FORMAT,
     SIDECAR_VERSION,
     IncompatibleShards,
+    ShardError,
     check_compatible,
     docs_path,
+    read_sidecar,
     shard_paths,
     shard_prefix,
     sidecar_path,
@@ -58,6 +60,7 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     out_prefix = shard_prefix(out_prefix)
     if out_prefix in prefixes:
         raise ValueError(f"the output {out_prefix} is also an input")
+    replaced = _replaced_shard(out_prefix)
     shards = [IndexedShard(p) for p in prefixes]  # checked: a damaged input is refused before copying
     metas = [s.meta for s in shards]
     dtype = shards[0].dtype
@@ -133,5 +136,27 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     final = sidecar_path(out_prefix)
     pending.append((temp_path(final), final))
     write_sidecar(pending[-1][0], meta)
+    for stale in set(replaced) - {final for _, final in pending}:  # a .docs.parquet of the shard replaced
+        stale.unlink()
     _replace_all(pending)
     return meta
+
+
+def _replaced_shard(out_prefix: str) -> list[Path]:
+    """The files of a shard already at ``out_prefix``, which the merge replaces, all of
+    them (a ``.docs.parquet`` the new shard lacks would describe other documents). Only a
+    shard prep wrote, as its sidecar says, is replaced: a file of the user's named like
+    an output (``OUT.bin``) was written over without a word."""
+    paths = [*shard_paths(out_prefix), sidecar_path(out_prefix), docs_path(out_prefix)]
+    existing = [path for path in paths if os.path.lexists(path)]
+    if existing:
+        try:
+            ours = read_sidecar(out_prefix) is not None
+        except ShardError:
+            ours = False
+        if not ours:
+            raise ValueError(
+                f"{existing[0]} exists and is not part of a token shard prep wrote; "
+                "merge replaces only those: move it, or choose another OUT_PREFIX"
+            )
+    return existing

@@ -180,7 +180,7 @@ def _is_sidecar(path: Path) -> bool:
     try:
         refuse_special(path)  # a FIFO named *.json would block the read for good
         return json.loads(path.read_text()).get("format") == SIDECAR_FORMAT
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, RecursionError, AttributeError):  # RecursionError: nested too deep to parse
         return False
 
 
@@ -258,7 +258,7 @@ def read_sidecar(prefix: str | os.PathLike) -> dict[str, Any] | None:
     try:
         refuse_special(path)  # a FIFO would block the read for good
         meta = json.loads(path.read_text())
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: nested too deep to parse
         raise ShardError(f"{path}: unreadable sidecar ({e})") from None
     except OSError as e:
         raise ShardError(f"{path}: unreadable sidecar ({e.strerror or e})") from None

@@ -24,7 +24,9 @@ class UnreadableFile(ValueError):
 
 @contextmanager
 def reading(path: str | os.PathLike) -> Iterator[None]:
-    """Run the body, an OS or Arrow error in it becoming ``UnreadableFile`` naming ``path``."""
+    """Run the body, an OS or Arrow error in it becoming ``UnreadableFile`` naming ``path``;
+    so does the ``KeyError`` Arrow raises for a column the file lacks (a Parquet file of
+    another kind in a run's folder ended ``prep report`` with it)."""
     try:
         refuse_special(path)  # a FIFO would block the read for good
         yield
@@ -32,3 +34,6 @@ def reading(path: str | os.PathLike) -> Iterator[None]:
         raise
     except (OSError, pa.ArrowException) as error:
         raise UnreadableFile(f"{printable_path(path)}: cannot read it ({error_line(error)})") from None
+    except KeyError as error:  # Arrow's word for a column the file lacks: a file of another kind
+        what = error.args[0] if error.args else "a column is missing"
+        raise UnreadableFile(f"{printable_path(path)}: cannot read it ({what})") from None

@@ -15,7 +15,6 @@ A shard the mixture lists must be there and unchanged in document count (``mix.j
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -26,15 +25,25 @@ from pipeline.formats.mix_order import read_order
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
+from pipeline.util.records import Each, Optional, read_record
 
 
 def is_mixture(path: str | os.PathLike) -> bool:
     return MixLayout(path).manifest.is_file()
 
 
+# What the loader reads of ``mix.json``, checked where it enters: read bare, a damaged one
+# (an array, no "sources", JSON nested too deep) left AttributeError, KeyError or
+# RecursionError naming no file. ``shard_documents`` may be missing (an older mixture).
+MIXTURE_SHAPE = {
+    "sources": Each({"shards": [str], "shard_documents": Optional([int])}),
+    "order": {"source": str, "document": str},
+}
+
+
 def _description(mix_dir: Path) -> dict:
     manifest = MixLayout(mix_dir).manifest
-    description = json.loads(manifest.read_text())
+    description = read_record(manifest, MIXTURE_SHAPE)
     if description.get("format") != "prep-mix":
         raise ValueError(f"{manifest} is not a prep mixture (format {description.get('format')!r})")
     return description

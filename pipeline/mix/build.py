@@ -27,6 +27,9 @@ def plan_mixture(
     seed: int = 0,
 ) -> tuple[dict, MixOrder]:
     inventory = take_inventory(runs)
+    if not any(source.tokens for source in inventory.sources.values()):  # it said "weights sum to 0"
+        names = ", ".join(map(str, runs))
+        raise MixError(f"{names}: no tokens in any source (was every document dropped?): nothing to mix")
     tokens = _budget(budget) if isinstance(budget, str) else budget
     plan = make_plan(
         inventory,

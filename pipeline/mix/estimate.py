@@ -31,9 +31,12 @@ def mixture_tokens(mix_dir: Path) -> int:
     if not mix_json.exists():
         raise MixError(f"{mix_dir} has no {MIX_JSON} (make one with prep mix)")
     try:
-        return read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
+        tokens = read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
     except RecordError as error:
         raise MixError(str(error)) from None
+    if tokens < 0:  # a damaged mix.json: it printed negative GPU-hours
+        raise MixError(f"{mix_json}: tokens is {tokens:,}, not a count of tokens")
+    return tokens
 
 
 def estimate_hours(tokens: int, params: float, gpus: int, mfu: float, peak: float) -> dict:

@@ -52,6 +52,8 @@ _CHUNK = re.compile(rb"([0-9A-Fa-f]{1,16})[ \t]*(?:;[^\r\n]*)?\r?\n")
 _CHUNK_END = re.compile(rb"\r?\n")
 _BLANK = re.compile(rb"[\r\n]*")
 _KIND = re.compile(r"[a-z][a-z0-9-]{0,31}")
+# ASCII digits only: ``str.isdigit`` also takes "²" (which ``int`` refuses) and "١٢٣".
+_LENGTH = re.compile(r"[0-9]{1,15}")
 
 
 class Page(NamedTuple):
@@ -99,7 +101,7 @@ def records(stream, location: int | None, cap: int) -> Iterator[Item]:
             return
         fields = _fields(head[head.find(b"\n") + 1 :])
         length = fields.get("content-length", "")
-        if not length.isdigit() or len(length) > 15:
+        if not _LENGTH.fullmatch(length):
             yield BadInput(at, "warc-bad-header", f"Content-Length {length[:40]!r} is no length", head[:4096])
             return
         item = _record(stream, fields, int(length), at, cap)

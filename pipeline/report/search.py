@@ -62,7 +62,7 @@ def load_search(folder: Path) -> Search:
     path = SearchFolder(folder).summary
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # also not UTF-8, nested too deep, a 4,300-digit number
         raise SearchReportError(f"{path}: cannot be read as JSON ({error})") from None
 
     def need(ok: bool, what: str) -> None:

@@ -45,11 +45,22 @@ def first_non_finite(value: object, where: str = "") -> str | None:
     """Where in a parsed document (tables, arrays, values) the first NaN or infinity is, as a
     dotted key path (``stages[2].min_score``); None when there is none. A TOML config may
     write ``nan`` and ``inf`` anywhere, and no option of prep means either."""
-    if isinstance(value, float):
-        return None if math.isfinite(value) else where or "the value"
+    return _first(value, lambda v: isinstance(v, float) and not math.isfinite(v), where)
+
+
+def first_beyond_int64(value: object, where: str = "") -> str | None:
+    """Where the first integer outside 64 bits is, as ``first_non_finite`` says where:
+    TOML integers are Python's, unbounded, and Arrow and numpy take none beyond 64 bits
+    (``max_chars = 1e23`` as an integer ended the run in Arrow's TypeError)."""
+    return _first(value, lambda v: isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63, where)
+
+
+def _first(value: object, bad, where: str) -> str | None:
+    if bad(value):
+        return where or "the value"
     items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
     for key, item in items:
-        found = first_non_finite(item, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
+        found = _first(item, bad, f"{where}[{key}]" if isinstance(key, int) else f"{where}.{key}".lstrip("."))
         if found:
             return found
     return None

@@ -71,6 +71,8 @@ def read_json(path: str | Path) -> Any:
         raise RecordError(f"{name}: {what}") from None
     except RecursionError:
         raise RecordError(f"{name}: not a record (nested too deeply)") from None
+    except ValueError:  # not a JSONDecodeError: a number of more than 4,300 digits, which int() refuses
+        raise RecordError(f"{name}: not a record (a number too long to read)") from None
 
 
 def read_record(path: str | Path, shape: Any) -> Any:

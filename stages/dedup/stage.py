@@ -58,6 +58,9 @@ from stages.dedup.shipped import ShippedSignatures
 from stages.dedup.store import BAND_RECORD, BANDS, DECISIONS, DOCS, DONE, FOREST, INDEX, docs_schema, read_index
 from stages.dedup.survivors import REASONS
 
+# The most MinHash hashes a document gets (bands x rows); published recipes use 112-450.
+MAX_HASHES = 65_536
+
 INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
 
 
@@ -88,6 +91,10 @@ class Dedup(GlobalStage):
             for key in ("ngram", "bands", "rows", "char_ngram", "char_fallback_word_len"):
                 if int(getattr(self, key)) < 1:
                     raise ValueError(f"dedup: {key} must be at least 1")
+            if int(self.bands) * int(self.rows) > MAX_HASHES:  # 100,000 x 100,000 ended the run in a MemoryError
+                raise ValueError(f"dedup: bands x rows must be at most {MAX_HASHES:,} hashes")
+            if int(self.seed) < 0:  # numpy's generators take none: the run ended in their bare ValueError
+                raise ValueError("dedup: seed must be at least 0")
             check_partitions("dedup", self.partitions)
             if not 0.0 <= self.min_similarity <= 1.0:
                 raise ValueError("dedup: min_similarity must be within [0, 1]")
