@@ -201,8 +201,6 @@ def test_input_errors_are_one_line(tmp_path):
     one = write_jsonl(tmp_path / "one.jsonl", [{"text": "a b c", "label": "x"}] * 3)
     no_text = write_jsonl(tmp_path / "no_text.jsonl", [{"body": "a b c", "label": "x"}])
     no_label = write_jsonl(tmp_path / "no_label.jsonl", [{"text": "a b c", "tag": "x"}])
-    spaced = write_jsonl(tmp_path / "spaced.jsonl", [{"text": "a b c", "label": "high quality"}])
-    unlabeled = write_jsonl(tmp_path / "unlabeled.jsonl", [{"text": "a b", "label": "x"}, {"text": "c d"}])
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     out = ["classifier", "train", "--out", tmp_path / "m.bin"]
@@ -212,12 +210,29 @@ def test_input_errors_are_one_line(tmp_path):
     assert_one_line_error(prep(*out, "--positive", tmp_path / "nothing*.jsonl", "--negative", good), "no files match")
     assert_one_line_error(prep(*out, "--data", good, "--data", no_text), "no_text.jsonl", "no 'text' field")
     assert_one_line_error(prep(*out, "--data", no_label), "no_label.jsonl", "no 'label' field")
-    assert_one_line_error(prep(*out, "--data", spaced), "spaced.jsonl:1", "whitespace")
-    assert_one_line_error(prep(*out, "--data", unlabeled), "unlabeled.jsonl:2", "no 'label'")
     assert_one_line_error(prep(*out, "--data", good, "--positive", good), "either --data")
     assert_one_line_error(prep(*out), "--data FILE")
     assert_one_line_error(prep(*out, "--positive", tmp_path, "--negative", good), "not a prep run")
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_records_without_a_usable_label_are_skipped_and_counted(tmp_path):
+    """One record with no label, a list for a label or whitespace in it stopped training on
+    every other record; now it is skipped and counted, as an unreadable line is."""
+    good = [{"text": f"alpha words {i}", "label": "x"} for i in range(20)]
+    good += [{"text": f"beta words {i}", "label": "y"} for i in range(20)]
+    bad = [{"text": "c d"}, {"text": "e f", "label": ["x"]}, {"text": "g h", "label": "high quality"}]
+    data = write_jsonl(tmp_path / "mixed.jsonl", good[:20] + bad + good[20:])
+    lists = write_jsonl(tmp_path / "lists.jsonl", [{"text": "a b", "label": ["x"]}] * 2)
+    done = prep("classifier", "train", "--data", data, "--data", lists, "--out", tmp_path / "m.bin", "--epoch", "1")
+    assert done.exit_code == 0, done.output
+    assert (
+        "skipped 3 records of" in done.output
+        and "mixed.jsonl that cannot be used (bad-label 2, no-label 1)" in done.output
+    )
+    assert "skipped 2 records of" in done.output and "(bad-label 2)" in done.output
+    counts = json.loads((tmp_path / "m.bin.json").read_text())["counts"]
+    assert {label: c["available"] for label, c in counts.items()} == {"x": 20, "y": 20}
 
 
 def test_eval_errors_are_one_line(tmp_path):

@@ -6,9 +6,10 @@ one label each (``--positive``/``--negative``): a glob of JSON lines/Parquet fil
 prep run folder, whose kept documents are read.
 
 Files go through prep's own readers, so gzip, broken lines and invalid UTF-8 are handled
-as in a run: an unreadable record is skipped and counted, never trained on. What the user
-must fix is a ``ClassifierError`` naming the file: a missing input, a file that cannot be
-read, one without ``text`` or ``label``, a label fastText cannot hold.
+as in a run: an unreadable record is skipped and counted, never trained on, and so is one
+whose label fastText cannot hold (none, a list, whitespace inside). What the user must fix
+is a ``ClassifierError`` naming the file: a missing input, a file that cannot be read, one
+without ``text`` or ``label`` in any record, ``--positive-label`` with whitespace.
 
 Every document has an id: the input's ``id``, else ``<file name>:<line or row>``. Its hash
 picks samples and the held-out split, so the same documents are picked on every run,
@@ -26,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pipeline.formats.documents import ID, LINE, TEXT
+from pipeline.formats.documents import ID, TEXT
 from pipeline.formats.layout import Layout
 from pipeline.readers import InputSpec, detect_format, read_input
 from pipeline.util.globbing import GlobError, glob_local, has_magic
@@ -146,43 +147,50 @@ def _read_file(path: Path, label: str | None, log: ReadLog) -> Iterator[Batch]:
         if chunk.docs is None or chunk.docs.num_rows == 0:
             continue
         docs = chunk.docs
-        labels = [label] * docs.num_rows if label is not None else _labels(docs, path, documents)
+        if label is None:
+            docs, labels = _labeled(docs, skipped)
+        else:
+            labels = [label] * docs.num_rows
         documents += docs.num_rows
-        yield Batch(path, docs.column(ID), labels, docs.column(TEXT).to_pylist())
-    if documents == 0 and skipped and set(skipped) == {"missing-text"}:
-        raise ClassifierError(f"{printable_path(path)} has no 'text' field")
+        if docs.num_rows:
+            yield Batch(path, docs.column(ID), labels, docs.column(TEXT).to_pylist())
+    for kind, field_name in (("missing-text", TEXT), ("no-label", LABEL)):
+        if documents == 0 and skipped and set(skipped) == {kind}:
+            raise ClassifierError(f"{printable_path(path)} has no {field_name!r} field")
     if skipped:
         log.skipped[str(path)] = skipped
 
 
-def _labels(docs: pa.RecordBatch, path: Path, documents_before: int) -> list[str]:
-    """Each record's label as text (a number or a boolean reads as its JSON text)."""
+def _labeled(docs: pa.RecordBatch, skipped: Counter) -> tuple[pa.RecordBatch, list[str]]:
+    """The records with a label fastText can hold, and their labels as text (a number or
+    a boolean reads as its JSON text). The others are skipped and counted, as an
+    unreadable record is: ``no-label``, or ``bad-label`` (a list or an object, empty text,
+    whitespace inside)."""
     if LABEL not in docs.schema.names:
-        if documents_before == 0:
-            raise ClassifierError(f"{printable_path(path)} has no 'label' field")
-        line = docs.column(LINE)[0].as_py()
-        raise ClassifierError(f"{printable_path(path)}:{line}: no 'label' in this record")
-    column = docs.column(LABEL)
+        skipped["no-label"] += docs.num_rows
+        return docs.slice(0, 0), []
     try:
-        labels = pc.cast(column, pa.string()).to_pylist()  # a boolean reads "true"/"false"
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        raise ClassifierError(f"{printable_path(path)}: 'label' must be a string or a number") from None
-    for value in set(labels):  # a few distinct labels: check each once
-        if value is None or not value or FASTTEXT_SPACE.search(value):
-            line = docs.column(LINE)[labels.index(value)].as_py()
-            if value is None:
-                raise ClassifierError(f"{printable_path(path)}:{line}: no 'label' in this record")
-            check_label(value, f"{printable_path(path)}:{line}")
-    return labels
+        labels = pc.cast(docs.column(LABEL), pa.string()).to_pylist()  # a boolean reads "true"/"false"
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not one value in the batch is text or a number
+        skipped["bad-label"] += docs.num_rows
+        return docs.slice(0, 0), []
+    good = {value: bool(value) and not FASTTEXT_SPACE.search(value) for value in set(labels) if value is not None}
+    keep = [value is not None and good[value] for value in labels]
+    skipped["no-label"] += labels.count(None)
+    skipped["bad-label"] += len(labels) - sum(keep) - labels.count(None)
+    if all(keep):
+        return docs, labels
+    return docs.filter(pa.array(keep)), [value for value, kept in zip(labels, keep) if kept]
 
 
 def skipped_lines(log: ReadLog) -> list[str]:
-    """A warning line per file with records that could not be read (they were skipped)."""
+    """A warning line per file with records that could not be read or held no usable label
+    (they were skipped)."""
     lines = []
     for file, kinds in log.skipped.items():
         detail = ", ".join(f"{kind} {n:,}" for kind, n in sorted(kinds.items()))
         lines.append(
-            f"warning: skipped {sum(kinds.values()):,} unreadable records of {printable_path(file)} ({detail})"
+            f"warning: skipped {sum(kinds.values()):,} records of {printable_path(file)} that cannot be used ({detail})"
         )
     return lines
 
