@@ -118,6 +118,41 @@ def test_the_shared_files_in_spans_read_as_the_whole_file(shared_data, split_byt
         assert in_spans(path, spans) == read(path)
 
 
+def cut_in_members(raw: bytes, size: int) -> bytes:
+    """A WARC gzipped in members of ``size`` inflated bytes, cut where they fall (``bgzip``'s
+    and chunked writers' layout), not a member a record."""
+    return b"".join(gzip.compress(raw[i : i + size], mtime=0) for i in range(0, len(raw), size))
+
+
+def without_locations(docs: list[dict]) -> list[dict]:
+    return [{k: v for k, v in doc.items() if k != "_line"} for doc in docs]
+
+
+@pytest.mark.parametrize("size", [65536, 7000])
+def test_members_cut_at_fixed_sizes_read_as_the_records_they_hold(shared_data, tmp_path, size):
+    """Such a file lost every record a member boundary cut: 0 of 22 pages of the first
+    shared file, as garbage and length-mismatch rows."""
+    for path in sorted((shared_data / "warc").glob("*.warc.gz")):
+        whole_docs, _, whole_skipped = read(path)
+        cut = write(tmp_path, cut_in_members(gzip.decompress(path.read_bytes()), size), f"cut-{path.name}")
+        docs, bad, skipped = read(cut)
+        assert bad == [] and skipped == whole_skipped
+        assert without_locations(docs) == without_locations(whole_docs)
+        assert all(doc["_line"] < cut.stat().st_size for doc in docs)  # the member each record starts in
+        spans = plan_spans(cut, "warc", 30000, 1 << 20)
+        assert len(spans) > 1 and in_spans(cut, spans) == (docs, bad, skipped)
+
+
+def test_damage_inside_cut_members_loses_one_record(tmp_path):
+    """After a record whose header is damaged, the next record of the same member (and of
+    the members that continue it) is read."""
+    pages = [response(url=f"https://p{i}.example/", body=PAGE * 20) for i in range(6)]
+    pages[2] = pages[2].replace(b"WARC/1.0", b"WARC\x00junk", 1)
+    docs, bad, _ = read(write(tmp_path, cut_in_members(b"".join(pages), 3000)))
+    assert [d["url"] for d in docs] == [f"https://p{i}.example/" for i in (0, 1, 3, 4, 5)]
+    assert [row["reason"] for row in bad] == ["bad-input:warc-bad-header"]
+
+
 def in_spans(path: Path, spans: list[Span]) -> tuple[list, list, dict]:
     docs, bad, skipped = [], [], {}
     for span in spans:

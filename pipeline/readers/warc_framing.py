@@ -3,17 +3,21 @@
 * ``.warc.gz``: gzip members, Common Crawl's one record a member (a member holding
   several records, as ``gzip file.warc`` makes, is read through too). A member starts
   where a gzip header (``1f 8b 08``, no reserved flag bits) inflates to ``WARC/``: a
-  stray ``1f 8b 08`` inside compressed data almost never does. Bytes where the next
+  stray ``1f 8b 08`` inside compressed data almost never does. Where a member ends inside
+  a record and the next member starts none (``bgzip`` and chunked writers cut members at
+  fixed sizes), the next one holds the record's rest and is read on (``_Members``); each
+  record is located at the member it starts in. After damage to a record's framing, the
+  member's next ``WARC/1.`` line starts the next record. Bytes where the next
   member should start and none does are one ``warc-garbage`` row (or ``warc-corrupt-gzip``
   when they hold a gzip header that inflates to nothing WARC), and a member that fails
   to inflate is one ``warc-corrupt-gzip``/``warc-truncated-gzip`` row; either way reading
   resumes at the next member start. Rows are located at the compressed byte offset of
-  the member or garbage, and so is every record of a member.
+  the member or garbage.
 * ``.warc``: records framed by ``Content-Length``; after damage reading resumes at the
   next line that starts ``WARC/1.``. Rows are located at the record's byte offset.
 
 A span of a ``.warc.gz`` (``splits``) reads the members that start in ``[start, end)``
-and the damage right after each, beginning at the first member start at or after
+(with the members continuing them) and the damage right after each, beginning at the first member start at or after
 ``start``: so every member and every damaged stretch is read by exactly one span, as
 the whole file's reader reads it. (The exception would be a member whose compressed
 bytes hold a whole stored gzip WARC record, a WARC archived inside a WARC: a span cut
@@ -25,10 +29,11 @@ block never holds more than ``max_doc_bytes``; what is skipped streams past.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from isal import isal_zlib
@@ -93,15 +98,29 @@ class FileWindow:
 
 
 class ByteStream:
-    """Bytes pulled on demand from pieces (a member's inflated output, or a file's
-    blocks); ``offset`` counts what was consumed, from ``base``. ``truncates``: whether its
-    end is the file's (plain) rather than a member's."""
+    """Bytes pulled on demand from pieces (members' inflated output, or a file's blocks);
+    ``offset`` counts what was consumed, from ``base``. ``truncates``: whether its end is
+    the file's (plain) rather than a member's. ``locate``: the location of the bytes at an
+    offset (a gzip member's start), else the offset itself. ``between_records``: set by
+    the record reader while it looks for the next record, where a member may end."""
 
-    def __init__(self, pieces: Iterator[bytes | memoryview], base: int = 0, truncates: bool = False):
+    def __init__(
+        self,
+        pieces: Iterator[bytes | memoryview],
+        base: int = 0,
+        truncates: bool = False,
+        locate: Callable[[int], int] | None = None,
+    ):
         self._pieces = pieces
         self._buffer, self._position = b"", 0
         self.offset = base
         self.truncates = truncates
+        self._locate = locate
+        self.between_records = True
+
+    def location(self) -> int:
+        """Where the next byte lies in the file, for a ledger row."""
+        return self.offset if self._locate is None else self._locate(self.offset)
 
     def _more(self) -> bool:
         piece = next(self._pieces, None)
@@ -173,42 +192,78 @@ class ByteStream:
         self.offset += skipped
         return skipped
 
+    def skip_to(self, pattern: bytes) -> bool:
+        """Past the bytes before the next ``pattern`` (kept), holding no more than a piece
+        and the pattern; False, at the end, where there is none."""
+        while True:
+            found = self._buffer.find(pattern, self._position)
+            if found >= 0:
+                self._consume(found - self._position)
+                return True
+            self._consume(max(len(self._buffer) - len(pattern) + 1 - self._position, 0))
+            if not self._more():
+                return False
+
     def drain(self) -> None:
         for _ in self._pieces:
             pass
 
 
 class _Damage(Exception):
-    """A gzip member that does not inflate: (kind, detail)."""
+    """A gzip member that does not inflate: (offset, kind, detail)."""
 
 
-class _Member:
-    """One gzip member's inflated bytes (``pieces``); ``end`` is where it ends once read."""
+class _Members:
+    """The inflated bytes (``pieces``) of the member at ``start`` and of the members that
+    continue it: where a member ends inside a record (the reader is not between records)
+    and the next member is gzip that starts no record, as block-compressing writers
+    (``bgzip``, chunked uploads) cut members at fixed sizes, that member holds the rest.
+    ``end`` is where the last one ends once read; ``member_of`` locates an inflated offset
+    in the member it came from."""
 
     def __init__(self, window: FileWindow, start: int):
         self.window, self.start, self.end = window, start, None
+        self._inflated, self._starts = [0], [start]  # each member's first inflated offset, its start
+        self.stream = ByteStream(self._pieces(), locate=self.member_of)
 
-    def pieces(self) -> Iterator[bytes]:
-        inflate, at = isal_zlib.decompressobj(31), self.start
-        while not inflate.eof:
-            data = self.window.available(at, FEED)
-            if not len(data):
-                raise _Damage("warc-truncated-gzip", "the file ends inside this gzip member")
-            try:
-                out = inflate.decompress(data, STEP)
-            except isal_zlib.error as error:
-                raise _Damage("warc-corrupt-gzip", str(error)) from None
-            at += len(data) - len(inflate.unconsumed_tail) - len(inflate.unused_data)
-            if out:
-                yield out
-        self.end = at
+    def member_of(self, offset: int) -> int:
+        return self._starts[bisect.bisect_right(self._inflated, offset) - 1]
+
+    def _pieces(self) -> Iterator[bytes]:
+        at, inflated = self.start, 0
+        while True:
+            member = at
+            inflate = isal_zlib.decompressobj(31)
+            while not inflate.eof:
+                data = self.window.available(at, FEED)
+                if not len(data):
+                    raise _Damage(member, "warc-truncated-gzip", "the file ends inside this gzip member")
+                try:
+                    out = inflate.decompress(data, STEP)
+                except isal_zlib.error as error:
+                    raise _Damage(member, "warc-corrupt-gzip", str(error)) from None
+                at += len(data) - len(inflate.unconsumed_tail) - len(inflate.unused_data)
+                inflated += len(out)
+                if out:
+                    yield out
+            self.end = at
+            if self.stream.between_records or not gzip_at(self.window, at) or member_at(self.window, at):
+                return
+            self._inflated.append(inflated)
+            self._starts.append(at)
+
+
+def gzip_at(window: FileWindow, offset: int) -> bool:
+    """Whether a gzip header (``1f 8b 08``, no reserved flag bits) starts at ``offset``."""
+    head = window.read(offset, 10)
+    return len(head) == 10 and head[:3] == GZIP_MAGIC and not head[3] & 0xE0
 
 
 def member_at(window: FileWindow, offset: int) -> bool:
     """Whether a gzip member of a WARC record starts at ``offset``."""
-    head = window.read(offset, PROBE)
-    if len(head) < 10 or head[:3] != GZIP_MAGIC or head[3] & 0xE0:
+    if not gzip_at(window, offset):
         return False
+    head = window.read(offset, PROBE)
     try:  # zlib, not ISA-L: it stops inflating at the five bytes asked for
         return zlib.decompressobj(31).decompress(head, 5) == b"WARC/"
     except zlib.error:
@@ -238,19 +293,23 @@ def gzip_items(window: FileWindow, start: int, end: int, cap: int) -> Iterator[t
             continue
         if position >= end:
             return
-        member = _Member(window, position)
-        stream = ByteStream(member.pieces())
+        chain = _Members(window, position)
         damaged = False
         try:
-            for item in records(stream, position, cap):
-                damaged = isinstance(item, BadInput) and item.kind in FRAMING_DAMAGE
-                yield position, item
-            stream.drain()
-            position = member.end
+            while True:  # after damage inside a member, its next record is read (``RECORD_START``)
+                for item in records(chain.stream, cap):
+                    damaged = isinstance(item, BadInput) and item.kind in FRAMING_DAMAGE
+                    yield chain.stream.location(), item
+                if not damaged or not chain.stream.skip_to(RECORD_START):
+                    break
+                chain.stream.take(1)  # the line end before ``WARC/1.``
+                damaged = False
+            chain.stream.drain()
+            position = chain.end
         except _Damage as damage:
             if not damaged:
-                yield position, BadInput(position, *damage.args, None)
-            position = next_member(window, position + 1)
+                yield position, BadInput(*damage.args, None)
+            position = next_member(window, damage.args[0] + 1)
 
 
 def _garbage(window: FileWindow, start: int, end: int) -> BadInput:
@@ -269,7 +328,7 @@ def plain_items(window: FileWindow, cap: int) -> Iterator[tuple[int, Item]]:
     while position < window.size:
         stream = ByteStream(window.pieces(position), position, truncates=True)
         item = None
-        for item in records(stream, None, cap):
+        for item in records(stream, cap):
             yield stream.offset, item
         if not (isinstance(item, BadInput) and item.kind in FRAMING_DAMAGE):
             return  # records read to the file's end

@@ -81,16 +81,18 @@ Item = Page | Skip | BadInput
 FRAMING_DAMAGE = frozenset({"warc-truncated", "warc-bad-header", "warc-length-mismatch"})
 
 
-def records(stream, location: int | None, cap: int) -> Iterator[Item]:
+def records(stream, cap: int) -> Iterator[Item]:
     """The records of ``stream``, up to the first damage to its framing (a record whose
     block was read whole but is no page, as an oversized or binary one, is a row and the
-    next record follows). Each is located at ``location`` (a gzip member's offset) or,
-    when None, at its own offset in the stream."""
+    next record follows). Each is located where the stream says its first byte lies (the
+    gzip member it starts in, or its own offset in a plain file)."""
     while True:
+        stream.between_records = True
         stream.skip_blank()
         if stream.at_end():
             return
-        at = stream.offset if location is None else location
+        stream.between_records = False
+        at = stream.location()
         head = stream.until(END, HEADER_CAP)
         if head is None:
             kind = "warc-truncated" if stream.at_end() else "warc-bad-header"
