@@ -116,19 +116,19 @@ def test_the_mix_library_refuses_what_the_command_line_would(tmp_path):
         plan_mixture([run], {}, budget="nan")
 
 
-NOT_FINITE = "is not a finite number"
+NO_FINITE_NUMBER = "is not a finite number"
 BEYOND_64_BITS = "is beyond the 64-bit integers an option takes"
 
 
 @pytest.mark.parametrize(
     "stage, where, refusal",
     [
-        ('name = "length"\nmin_chars = 10\nmax_chars = nan', "stages[0].max_chars", NOT_FINITE),
-        ('name = "length"\nmin_chars = inf', "stages[0].min_chars", NOT_FINITE),
+        ('name = "length"\nmin_chars = 10\nmax_chars = nan', "stages[0].max_chars", NO_FINITE_NUMBER),
+        ('name = "length"\nmin_chars = inf', "stages[0].min_chars", NO_FINITE_NUMBER),
         (
             'name = "length"\nmin_chars = 1\n[stages.per_source.web]\nmin_chars = -inf',
             "per_source.web.min_chars",
-            NOT_FINITE,
+            NO_FINITE_NUMBER,
         ),
         ('name = "length"\nmin_chars = 1\nmax_chars = 100000000000000000000000', "stages[0].max_chars", BEYOND_64_BITS),
         ('name = "paragraph_dedup"\nmin_chars = 100000000000000000000', "stages[0].min_chars", BEYOND_64_BITS),
