@@ -84,3 +84,24 @@ def test_stage_lines_line_up_when_a_stage_name_is_long(tmp_path):
     print_summary(manifest, tmp_path, stream)
     lines = [line for line in stream.getvalue().splitlines() if line.startswith("  stage ")]
     assert len(lines) == 3 and len({line.index(" in ") for line in lines}) == 1, lines
+
+
+def test_cost_json_sums_the_wall_time_of_every_command_that_ran_the_run(tmp_path):
+    """cost.json's CPU counts every unit, whichever command ran it; beside it,
+    ``run_wall_seconds`` sums those commands' wall time, where an "already complete" rerun
+    once put its own fraction of a second."""
+    config = _two_files(tmp_path)
+    out = tmp_path / "out"
+
+    def cost() -> dict:
+        run_pipeline(config, out, workers=1, progress="none")
+        return json.loads((out / Layout.COST_SUMMARY).read_text())
+
+    first = cost()
+    assert first["run_wall_seconds"] == first["wall_seconds"] > 0
+    rerun = cost()
+    assert rerun["resumed"]["complete_before"] and rerun["run_wall_seconds"] == first["run_wall_seconds"]
+    assert rerun["cpu_seconds"]["total"] == first["cpu_seconds"]["total"]
+    sorted((out / "stats" / Layout.segment_phase(0)).rglob("*.json"))[0].unlink()  # as a kill leaves it
+    resumed = cost()
+    assert resumed["run_wall_seconds"] == round(first["run_wall_seconds"] + resumed["wall_seconds"], 3)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,6 +44,27 @@ RESUMED = "resumed"
 DISK_PARTS = {"kept": (Layout.DOCS, Layout.TOKENS), "rejected": (Layout.REJECTS,)}
 
 
+class CommandWall:
+    """This command's wall time on the run, recorded in the run's folder at each segment's
+    end and at the run's (``Layout.command_wall``), so that cost.json's ``run_wall_seconds``
+    sums every command's: its ``cpu_seconds`` count every unit, whichever command ran it,
+    and a resumed run's wall time alone was a fraction of that. A command killed part-way
+    counts to its last segment's end. A command that ran nothing (an "already complete"
+    rerun) records nothing."""
+
+    def __init__(self, layout: Layout, store, started: float):
+        self.path = layout.command_wall(f"{time.time_ns()}-{os.getpid()}")
+        self.store, self.started = store, started
+
+    def note(self, tally: Counter, seconds: float | None = None) -> None:
+        """Record the time so far (or ``seconds``), if this command has run a task
+        (``tally``: ``RESUMED``'s)."""
+        if tally["units"] > tally["done_before"] or tally["global_tasks_run"]:
+            elapsed = time.monotonic() - self.started if seconds is None else seconds
+            write_json_atomic(self.path, {"wall_seconds": round(elapsed, 3)})
+            self.store.push([self.path])
+
+
 def write_cost(path: Path, label: str, started: float) -> None:
     """Record the CPU seconds since ``started`` (time.process_time) under ``label``."""
     write_json_atomic(path, {"cpu_seconds": {label: time.process_time() - started}})
@@ -51,13 +73,19 @@ def write_cost(path: Path, label: str, started: float) -> None:
 def summarize_cost(
     layout: Layout, manifest: dict, wall_seconds: float, workers: int, disk: dict[str, tuple[int, int]]
 ) -> dict:
-    """cost.json's figures. ``disk``: per ``DISK_PARTS`` part, its bytes and the part of
-    them that does not grow with the documents (``RunStore.fixed_size``; a sampled run's)."""
+    """cost.json's figures. ``wall_seconds``: this command's; ``run_wall_seconds``, beside
+    the CPU of every unit: every command's that ran part of the run. ``disk``: per
+    ``DISK_PARTS`` part, its bytes and the part of them that does not grow with the
+    documents (``RunStore.fixed_size``; a sampled run's)."""
     cpu: Counter[str] = Counter()
+    walls = 0.0  # every command's that ran a task (``CommandWall``)
     tallies: list[tuple[str, dict]] = []  # a sampled run's, by unit and phase (``sample_estimate``)
     folder = layout.cost_folder
     for path in sorted(folder.rglob("*.json")) if folder.exists() else []:
         record = json.loads(path.read_text())
+        if "wall_seconds" in record:
+            walls += record["wall_seconds"]
+            continue
         cpu.update(record["cpu_seconds"])
         if "sample" in record:
             tallies.append((record["sample"]["source"], record["sample"]))
@@ -66,6 +94,7 @@ def summarize_cost(
     output_bytes = sum(size for size, _ in disk.values())
     summary = {
         "wall_seconds": round(wall_seconds, 3),
+        "run_wall_seconds": round(walls, 3),
         "workers": workers,
         "cpu_seconds": {**{k: round(v, 3) for k, v in sorted(cpu.items())}, "total": round(total, 3)},
         "core_hours": round(total / 3600, 6),

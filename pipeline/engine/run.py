@@ -20,7 +20,7 @@ from collections import Counter
 from pathlib import Path, PurePosixPath
 
 from pipeline.engine.config import Config, ConfigError, load_config
-from pipeline.engine.cost import DISK_PARTS, RESUMED, STORE_RETRIES, TASK_RETRIES, summarize_cost
+from pipeline.engine.cost import DISK_PARTS, RESUMED, STORE_RETRIES, TASK_RETRIES, CommandWall, summarize_cost
 from pipeline.engine.duplicate_ids import find_duplicates
 from pipeline.engine.executor import LocalExecutor, start_fork_server
 from pipeline.engine.global_run import prepare_all, run_global
@@ -116,6 +116,7 @@ def _run_claimed(
     global_stats: dict[str, dict] = {}
     disk = WorkDisk(store)
     tally: Counter[str] = Counter()  # what earlier runs had done (``RESUMED``)
+    command = CommandWall(layout, store, wall_start)
     try:
         warm_up(config, units, runner, options.mode, sizes)
         global_stats.update(prepare_all(config, store, units, runner, options.mode, disk, tally))
@@ -126,6 +127,7 @@ def _run_claimed(
             unit_stats += _run_segment(config, options, store, segment, units, runner, sizes, tally)
             sizes = {(s["source"], s["unit"]): s.get("output", 0) for s in unit_stats[-len(units) :]}  # next input
             disk.note()
+            command.note(tally)
             drop_finished(config, store, segment)
     finally:
         runner.close()
@@ -135,10 +137,12 @@ def _run_claimed(
         manifest["sample_seed"] = options.sample_seed
     _note_duplicate_ids(manifest, store, layout, units)
     finish_work(store, keep_work)
+    wall = time.monotonic() - wall_start
+    command.note(tally, wall)
     store.sync(layout.key(layout.cost_folder))
     # only a projection needs the fixed bytes, which read the end of every file
     output = {part: (store.size(f), store.fixed_size(f) if options.sampled else 0) for part, f in DISK_PARTS.items()}
-    cost = summarize_cost(layout, manifest, time.monotonic() - wall_start, options.workers, output)
+    cost = summarize_cost(layout, manifest, wall, options.workers, output)
     cost[WORK_DISK] = {**disk.figures(), "kept": options.keep_work}
     cost[STORE_RETRIES] = dict(sorted((runner.store_retries + Counter(take_retries())).items()))  # workers' + ours
     cost[TASK_RETRIES] = dict(runner.retried)  # by phase, in run order; beside the timings: both differ run to run

@@ -158,6 +158,10 @@ class Layout:
     def cost_folder(self) -> Path:
         return self.out / self.STATS / "cost"
 
+    def command_wall(self, command: str) -> Path:
+        """Wall seconds one ``prep run`` command spent on the run (``cost.CommandWall``)."""
+        return self.cost_folder / "commands" / f"{command}.json"
+
     def cost(self, phase: str, source: str, unit: str) -> Path:
         """CPU seconds of one unit: kept apart from the markers, since timings differ
         from run to run while every other file is byte-identical."""
