@@ -49,12 +49,12 @@ POINTERS_AT = HEADER_BYTES + 4 * N
 DOC_INDEX_AT = HEADER_BYTES + 12 * N
 
 
-def make_shard(folder: Path, name: str = "shard-000", dtype=np.int32) -> Path:
+def make_shard(folder: Path, name: str = "shard-000", dtype=np.int32, docs=DOCS) -> Path:
     """A small shard as the tokenize stage writes it: .bin, .idx and a sidecar with its sha256."""
     folder.mkdir(parents=True, exist_ok=True)
     prefix = folder / name
     writer = ShardWriter(f"{prefix}.bin", f"{prefix}.idx", np.dtype(dtype))
-    writer.add_documents(np.concatenate(DOCS), np.array([len(d) for d in DOCS]))
+    writer.add_documents(np.concatenate(docs), np.array([len(d) for d in docs]))
     writer.close()
     tokenizer = SimpleNamespace(name="test", spec="test", vocab_size=200_000, vocab_sha256="0" * 64)
     meta = sidecar(
@@ -463,6 +463,20 @@ def test_mixture_refuses_a_shard_that_changed_its_document_count(tmp_path):
     with pytest.raises(ShardError) as caught:
         TokenDataset(mix, seq_len=3)
     assert_names(caught.value, prefixes[1], r"holds 4 documents, but .*mix\.json was planned with 5")
+
+
+def test_mixture_refuses_shards_remade_with_the_same_document_counts(tmp_path):
+    """Shards re-tokenized (or re-filtered) keeping their document counts used to load: the
+    loader served other token counts and shares than mix.json (and prep estimate) said."""
+    mix, prefixes = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["web"]["tokens_used"] = 10 + 5 + 1 + 3  # documents 3, 0, 2, 1 of shard a
+    (mix / "mix.json").write_text(json.dumps(description))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 19
+    make_shard(tmp_path / "web", "a", docs=[d[:2] for d in DOCS])  # 4 documents still, 2 tokens at most
+    with pytest.raises(ShardError) as caught:
+        TokenDataset(mix, seq_len=3)
+    assert_names(caught.value, tmp_path / "web", r"source 'web' gives 7 tokens .*mix\.json was planned with 19")
 
 
 def test_mixture_order_past_a_source_end_is_refused(tmp_path):

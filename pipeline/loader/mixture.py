@@ -36,7 +36,7 @@ def is_mixture(path: str | os.PathLike) -> bool:
 # (an array, no "sources", JSON nested too deep) left AttributeError, KeyError or
 # RecursionError naming no file. ``shard_documents`` may be missing (an older mixture).
 MIXTURE_SHAPE = {
-    "sources": Each({"shards": [str], "shard_documents": Optional([int])}),
+    "sources": Each({"shards": [str], "shard_documents": Optional([int]), "tokens_used": Optional(int)}),
     "order": {"source": str, "document": str},
 }
 
@@ -110,7 +110,28 @@ class MixtureOrder:
             raise ValueError(f"{self.mix_dir}: order arrays differ in length")
         source, document = source.astype(np.int64), document.astype(np.int64)
         self._check_order(source, document, corpus)
-        return offsets[source] + document
+        order = offsets[source] + document
+        self._check_tokens(source, np.asarray(corpus.document_sizes)[order])
+        return order
+
+    def _check_tokens(self, source: np.ndarray, sizes: np.ndarray) -> None:
+        """Each source must still give the tokens ``mix.json`` planned (``tokens_used``).
+
+        Shards re-made with the same document counts (another tokenizer, other filters)
+        pass the count check but change every document's length: the stream would no
+        longer hold the planned shares or token count, and ``prep estimate``, which reads
+        ``mix.json``, would disagree with what the loader serves.
+        """
+        for index, (name, planned) in enumerate(self.description["sources"].items()):
+            if "tokens_used" not in planned:  # an older mix.json
+                continue
+            found = int(sizes[source == index].sum())
+            if found != planned["tokens_used"]:
+                raise ShardError(
+                    f"{Path(planned['shards'][0]).parent}: source {name!r} gives {found:,} tokens at the mixture's "
+                    f"positions, but {self.folder.manifest} was planned with {planned['tokens_used']:,}: its shards "
+                    "changed since the mixture was made; make the mixture again"
+                )
 
     def _check_order(self, source: np.ndarray, document: np.ndarray, corpus: ShardCorpus) -> None:
         """Each position must name a listed source and a document inside it.
