@@ -479,6 +479,20 @@ def test_mixture_refuses_shards_remade_with_the_same_document_counts(tmp_path):
     assert_names(caught.value, tmp_path / "web", r"source 'web' gives 7 tokens .*mix\.json was planned with 19")
 
 
+def test_mixture_with_a_source_of_no_shards_is_read(tmp_path):
+    """prep mix lists a source whose run folder holds no shard (its documents all filtered
+    out) with ``"shards": []``; the loader used to fail on it with a bare KeyError."""
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["math"] = {"shards": [], "shard_documents": [], "tokens_used": 0}
+    (mix / "mix.json").write_text(json.dumps(description))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 10 + 5 + 1 + 3
+    np.save(mix / "order_source.npy", np.array([0, 1], dtype=np.uint16))
+    np.save(mix / "order_document.npy", np.array([0, 0], dtype=np.int64))
+    with pytest.raises(ValueError, match=r"position 1 names document 0 of source 'math', which holds 0"):
+        TokenDataset(mix, seq_len=3)
+
+
 def test_mixture_order_past_a_source_end_is_refused(tmp_path):
     mix, _ = make_mixture(tmp_path, document=(3, 2 * N))
     with pytest.raises(ValueError, match=r"order_document\.npy: position 1 names document 8 of source 'web'"):

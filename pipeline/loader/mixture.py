@@ -103,7 +103,9 @@ class MixtureOrder:
     def build(self, corpus: ShardCorpus) -> np.ndarray:
         names = list(self.description["sources"])
         first = {source.name: source.first_document for source in corpus.sources}
-        offsets = np.array([first[name] for name in names], dtype=np.int64)
+        # A source without shards (every document of it filtered out) has no documents in
+        # the corpus; ``_check_order`` refuses any position that names it.
+        offsets = np.array([first.get(name, 0) for name in names], dtype=np.int64)
         source = read_order(self.folder.order(self.description, "source"))
         document = read_order(self.folder.order(self.description, "document"))
         if len(source) != len(document):
