@@ -493,6 +493,15 @@ def test_mixture_with_a_source_of_no_shards_is_read(tmp_path):
         TokenDataset(mix, seq_len=3)
 
 
+@pytest.mark.parametrize("which", ["order_source.npy", "order_document.npy"])
+def test_mixture_with_an_order_array_missing_fails_naming_it(tmp_path, which):
+    mix, _ = make_mixture(tmp_path)
+    (mix / which).unlink()
+    with pytest.raises(ValueError) as caught:
+        TokenDataset(mix, seq_len=3)
+    assert_names(caught.value, mix / which, r"cannot be read \(.*No such file.*\); make the mixture again")
+
+
 def test_mixture_order_past_a_source_end_is_refused(tmp_path):
     mix, _ = make_mixture(tmp_path, document=(3, 2 * N))
     with pytest.raises(ValueError, match=r"order_document\.npy: position 1 names document 8 of source 'web'"):

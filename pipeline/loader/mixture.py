@@ -21,10 +21,11 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.formats.mix import MIX_JSON, MixLayout
-from pipeline.formats.mix_order import read_order
+from pipeline.formats.mix_order import OrderArrayError, read_order
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
+from pipeline.util.printable import error_line
 from pipeline.util.records import Each, Optional, read_record
 
 
@@ -95,10 +96,16 @@ class MixtureOrder:
         self.description = _description(self.mix_dir)
 
     def key(self) -> str:
-        files = [self.folder.manifest] + [
-            self.folder.order(self.description, which) for which in self.description["order"]
-        ]
-        return "mixture-" + fingerprint([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
+        """Names, sizes and times of ``mix.json`` and its order arrays; an order array that
+        is missing fails here, first: a one-line error naming it, not a bare ``FileNotFoundError``."""
+        stats = []
+        for f in [self.folder.manifest] + [self.folder.order(self.description, w) for w in self.description["order"]]:
+            try:
+                found = f.stat()
+            except OSError as error:
+                raise OrderArrayError(f"{f}: cannot be read ({error_line(error)}); make the mixture again") from None
+            stats.append((f.name, found.st_size, found.st_mtime_ns))
+        return "mixture-" + fingerprint(stats)
 
     def build(self, corpus: ShardCorpus) -> np.ndarray:
         names = list(self.description["sources"])
