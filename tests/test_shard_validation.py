@@ -502,6 +502,27 @@ def test_mixture_with_an_order_array_missing_fails_naming_it(tmp_path, which):
     assert_names(caught.value, mix / which, r"cannot be read \(.*No such file.*\); make the mixture again")
 
 
+def test_a_loader_state_resumes_on_a_copy_of_the_mixture_folder(tmp_path):
+    """A mixture's data identity held its files' times: a state saved on a mixture folder
+    was refused as "for other data" on a copy of it (cp -r, rsync), the same order."""
+    from pipeline.loader import build_dataloader
+
+    mix, _ = make_mixture(tmp_path, document=(3, 0, 2, 1, 3, 0))
+    loader = build_dataloader(TokenDataset(mix, seq_len=2), 2, num_workers=0)
+    next(iter(loader))
+    state = loader.state_dict()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("mix.json", "order_source.npy", "order_document.npy"):
+        (copy / name).write_bytes((mix / name).read_bytes())  # new times, same bytes
+    resumed = build_dataloader(TokenDataset(copy, seq_len=2), 2, num_workers=0)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
+    np.save(copy / "order_document.npy", np.array([3, 0, 2, 1, 0, 3], dtype=np.int64))  # another order
+    with pytest.raises(ValueError, match="loader state is for other data: dataset"):
+        build_dataloader(TokenDataset(copy, seq_len=2), 2, num_workers=0).load_state_dict(state)
+
+
 def test_mixture_order_past_a_source_end_is_refused(tmp_path):
     mix, _ = make_mixture(tmp_path, document=(3, 2 * N))
     with pytest.raises(ValueError, match=r"order_document\.npy: position 1 names document 8 of source 'web'"):

@@ -143,10 +143,12 @@ class TokenDataset(Dataset):
                 f"the document stream holds {self.stream.num_tokens}"
             )
         # What a saved loader state must match: the windows and their order, not file
-        # paths or times (a resumed job may read a copy of the data elsewhere).
+        # paths or times (a resumed job may read a copy of the data elsewhere). A provider
+        # whose cache key holds file times (a mixture's) gives its ``identity()`` instead.
+        provider = self.stream.provider
         self.identity = fingerprint(
             "windows",
-            self.stream.provider.key(),
+            provider.identity() if hasattr(provider, "identity") else provider.key(),
             self.corpus.num_documents,
             len(self.stream.order),
             self.stream.num_tokens,

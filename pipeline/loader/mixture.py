@@ -15,6 +15,7 @@ A shard the mixture lists must be there and unchanged in document count (``mix.j
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -106,6 +107,18 @@ class MixtureOrder:
                 raise OrderArrayError(f"{f}: cannot be read ({error_line(error)}); make the mixture again") from None
             stats.append((f.name, found.st_size, found.st_mtime_ns))
         return "mixture-" + fingerprint(stats)
+
+    def identity(self) -> str:
+        """What a loader state records of this order (``TokenDataset.identity``): the order
+        arrays' content. Not ``key()``, which holds the files' times so that the cache
+        follows them: a copy of the mixture folder (``cp -r``, ``rsync`` without ``-t``) has
+        other times and the same order, and a state saved on one must resume on the other."""
+        digest = hashlib.sha256()
+        for which in ("source", "document"):
+            array = read_order(self.folder.order(self.description, which))
+            digest.update(f"{which} {array.dtype.str} {len(array)}".encode())
+            digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+        return "mixture-" + digest.hexdigest()[:20]
 
     def build(self, corpus: ShardCorpus) -> np.ndarray:
         names = list(self.description["sources"])

@@ -17,6 +17,9 @@ A provider has two methods:
 ``build(corpus)``
     the order as an integer array of global document ids (``0 <= id <
     corpus.num_documents``). Called once per corpus and key; the result is cached.
+``identity()`` (optional)
+    what a loader state records of the order, when ``key()`` holds what a copy of the
+    data changes (file times: ``MixtureOrder``); ``key()`` otherwise.
 
 ``DocumentStream`` adds the cumulative sizes that map a stream position to a document.
 """
