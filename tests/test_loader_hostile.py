@@ -257,6 +257,14 @@ def test_a_seq_len_longer_than_the_stream_is_refused_naming_both(tmp_path):
     assert len(TokenDataset(tmp_path, seq_len=30, epochs=2)) == 1  # two passes make one window
 
 
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_a_seed_no_loader_state_could_record_is_refused_naming_it(tmp_path, seed):
+    """A negative seed failed inside numpy's generator, with its traceback."""
+    write_shard(tmp_path / "s", 3, 10)
+    with pytest.raises(ValueError, match=rf"^seed must be a non-negative integer, not {seed!r}$"):
+        TokenDataset(tmp_path, seq_len=4, seed=seed)
+
+
 @pytest.mark.parametrize(
     "drop_last, rank, message",
     [

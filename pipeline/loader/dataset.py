@@ -17,6 +17,7 @@ window ids, for checks and debugging).
 
 from __future__ import annotations
 
+import numbers
 import os
 from typing import NamedTuple
 
@@ -127,6 +128,10 @@ class TokenDataset(Dataset):
             raise ValueError("seq_len must be at least 1")
         if epochs < 1:
             raise ValueError("epochs must be at least 1")
+        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
+            # numpy's generators take no negative seed (it failed deep in the order's build),
+            # and a loader state records the seed as a non-negative integer.
+            raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
         self.seq_len = seq_len
         self.seed = seed
         self.shuffle_block = shuffle_block
