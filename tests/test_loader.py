@@ -370,6 +370,24 @@ def test_state_is_small_constant_and_advances_by_batches_handed_over(corpus):
     assert len(json.dumps(build_dataloader(bigger, 2, num_workers=0).state_dict())) < 400
 
 
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_len_counts_the_batches_left_after_a_loop_broke_off(corpus, drop_last):
+    """len(loader) after a loop broke off counted a whole pass, not what the next
+    iteration yields (the sampler's start moved only when an iteration began)."""
+    path, _ = corpus
+    loader = build_dataloader(
+        TokenDataset(path, seq_len=4), 2, rank=1, world_size=2, num_workers=0, drop_last=drop_last
+    )
+    whole = len(loader)
+    iterator = iter(loader)
+    for _ in range(3):
+        next(iterator)
+    assert len(loader) == whole - 3
+    del iterator
+    assert len(loader) == whole - 3 == len(all_batches(loader))
+    assert len(loader) == whole
+
+
 def test_elastic_resume_from_two_ranks_to_three(corpus):
     path, _ = corpus
     dataset = TokenDataset(path, seq_len=5, seed=2, epochs=2)

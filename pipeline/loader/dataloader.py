@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.dataset import PackedBatch, TokenDataset, largest_packed_size, unpack
 from pipeline.loader.ring import RingWorkerInit, SlotRing
-from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler
+from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler, rank_batch_count
 from pipeline.loader.state import STATE_VERSION, check_state
 
 
@@ -183,8 +183,15 @@ class TokenDataLoader(DataLoader):
         return error
 
     def __len__(self) -> int:
-        """Batches left in this pass for this rank (a whole pass before it starts)."""
-        return self.batch_sampler.num_batches()
+        """Batches left in this pass for this rank (a whole pass before it starts).
+
+        Counted from the samples consumed (``state_dict``'s), not from where the sampler
+        last started: after a loop that broke off, or mid-iteration, the sampler's start
+        is still that of the iteration, and the count was of a whole pass.
+        """
+        sampler: RankBatchSampler = self.batch_sampler
+        remaining = sampler.num_samples - self._consumed
+        return rank_batch_count(remaining, sampler.batch_size, sampler.rank, sampler.world_size, sampler.drop_last)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the training loop is: constant size, the same on every rank."""
