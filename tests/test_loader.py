@@ -452,6 +452,23 @@ def test_index_is_cached_once_beside_the_data_and_independent_of_world_size(corp
     assert len(list(cache.iterdir())) == len(files) + 2
 
 
+@pytest.mark.parametrize("damage", ["cut short", "emptied", "not an array"])
+def test_a_damaged_cache_file_is_built_again(tmp_path, damage):
+    """A cache file that does not read back (cut short by a crash) stopped every loader on
+    the data with numpy's "EOF: reading array header", naming no file."""
+    write_shard(tmp_path / "a", [np.arange(n, dtype=np.int32) for n in (10, 7, 12)])
+    expected = TokenDataset(tmp_path, seq_len=3, seed=1)[2]["input_ids"]
+    for cached in (tmp_path / CACHE_DIRNAME).iterdir():
+        if damage == "cut short":
+            os.truncate(cached, 100)
+        elif damage == "emptied":
+            os.truncate(cached, 0)
+        else:
+            cached.write_bytes(b"\x00" * 300)
+    dataset = TokenDataset(tmp_path, seq_len=3, seed=1)
+    assert len(dataset) == (29 - 1) // 3 and torch.equal(dataset[2]["input_ids"], expected)
+
+
 def test_changed_shards_get_a_new_index(tmp_path):
     write_shard(tmp_path / "a", [np.arange(10, dtype=np.int32)])
     assert len(TokenDataset(tmp_path, seq_len=3)) == 3

@@ -125,8 +125,9 @@ class ShardCorpus:
         """Open (building on first use) the per-document size and start arrays."""
         tag = f"corpus-{self.fingerprint}"
         self._built: tuple[np.ndarray, np.ndarray] | None = None
-        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0])
-        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1])
+        n = self.num_documents
+        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0], n)
+        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1], n)
         self._built = None
 
     def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path | None:

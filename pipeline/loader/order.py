@@ -88,7 +88,9 @@ class DocumentStream:
     def _open(self) -> None:
         tag = f"stream-{self.fingerprint}"
         self.order = cached_array(self.corpus.cache_dir, f"{tag}-order.npy", self._build_order)
-        self.cumulative = cached_array(self.corpus.cache_dir, f"{tag}-cumulative.npy", self._build_cumulative)
+        self.cumulative = cached_array(
+            self.corpus.cache_dir, f"{tag}-cumulative.npy", self._build_cumulative, len(self.order) + 1
+        )
 
     def _build_order(self) -> np.ndarray:
         order = np.asarray(self.provider.build(self.corpus))
