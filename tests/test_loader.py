@@ -388,6 +388,19 @@ def test_len_counts_the_batches_left_after_a_loop_broke_off(corpus, drop_last):
     assert len(loader) == whole
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works where there is an accelerator")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_pin_memory_without_an_accelerator_warns_and_serves_unpinned(corpus, num_workers):
+    """pin_memory=True on a machine without one raised RuntimeError ("Cannot access
+    accelerator device") on the first batch; torch's own DataLoader warns and goes on."""
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=4)
+    with pytest.warns(UserWarning, match="no accelerator is found"):
+        loader = build_dataloader(dataset, 2, num_workers=num_workers, pin_memory=True)
+    pinned = sample_ids(all_batches(loader))
+    assert pinned == sample_ids(all_batches(build_dataloader(dataset, 2, num_workers=0)))
+
+
 def test_elastic_resume_from_two_ranks_to_three(corpus):
     path, _ = corpus
     dataset = TokenDataset(path, seq_len=5, seed=2, epochs=2)

@@ -18,6 +18,7 @@ can save it for all.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,23 @@ def _refuse_an_empty_rank(sampler: RankBatchSampler, seq_len: int) -> None:
         f"rank {sampler.rank} would get no batch: {windows} windows of seq_len {seq_len} make {why}; "
         "use a smaller batch_size, world_size or seq_len, or more data"
     )
+
+
+def _pin_batches(pin_memory: bool | None) -> bool:
+    """Whether batches are copied into pinned memory: by default when CUDA is there; when
+    asked for without an accelerator, not, with torch's own DataLoader warning (pinning
+    then raised ``RuntimeError: Cannot access accelerator device`` on the first batch, so a
+    GPU script could not be tried on a CPU machine)."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and later
+    available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+    if pin_memory and not available:
+        warnings.warn(
+            "'pin_memory' argument is set as true but no accelerator is found, "
+            "then device pinned memory won't be used.",
+            stacklevel=3,
+        )
+        return False
+    return torch.cuda.is_available() if pin_memory is None else pin_memory
 
 
 def _keep(batch: PackedBatch) -> PackedBatch:
@@ -93,7 +111,7 @@ class TokenDataLoader(DataLoader):
             worker_init_fn=self._user_worker_init,
             **kwargs,
         )
-        self.pin_batches = torch.cuda.is_available() if pin_memory is None else pin_memory
+        self.pin_batches = _pin_batches(pin_memory)
         self.samples_per_batch = batch_size
         self.rank = rank
         self.world_size = world_size
