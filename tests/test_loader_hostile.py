@@ -257,12 +257,27 @@ def test_a_seq_len_longer_than_the_stream_is_refused_naming_both(tmp_path):
     assert len(TokenDataset(tmp_path, seq_len=30, epochs=2)) == 1  # two passes make one window
 
 
-@pytest.mark.parametrize("seed", [-1, 1.5, True])
-def test_a_seed_no_loader_state_could_record_is_refused_naming_it(tmp_path, seed):
-    """A negative seed failed inside numpy's generator, with its traceback."""
+@pytest.mark.parametrize(
+    "option, value, least",
+    [
+        ("seed", -1, 0),
+        ("seed", 1.5, 0),
+        ("seed", True, 0),
+        ("seq_len", 4.0, 1),
+        ("seq_len", True, 1),
+        ("seq_len", 0, 1),
+        ("epochs", 2.0, 1),
+        ("shuffle_block", -5, 1),
+        ("shuffle_block", 2.5, 1),
+    ],
+)
+def test_a_count_that_is_no_whole_number_in_range_is_refused_naming_it(tmp_path, option, value, least):
+    """A negative seed failed inside numpy's generator, a float seq_len or epochs deep in
+    numpy or range(), True served windows of 1 token, a negative shuffle_block meant
+    stream order: each with no word of the option at fault."""
     write_shard(tmp_path / "s", 3, 10)
-    with pytest.raises(ValueError, match=rf"^seed must be a non-negative integer, not {seed!r}$"):
-        TokenDataset(tmp_path, seq_len=4, seed=seed)
+    with pytest.raises(ValueError, match=rf"^{option} must be an integer of at least {least}, not {value!r}$"):
+        TokenDataset(tmp_path, **{"seq_len": 4, option: value})
 
 
 @pytest.mark.parametrize(

@@ -84,6 +84,16 @@ def unpack(packed: PackedBatch, buffer: torch.Tensor | None = None) -> dict:
     }
 
 
+def _whole(name: str, value: object, least: int) -> int:
+    """``value`` as an int, refused unless a whole number of at least ``least``, in one line
+    naming it: a float failed deep in numpy or range() with a TypeError, a negative seed in
+    numpy's generator, ``True`` passed as 1 (and a loader state, which records seq_len and
+    seed, refuses bools), a shuffle_block below 1 meant stream order without a word."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+    return int(value)
+
+
 class TokenDataset(Dataset):
     """Packed windows over a shard folder, a run folder (``tokens/<source>/``) or a mixture.
 
@@ -124,14 +134,8 @@ class TokenDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         verify: bool = False,
     ):
-        if seq_len < 1:
-            raise ValueError("seq_len must be at least 1")
-        if epochs < 1:
-            raise ValueError("epochs must be at least 1")
-        if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or seed < 0:
-            # numpy's generators take no negative seed (it failed deep in the order's build),
-            # and a loader state records the seed as a non-negative integer.
-            raise ValueError(f"seed must be a non-negative integer, not {seed!r}")
+        seq_len, epochs, seed = _whole("seq_len", seq_len, 1), _whole("epochs", epochs, 1), _whole("seed", seed, 0)
+        shuffle_block = None if shuffle_block is None else _whole("shuffle_block", shuffle_block, 1)
         self.seq_len = seq_len
         self.seed = seed
         self.shuffle_block = shuffle_block
