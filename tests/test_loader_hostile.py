@@ -281,6 +281,19 @@ def test_a_count_that_is_no_whole_number_in_range_is_refused_naming_it(tmp_path,
 
 
 @pytest.mark.parametrize(
+    "option, value, least",
+    [("batch_size", 2.0, 1), ("world_size", 2.0, 1), ("rank", True, 0), ("rank", -1, 0), ("batches_per_fetch", 1.5, 1)],
+)
+def test_a_loader_count_that_is_no_whole_number_in_range_is_refused_naming_it(tmp_path, option, value, least):
+    """A float batch_size, world_size or batches_per_fetch failed in range() with a
+    TypeError; rank=True served rank 1."""
+    write_shard(tmp_path / "s", 10, 10)
+    options = {"batch_size": 2, "rank": 0, "world_size": 2, option: value}
+    with pytest.raises(ValueError, match=rf"^{option} must be an integer of at least {least}, not {value!r}$"):
+        build_dataloader(TokenDataset(tmp_path, seq_len=4), num_workers=0, **options)
+
+
+@pytest.mark.parametrize(
     "drop_last, rank, message",
     [
         (True, 0, "rank 0 would get no batch: 9 windows of seq_len 3 make no full round of 2 batches of 5"),

@@ -17,7 +17,6 @@ window ids, for checks and debugging).
 
 from __future__ import annotations
 
-import numbers
 import os
 from typing import NamedTuple
 
@@ -30,7 +29,7 @@ from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
 from pipeline.loader.ring import active_ring
-from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WINDOW_ORDER_SCHEME, BatchChunk, WindowOrder
+from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WINDOW_ORDER_SCHEME, BatchChunk, WindowOrder, whole_number
 from pipeline.loader.windows import WindowSources, count_segments, fill_segments, locate, read_windows
 
 
@@ -84,16 +83,6 @@ def unpack(packed: PackedBatch, buffer: torch.Tensor | None = None) -> dict:
     }
 
 
-def _whole(name: str, value: object, least: int) -> int:
-    """``value`` as an int, refused unless a whole number of at least ``least``, in one line
-    naming it: a float failed deep in numpy or range() with a TypeError, a negative seed in
-    numpy's generator, ``True`` passed as 1 (and a loader state, which records seq_len and
-    seed, refuses bools), a shuffle_block below 1 meant stream order without a word."""
-    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
-        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
-    return int(value)
-
-
 class TokenDataset(Dataset):
     """Packed windows over a shard folder, a run folder (``tokens/<source>/``) or a mixture.
 
@@ -134,8 +123,12 @@ class TokenDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         verify: bool = False,
     ):
-        seq_len, epochs, seed = _whole("seq_len", seq_len, 1), _whole("epochs", epochs, 1), _whole("seed", seed, 0)
-        shuffle_block = None if shuffle_block is None else _whole("shuffle_block", shuffle_block, 1)
+        seq_len, epochs, seed = (
+            whole_number("seq_len", seq_len, 1),
+            whole_number("epochs", epochs, 1),
+            whole_number("seed", seed, 0),
+        )
+        shuffle_block = None if shuffle_block is None else whole_number("shuffle_block", shuffle_block, 1)
         self.seq_len = seq_len
         self.seed = seed
         self.shuffle_block = shuffle_block
