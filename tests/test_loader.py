@@ -370,6 +370,37 @@ def test_state_is_small_constant_and_advances_by_batches_handed_over(corpus):
     assert len(json.dumps(build_dataloader(bigger, 2, num_workers=0).state_dict())) < 400
 
 
+@pytest.mark.parametrize("drop_last", [True, False])
+def test_len_counts_the_batches_left_after_a_loop_broke_off(corpus, drop_last):
+    """len(loader) after a loop broke off counted a whole pass, not what the next
+    iteration yields (the sampler's start moved only when an iteration began)."""
+    path, _ = corpus
+    loader = build_dataloader(
+        TokenDataset(path, seq_len=4), 2, rank=1, world_size=2, num_workers=0, drop_last=drop_last
+    )
+    whole = len(loader)
+    iterator = iter(loader)
+    for _ in range(3):
+        next(iterator)
+    assert len(loader) == whole - 3
+    del iterator
+    assert len(loader) == whole - 3 == len(all_batches(loader))
+    assert len(loader) == whole
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="pinning works where there is an accelerator")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_pin_memory_without_an_accelerator_warns_and_serves_unpinned(corpus, num_workers):
+    """pin_memory=True on a machine without one raised RuntimeError ("Cannot access
+    accelerator device") on the first batch; torch's own DataLoader warns and goes on."""
+    path, _ = corpus
+    dataset = TokenDataset(path, seq_len=4)
+    with pytest.warns(UserWarning, match="no accelerator is found"):
+        loader = build_dataloader(dataset, 2, num_workers=num_workers, pin_memory=True)
+    pinned = sample_ids(all_batches(loader))
+    assert pinned == sample_ids(all_batches(build_dataloader(dataset, 2, num_workers=0)))
+
+
 def test_elastic_resume_from_two_ranks_to_three(corpus):
     path, _ = corpus
     dataset = TokenDataset(path, seq_len=5, seed=2, epochs=2)
@@ -432,6 +463,23 @@ def test_index_is_cached_once_beside_the_data_and_independent_of_world_size(corp
     assert len(list(cache.iterdir())) == len(files)
     TokenDataset(path, seq_len=8, seed=5, epochs=2)
     assert len(list(cache.iterdir())) == len(files) + 2
+
+
+@pytest.mark.parametrize("damage", ["cut short", "emptied", "not an array"])
+def test_a_damaged_cache_file_is_built_again(tmp_path, damage):
+    """A cache file that does not read back (cut short by a crash) stopped every loader on
+    the data with numpy's "EOF: reading array header", naming no file."""
+    write_shard(tmp_path / "a", [np.arange(n, dtype=np.int32) for n in (10, 7, 12)])
+    expected = TokenDataset(tmp_path, seq_len=3, seed=1)[2]["input_ids"]
+    for cached in (tmp_path / CACHE_DIRNAME).iterdir():
+        if damage == "cut short":
+            os.truncate(cached, 100)
+        elif damage == "emptied":
+            os.truncate(cached, 0)
+        else:
+            cached.write_bytes(b"\x00" * 300)
+    dataset = TokenDataset(tmp_path, seq_len=3, seed=1)
+    assert len(dataset) == (29 - 1) // 3 and torch.equal(dataset[2]["input_ids"], expected)
 
 
 def test_changed_shards_get_a_new_index(tmp_path):

@@ -8,6 +8,7 @@ never by the signal (exit 135) or with torch's "worker exited unexpectedly".
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pickle
@@ -22,7 +23,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pipeline.formats.token_shards import ShardError, ShardWriter, write_index
+from pipeline.formats.token_shards import ShardError, ShardWriter, sidecar_path, write_index, write_sidecar
 from pipeline.loader import ShardCorpus, TokenDataset, build_dataloader
 from pipeline.loader.state import STATE_KEYS
 
@@ -257,6 +258,42 @@ def test_a_seq_len_longer_than_the_stream_is_refused_naming_both(tmp_path):
 
 
 @pytest.mark.parametrize(
+    "option, value, least",
+    [
+        ("seed", -1, 0),
+        ("seed", 1.5, 0),
+        ("seed", True, 0),
+        ("seq_len", 4.0, 1),
+        ("seq_len", True, 1),
+        ("seq_len", 0, 1),
+        ("epochs", 2.0, 1),
+        ("shuffle_block", -5, 1),
+        ("shuffle_block", 2.5, 1),
+    ],
+)
+def test_a_count_that_is_no_whole_number_in_range_is_refused_naming_it(tmp_path, option, value, least):
+    """A negative seed failed inside numpy's generator, a float seq_len or epochs deep in
+    numpy or range(), True served windows of 1 token, a negative shuffle_block meant
+    stream order: each with no word of the option at fault."""
+    write_shard(tmp_path / "s", 3, 10)
+    with pytest.raises(ValueError, match=rf"^{option} must be an integer of at least {least}, not {value!r}$"):
+        TokenDataset(tmp_path, **{"seq_len": 4, option: value})
+
+
+@pytest.mark.parametrize(
+    "option, value, least",
+    [("batch_size", 2.0, 1), ("world_size", 2.0, 1), ("rank", True, 0), ("rank", -1, 0), ("batches_per_fetch", 1.5, 1)],
+)
+def test_a_loader_count_that_is_no_whole_number_in_range_is_refused_naming_it(tmp_path, option, value, least):
+    """A float batch_size, world_size or batches_per_fetch failed in range() with a
+    TypeError; rank=True served rank 1."""
+    write_shard(tmp_path / "s", 10, 10)
+    options = {"batch_size": 2, "rank": 0, "world_size": 2, option: value}
+    with pytest.raises(ValueError, match=rf"^{option} must be an integer of at least {least}, not {value!r}$"):
+        build_dataloader(TokenDataset(tmp_path, seq_len=4), num_workers=0, **options)
+
+
+@pytest.mark.parametrize(
     "drop_last, rank, message",
     [
         (True, 0, "rank 0 would get no batch: 9 windows of seq_len 3 make no full round of 2 batches of 5"),
@@ -271,3 +308,27 @@ def test_a_rank_that_would_get_no_batch_is_refused_naming_it(tmp_path, drop_last
         build_dataloader(dataset, batch_size, rank=rank, world_size=2, num_workers=0, drop_last=drop_last)
     if not drop_last:  # rank 0 has its batch
         assert len(build_dataloader(dataset, 9, rank=0, world_size=2, num_workers=0, drop_last=False)) == 1
+
+
+# -- shards of different tokenizers --------------------------------------------------------
+
+
+def write_sidecar_of(prefix: Path, docs: int, length: int, vocab: str) -> None:
+    """A sidecar saying the shard of ``write_shard`` was made by tokenizer ``vocab``."""
+    bin_sha256 = hashlib.sha256(Path(f"{prefix}.bin").read_bytes()).hexdigest()
+    meta = {"format": "prep.token_shard", "version": 1, "tokenizer": vocab, "tokenizer_spec": vocab}
+    meta |= {"vocab_size": 1 << 16, "vocab_sha256": vocab * 8, "eod_id": 0, "bos_id": None, "dtype": "int32"}
+    write_sidecar(sidecar_path(prefix), meta | {"documents": docs, "tokens": docs * length, "bin_sha256": bin_sha256})
+
+
+def test_sources_of_different_tokenizers_are_refused_naming_the_shard(tmp_path):
+    """A tokens folder whose sources were tokenized differently (one copied in from another
+    run) used to load, serving one source's ids as ids of the other's vocabulary."""
+    for source, vocab in (("code", "aaaa"), ("web", "bbbb")):
+        (tmp_path / source).mkdir()
+        write_shard(tmp_path / source / "s", 10, 100)
+        write_sidecar_of(tmp_path / source / "s", 10, 100, vocab)
+    with pytest.raises(ShardError, match=r"^\S*web/s\.json was made by tokenizer 'bbbb', not 'aaaa'"):
+        TokenDataset(tmp_path, seq_len=16)
+    write_sidecar_of(tmp_path / "web" / "s", 10, 100, "aaaa")
+    assert len(TokenDataset(tmp_path, seq_len=16)) == (2000 - 1) // 16

@@ -244,6 +244,14 @@ def test_runs_without_any_token_say_so(tmp_path):
         plan_mixture([run], {})
 
 
+def test_a_run_given_twice_is_refused_not_counted_twice(three_sources):
+    """`prep mix out/a out/a/` counted every shard twice: twice the tokens available, so
+    a source could be repeated twice --max-epochs while the table printed half."""
+    for again in (three_sources, Path(f"{three_sources}/")):
+        with pytest.raises(MixError, match=r"/tokens/code/\S+: reached twice \(first as .*\): give each run once"):
+            plan_mixture([three_sources, again], {"code": 0.25}, budget="5M")
+
+
 def test_shards_of_different_tokenizers_are_refused(tmp_path):
     run = make_run(tmp_path / "a", {"web": [np.full(10, 50)]})
     make_run(run, {"code": [np.full(10, 50)]}, sidecar={**SIDECAR, "vocab_sha256": "0" * 64, "tokenizer": "o200k_base"})

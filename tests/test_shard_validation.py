@@ -49,12 +49,12 @@ POINTERS_AT = HEADER_BYTES + 4 * N
 DOC_INDEX_AT = HEADER_BYTES + 12 * N
 
 
-def make_shard(folder: Path, name: str = "shard-000", dtype=np.int32) -> Path:
+def make_shard(folder: Path, name: str = "shard-000", dtype=np.int32, docs=DOCS) -> Path:
     """A small shard as the tokenize stage writes it: .bin, .idx and a sidecar with its sha256."""
     folder.mkdir(parents=True, exist_ok=True)
     prefix = folder / name
     writer = ShardWriter(f"{prefix}.bin", f"{prefix}.idx", np.dtype(dtype))
-    writer.add_documents(np.concatenate(DOCS), np.array([len(d) for d in DOCS]))
+    writer.add_documents(np.concatenate(docs), np.array([len(d) for d in docs]))
     writer.close()
     tokenizer = SimpleNamespace(name="test", spec="test", vocab_size=200_000, vocab_sha256="0" * 64)
     meta = sidecar(
@@ -463,6 +463,64 @@ def test_mixture_refuses_a_shard_that_changed_its_document_count(tmp_path):
     with pytest.raises(ShardError) as caught:
         TokenDataset(mix, seq_len=3)
     assert_names(caught.value, prefixes[1], r"holds 4 documents, but .*mix\.json was planned with 5")
+
+
+def test_mixture_refuses_shards_remade_with_the_same_document_counts(tmp_path):
+    """Shards re-tokenized (or re-filtered) keeping their document counts used to load: the
+    loader served other token counts and shares than mix.json (and prep estimate) said."""
+    mix, prefixes = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["web"]["tokens_used"] = 10 + 5 + 1 + 3  # documents 3, 0, 2, 1 of shard a
+    (mix / "mix.json").write_text(json.dumps(description))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 19
+    make_shard(tmp_path / "web", "a", docs=[d[:2] for d in DOCS])  # 4 documents still, 2 tokens at most
+    with pytest.raises(ShardError) as caught:
+        TokenDataset(mix, seq_len=3)
+    assert_names(caught.value, tmp_path / "web", r"source 'web' gives 7 tokens .*mix\.json was planned with 19")
+
+
+def test_mixture_with_a_source_of_no_shards_is_read(tmp_path):
+    """prep mix lists a source whose run folder holds no shard (its documents all filtered
+    out) with ``"shards": []``; the loader used to fail on it with a bare KeyError."""
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["math"] = {"shards": [], "shard_documents": [], "tokens_used": 0}
+    (mix / "mix.json").write_text(json.dumps(description))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 10 + 5 + 1 + 3
+    np.save(mix / "order_source.npy", np.array([0, 1], dtype=np.uint16))
+    np.save(mix / "order_document.npy", np.array([0, 0], dtype=np.int64))
+    with pytest.raises(ValueError, match=r"position 1 names document 0 of source 'math', which holds 0"):
+        TokenDataset(mix, seq_len=3)
+
+
+@pytest.mark.parametrize("which", ["order_source.npy", "order_document.npy"])
+def test_mixture_with_an_order_array_missing_fails_naming_it(tmp_path, which):
+    mix, _ = make_mixture(tmp_path)
+    (mix / which).unlink()
+    with pytest.raises(ValueError) as caught:
+        TokenDataset(mix, seq_len=3)
+    assert_names(caught.value, mix / which, r"cannot be read \(.*No such file.*\); make the mixture again")
+
+
+def test_a_loader_state_resumes_on_a_copy_of_the_mixture_folder(tmp_path):
+    """A mixture's data identity held its files' times: a state saved on a mixture folder
+    was refused as "for other data" on a copy of it (cp -r, rsync), the same order."""
+    from pipeline.loader import build_dataloader
+
+    mix, _ = make_mixture(tmp_path, document=(3, 0, 2, 1, 3, 0))
+    loader = build_dataloader(TokenDataset(mix, seq_len=2), 2, num_workers=0)
+    next(iter(loader))
+    state = loader.state_dict()
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("mix.json", "order_source.npy", "order_document.npy"):
+        (copy / name).write_bytes((mix / name).read_bytes())  # new times, same bytes
+    resumed = build_dataloader(TokenDataset(copy, seq_len=2), 2, num_workers=0)
+    resumed.load_state_dict(state)
+    assert resumed.state_dict() == state
+    np.save(copy / "order_document.npy", np.array([3, 0, 2, 1, 0, 3], dtype=np.int64))  # another order
+    with pytest.raises(ValueError, match="loader state is for other data: dataset"):
+        build_dataloader(TokenDataset(copy, seq_len=2), 2, num_workers=0).load_state_dict(state)
 
 
 def test_mixture_order_past_a_source_end_is_refused(tmp_path):

@@ -225,6 +225,19 @@ def test_merge_replaces_only_a_shard_prep_wrote_and_all_of_it(tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["merged.bin", "merged.idx", "merged.json"]
 
 
+def test_merge_refuses_an_output_that_is_an_input_by_another_spelling(tmp_path, monkeypatch):
+    """`prep shards merge ./a a.idx b.idx` passed the check (a string compare): input a was
+    replaced by the merge, which holds b's documents, still beside it in the folder."""
+    a = tokenize_unit(tmp_path, sample_texts(4), "a")
+    b = tokenize_unit(tmp_path, sample_texts(3, offset=4), "b")
+    before = Path(f"{a}.bin").read_bytes()
+    monkeypatch.chdir(Path(a).parent)
+    for spelling in (f"./{Path(a).name}", Path(a).name, f"{Path(a).parent}/../{Path(a).parent.name}/{Path(a).name}"):
+        with pytest.raises(ValueError, match=r"^the output .* is also an input"):
+            merge_shards(spelling, [a, b])
+    assert Path(f"{a}.bin").read_bytes() == before
+
+
 def test_merge_refuses_mixed_dtypes_and_tokenizers(tmp_path):
     g = tokenize_unit(tmp_path / "g", ["hello world"], "g", tokenizer="gpt2")
     c = tokenize_unit(tmp_path / "c", ["hello world"], "c", tokenizer="cl100k_base")

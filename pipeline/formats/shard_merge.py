@@ -58,8 +58,12 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     if not prefixes:
         raise ValueError("nothing to merge")
     out_prefix = shard_prefix(out_prefix)
-    if out_prefix in prefixes:
-        raise ValueError(f"the output {out_prefix} is also an input")
+    # By the file reached, not the spelling: ``./x`` (or a link) for input ``x`` replaced the
+    # input with the merge, which holds the other inputs' documents, still there beside it.
+    same = [p for p in prefixes if Path(p).resolve() == Path(out_prefix).resolve()]
+    if same:
+        also = "" if same[0] == out_prefix else f" ({same[0]})"
+        raise ValueError(f"the output {out_prefix} is also an input{also}")
     replaced = _replaced_shard(out_prefix)
     shards = [IndexedShard(p) for p in prefixes]  # checked: a damaged input is refused before copying
     metas = [s.meta for s in shards]

@@ -55,8 +55,31 @@ def temporary_cache_dir(name: str) -> Path | None:
     return folder / name
 
 
-def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarray]) -> np.ndarray:
+def _load(path: Path, length: int | None) -> np.ndarray | None:
+    """The 1-D integer array saved at ``path`` (of ``length`` items, if given), else None."""
+    try:
+        try:
+            # A plain ndarray view of the map: indexing an np.memmap subclass costs
+            # microseconds of Python per call, paid many times per batch.
+            array = np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
+        except ValueError:  # numpy cannot map an empty array; it is tiny anyway
+            array = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if array.ndim != 1 or array.dtype.kind not in "iu" or (length is not None and len(array) != length):
+        return None
+    return array
+
+
+def cached_array(
+    cache_dir: Path | None, name: str, build: Callable[[], np.ndarray], length: int | None = None
+) -> np.ndarray:
     """Return the array cached as ``cache_dir/name``, building and saving it when missing.
+
+    A cached file that does not read back as a 1-D integer array of ``length`` items (cut
+    short by a crash before the page cache reached the disk, say) is built and saved
+    again: it used to stop every loader on that data with numpy's "EOF: reading array
+    header", naming no file, until someone found and deleted it.
 
     Without a cache folder, or with one that cannot be written, the array is built in
     memory, again in each process that opens it (each rank, each spawned worker).
@@ -64,15 +87,13 @@ def cached_array(cache_dir: Path | None, name: str, build: Callable[[], np.ndarr
     if cache_dir is None:
         return build()
     path = cache_dir / name
-    if not path.exists():
-        array = build()
-        try:
-            save_npy_atomic(path, array)
-        except OSError:
-            return array
+    cached = _load(path, length) if path.exists() else None
+    if cached is not None:
+        return cached
+    array = build()
     try:
-        # A plain ndarray view of the map: indexing an np.memmap subclass costs
-        # microseconds of Python per call, paid many times per batch.
-        return np.load(path, mmap_mode="r", allow_pickle=False).view(np.ndarray)
-    except ValueError:  # numpy cannot map an empty array; it is tiny anyway
-        return np.load(path, allow_pickle=False)
+        save_npy_atomic(path, array)
+    except OSError:
+        return array
+    saved = _load(path, length)
+    return array if saved is None else saved

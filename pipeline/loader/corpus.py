@@ -28,7 +28,14 @@ import numpy as np
 from pipeline.formats.indexed_shard import IndexedShard, ShardBin
 from pipeline.formats.layout import Layout
 from pipeline.formats.scratch import LOADER_CACHE
-from pipeline.formats.token_shards import ShardError, list_shards, shard_paths
+from pipeline.formats.token_shards import (
+    IncompatibleShards,
+    ShardError,
+    check_compatible,
+    list_shards,
+    shard_paths,
+    sidecar_path,
+)
 from pipeline.loader.cache import cached_array, fingerprint, temporary_cache_dir
 
 CORPUS_FORMAT = 1
@@ -118,8 +125,9 @@ class ShardCorpus:
         """Open (building on first use) the per-document size and start arrays."""
         tag = f"corpus-{self.fingerprint}"
         self._built: tuple[np.ndarray, np.ndarray] | None = None
-        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0])
-        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1])
+        n = self.num_documents
+        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0], n)
+        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1], n)
         self._built = None
 
     def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path | None:
@@ -142,10 +150,21 @@ class ShardCorpus:
         Keeps what a process needs to map a ``.bin`` later without opening its shard
         again, and to know it for the file checked here: its dtype, token count and
         identity (``shard_tokens``).
+
+        Shards with sidecars must agree on the tokenizer (``check_compatible``): the
+        stream lays them end to end, so a source tokenized otherwise (a folder copied in
+        from another run, a shard replaced) would be served as ids of another vocabulary.
         """
         counts, self._shard_layout = [], []
+        reference = None
         for prefix in self.prefixes:
             shard = IndexedShard(prefix, verify=verify)
+            if shard.meta is not None:
+                reference = reference or (shard.meta, sidecar_path(prefix))
+                try:
+                    check_compatible(reference[0], shard.meta, str(sidecar_path(prefix)))
+                except IncompatibleShards as error:
+                    raise ShardError(f"{error} (the first shard's sidecar: {reference[1]})") from None
             counts.append(shard.num_documents)
             self._shard_layout.append((shard.dtype, shard.num_tokens, shard.bin.identity))
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)

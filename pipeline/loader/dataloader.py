@@ -18,6 +18,7 @@ can save it for all.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -27,7 +28,7 @@ from torch.utils.data import DataLoader
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.dataset import PackedBatch, TokenDataset, largest_packed_size, unpack
 from pipeline.loader.ring import RingWorkerInit, SlotRing
-from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler
+from pipeline.loader.sampler import WINDOW_ORDER_SCHEME, RankBatchSampler, rank_batch_count
 from pipeline.loader.state import STATE_VERSION, check_state
 
 
@@ -45,6 +46,23 @@ def _refuse_an_empty_rank(sampler: RankBatchSampler, seq_len: int) -> None:
         f"rank {sampler.rank} would get no batch: {windows} windows of seq_len {seq_len} make {why}; "
         "use a smaller batch_size, world_size or seq_len, or more data"
     )
+
+
+def _pin_batches(pin_memory: bool | None) -> bool:
+    """Whether batches are copied into pinned memory: by default when CUDA is there; when
+    asked for without an accelerator, not, with torch's own DataLoader warning (pinning
+    then raised ``RuntimeError: Cannot access accelerator device`` on the first batch, so a
+    GPU script could not be tried on a CPU machine)."""
+    accelerator = getattr(torch, "accelerator", None)  # torch 2.6 and later
+    available = accelerator.is_available() if accelerator is not None else torch.cuda.is_available()
+    if pin_memory and not available:
+        warnings.warn(
+            "'pin_memory' argument is set as true but no accelerator is found, "
+            "then device pinned memory won't be used.",
+            stacklevel=3,
+        )
+        return False
+    return torch.cuda.is_available() if pin_memory is None else pin_memory
 
 
 def _keep(batch: PackedBatch) -> PackedBatch:
@@ -93,7 +111,7 @@ class TokenDataLoader(DataLoader):
             worker_init_fn=self._user_worker_init,
             **kwargs,
         )
-        self.pin_batches = torch.cuda.is_available() if pin_memory is None else pin_memory
+        self.pin_batches = _pin_batches(pin_memory)
         self.samples_per_batch = batch_size
         self.rank = rank
         self.world_size = world_size
@@ -183,8 +201,15 @@ class TokenDataLoader(DataLoader):
         return error
 
     def __len__(self) -> int:
-        """Batches left in this pass for this rank (a whole pass before it starts)."""
-        return self.batch_sampler.num_batches()
+        """Batches left in this pass for this rank (a whole pass before it starts).
+
+        Counted from the samples consumed (``state_dict``'s), not from where the sampler
+        last started: after a loop that broke off, or mid-iteration, the sampler's start
+        is still that of the iteration, and the count was of a whole pass.
+        """
+        sampler: RankBatchSampler = self.batch_sampler
+        remaining = sampler.num_samples - self._consumed
+        return rank_batch_count(remaining, sampler.batch_size, sampler.rank, sampler.world_size, sampler.drop_last)
 
     def state_dict(self) -> dict[str, Any]:
         """Where the training loop is: constant size, the same on every rank."""

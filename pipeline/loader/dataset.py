@@ -29,7 +29,7 @@ from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, DocumentStream, ShuffledEpochs
 from pipeline.loader.ring import active_ring
-from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WINDOW_ORDER_SCHEME, BatchChunk, WindowOrder
+from pipeline.loader.sampler import SHARE_WINDOW_TOKENS, WINDOW_ORDER_SCHEME, BatchChunk, WindowOrder, whole_number
 from pipeline.loader.windows import WindowSources, count_segments, fill_segments, locate, read_windows
 
 
@@ -123,10 +123,12 @@ class TokenDataset(Dataset):
         cache_dir: str | os.PathLike | None = None,
         verify: bool = False,
     ):
-        if seq_len < 1:
-            raise ValueError("seq_len must be at least 1")
-        if epochs < 1:
-            raise ValueError("epochs must be at least 1")
+        seq_len, epochs, seed = (
+            whole_number("seq_len", seq_len, 1),
+            whole_number("epochs", epochs, 1),
+            whole_number("seed", seed, 0),
+        )
+        shuffle_block = None if shuffle_block is None else whole_number("shuffle_block", shuffle_block, 1)
         self.seq_len = seq_len
         self.seed = seed
         self.shuffle_block = shuffle_block
@@ -143,10 +145,12 @@ class TokenDataset(Dataset):
                 f"the document stream holds {self.stream.num_tokens}"
             )
         # What a saved loader state must match: the windows and their order, not file
-        # paths or times (a resumed job may read a copy of the data elsewhere).
+        # paths or times (a resumed job may read a copy of the data elsewhere). A provider
+        # whose cache key holds file times (a mixture's) gives its ``identity()`` instead.
+        provider = self.stream.provider
         self.identity = fingerprint(
             "windows",
-            self.stream.provider.key(),
+            provider.identity() if hasattr(provider, "identity") else provider.key(),
             self.corpus.num_documents,
             len(self.stream.order),
             self.stream.num_tokens,

@@ -15,16 +15,18 @@ A shard the mixture lists must be there and unchanged in document count (``mix.j
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.formats.mix import MIX_JSON, MixLayout
-from pipeline.formats.mix_order import read_order
+from pipeline.formats.mix_order import OrderArrayError, read_order
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
+from pipeline.util.printable import error_line
 from pipeline.util.records import Each, Optional, read_record
 
 
@@ -36,7 +38,7 @@ def is_mixture(path: str | os.PathLike) -> bool:
 # (an array, no "sources", JSON nested too deep) left AttributeError, KeyError or
 # RecursionError naming no file. ``shard_documents`` may be missing (an older mixture).
 MIXTURE_SHAPE = {
-    "sources": Each({"shards": [str], "shard_documents": Optional([int])}),
+    "sources": Each({"shards": [str], "shard_documents": Optional([int]), "tokens_used": Optional(int)}),
     "order": {"source": str, "document": str},
 }
 
@@ -95,22 +97,63 @@ class MixtureOrder:
         self.description = _description(self.mix_dir)
 
     def key(self) -> str:
-        files = [self.folder.manifest] + [
-            self.folder.order(self.description, which) for which in self.description["order"]
-        ]
-        return "mixture-" + fingerprint([(f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files])
+        """Names, sizes and times of ``mix.json`` and its order arrays; an order array that
+        is missing fails here, first: a one-line error naming it, not a bare ``FileNotFoundError``."""
+        stats = []
+        for f in [self.folder.manifest] + [self.folder.order(self.description, w) for w in self.description["order"]]:
+            try:
+                found = f.stat()
+            except OSError as error:
+                raise OrderArrayError(f"{f}: cannot be read ({error_line(error)}); make the mixture again") from None
+            stats.append((f.name, found.st_size, found.st_mtime_ns))
+        return "mixture-" + fingerprint(stats)
+
+    def identity(self) -> str:
+        """What a loader state records of this order (``TokenDataset.identity``): the order
+        arrays' content. Not ``key()``, which holds the files' times so that the cache
+        follows them: a copy of the mixture folder (``cp -r``, ``rsync`` without ``-t``) has
+        other times and the same order, and a state saved on one must resume on the other."""
+        digest = hashlib.sha256()
+        for which in ("source", "document"):
+            array = read_order(self.folder.order(self.description, which))
+            digest.update(f"{which} {array.dtype.str} {len(array)}".encode())
+            digest.update(memoryview(np.ascontiguousarray(array)).cast("B"))
+        return "mixture-" + digest.hexdigest()[:20]
 
     def build(self, corpus: ShardCorpus) -> np.ndarray:
         names = list(self.description["sources"])
         first = {source.name: source.first_document for source in corpus.sources}
-        offsets = np.array([first[name] for name in names], dtype=np.int64)
+        # A source without shards (every document of it filtered out) has no documents in
+        # the corpus; ``_check_order`` refuses any position that names it.
+        offsets = np.array([first.get(name, 0) for name in names], dtype=np.int64)
         source = read_order(self.folder.order(self.description, "source"))
         document = read_order(self.folder.order(self.description, "document"))
         if len(source) != len(document):
             raise ValueError(f"{self.mix_dir}: order arrays differ in length")
         source, document = source.astype(np.int64), document.astype(np.int64)
         self._check_order(source, document, corpus)
-        return offsets[source] + document
+        order = offsets[source] + document
+        self._check_tokens(source, np.asarray(corpus.document_sizes)[order])
+        return order
+
+    def _check_tokens(self, source: np.ndarray, sizes: np.ndarray) -> None:
+        """Each source must still give the tokens ``mix.json`` planned (``tokens_used``).
+
+        Shards re-made with the same document counts (another tokenizer, other filters)
+        pass the count check but change every document's length: the stream would no
+        longer hold the planned shares or token count, and ``prep estimate``, which reads
+        ``mix.json``, would disagree with what the loader serves.
+        """
+        for index, (name, planned) in enumerate(self.description["sources"].items()):
+            if "tokens_used" not in planned:  # an older mix.json
+                continue
+            found = int(sizes[source == index].sum())
+            if found != planned["tokens_used"]:
+                raise ShardError(
+                    f"{Path(planned['shards'][0]).parent}: source {name!r} gives {found:,} tokens at the mixture's "
+                    f"positions, but {self.folder.manifest} was planned with {planned['tokens_used']:,}: its shards "
+                    "changed since the mixture was made; make the mixture again"
+                )
 
     def _check_order(self, source: np.ndarray, document: np.ndarray, corpus: ShardCorpus) -> None:
         """Each position must name a listed source and a document inside it.

@@ -17,6 +17,9 @@ A provider has two methods:
 ``build(corpus)``
     the order as an integer array of global document ids (``0 <= id <
     corpus.num_documents``). Called once per corpus and key; the result is cached.
+``identity()`` (optional)
+    what a loader state records of the order, when ``key()`` holds what a copy of the
+    data changes (file times: ``MixtureOrder``); ``key()`` otherwise.
 
 ``DocumentStream`` adds the cumulative sizes that map a stream position to a document.
 """
@@ -85,7 +88,9 @@ class DocumentStream:
     def _open(self) -> None:
         tag = f"stream-{self.fingerprint}"
         self.order = cached_array(self.corpus.cache_dir, f"{tag}-order.npy", self._build_order)
-        self.cumulative = cached_array(self.corpus.cache_dir, f"{tag}-cumulative.npy", self._build_cumulative)
+        self.cumulative = cached_array(
+            self.corpus.cache_dir, f"{tag}-cumulative.npy", self._build_cumulative, len(self.order) + 1
+        )
 
     def _build_order(self) -> np.ndarray:
         order = np.asarray(self.provider.build(self.corpus))

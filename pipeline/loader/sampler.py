@@ -54,6 +54,7 @@ balanced. A loader state saved under the former shuffle is refused, naming both 
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 
 import numpy as np
@@ -248,6 +249,17 @@ def rank_batch_count(remaining: int, batch_size: int, rank: int, world_size: int
     return len(range(rank, total, world_size))
 
 
+def whole_number(name: str, value: object, least: int) -> int:
+    """``value`` as an int, refused unless a whole number of at least ``least``, in one line
+    naming it: a float failed deep in numpy or range() with a TypeError, a negative seed in
+    numpy's generator, ``True`` passed as 1 (and a loader state, which records seq_len,
+    seed and batch_size, refuses bools), a shuffle_block below 1 meant stream order
+    without a word."""
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < least:
+        raise ValueError(f"{name} must be an integer of at least {least}, not {value!r}")
+    return int(value)
+
+
 class BatchChunk(tuple):
     """The window ids of up to ``batches_per_fetch`` consecutive batches of one rank.
 
@@ -272,10 +284,11 @@ class RankBatchSampler:
         drop_last: bool,
         batches_per_fetch: int = 1,
     ):
-        if not 0 <= rank < world_size:
+        world_size, rank = whole_number("world_size", world_size, 1), whole_number("rank", rank, 0)
+        if rank >= world_size:
             raise ValueError(f"rank {rank} is outside world size {world_size}")
-        if batch_size < 1 or batches_per_fetch < 1:
-            raise ValueError("batch_size and batches_per_fetch must be at least 1")
+        batch_size = whole_number("batch_size", batch_size, 1)
+        batches_per_fetch = whole_number("batches_per_fetch", batches_per_fetch, 1)
         self.window_order = window_order
         self.batch_size = batch_size
         self.rank = rank

@@ -82,13 +82,26 @@ def _unknown_column(name: str, source: str, columns: list[str]) -> str:
 
 
 def take_inventory(runs: list[Path]) -> Inventory:
+    """The shards of ``runs`` by source, each shard once.
+
+    A shard reached twice (a run given twice, ``out/a`` and ``out/a/``, or a tokens folder
+    linked into another run) is refused: counted twice, it doubled its source's tokens,
+    so the plan drew its documents as if there were twice as many and repeated the
+    source up to twice ``--max-epochs`` while printing half the epochs.
+    """
     shards_by_source: dict[str, list[str]] = {}
+    seen: dict[Path, str] = {}
     for run in runs:
         tokens = Layout(run).tokens_folder
         if not tokens.is_dir():
             raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
         for folder in source_folders(tokens):
-            shards_by_source.setdefault(folder.name, []).extend(list_shards(folder))
+            for prefix in list_shards(folder):
+                resolved = Path(f"{prefix}.idx").resolve()
+                if resolved in seen:
+                    raise MixError(f"{prefix}: reached twice (first as {seen[resolved]}): give each run once")
+                seen[resolved] = prefix
+                shards_by_source.setdefault(folder.name, []).append(prefix)
     if not shards_by_source:
         raise MixError(f"no token shards under {', '.join(str(r) for r in runs)}")
     reference: dict | None = None
