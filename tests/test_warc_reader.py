@@ -128,7 +128,7 @@ def without_locations(docs: list[dict]) -> list[dict]:
     return [{k: v for k, v in doc.items() if k != "_line"} for doc in docs]
 
 
-@pytest.mark.parametrize("size", [65536, 7000])
+@pytest.mark.parametrize("size", [65536, 7000, 50])
 def test_members_cut_at_fixed_sizes_read_as_the_records_they_hold(shared_data, tmp_path, size):
     """Such a file lost every record a member boundary cut: 0 of 22 pages of the first
     shared file, as garbage and length-mismatch rows."""

@@ -249,6 +249,8 @@ class _Members:
             self.end = at
             if self.stream.between_records or not gzip_at(self.window, at) or member_at(self.window, at):
                 return
+            consumed = bisect.bisect_right(self._inflated, self.stream.offset) - 1
+            del self._inflated[:consumed], self._starts[:consumed]  # behind the reader: bounded however many members
             self._inflated.append(inflated)
             self._starts.append(at)
 
