@@ -144,10 +144,11 @@ class MixtureOrder:
         longer hold the planned shares or token count, and ``prep estimate``, which reads
         ``mix.json``, would disagree with what the loader serves.
         """
-        for index, (name, planned) in enumerate(self.description["sources"].items()):
+        sources = self.description["sources"]
+        per_source = np.bincount(source, weights=sizes, minlength=len(sources))  # exact below 2**53 tokens
+        for (name, planned), found in zip(sources.items(), per_source.astype(np.int64).tolist()):
             if "tokens_used" not in planned:  # an older mix.json
                 continue
-            found = int(sizes[source == index].sum())
             if found != planned["tokens_used"]:
                 raise ShardError(
                     f"{Path(planned['shards'][0]).parent}: source {name!r} gives {found:,} tokens at the mixture's "
