@@ -70,9 +70,14 @@ class ReadLog:
     skipped: dict[str, Counter] = field(default_factory=dict)  # file -> bad-input kind -> count
 
 
+def fasttext_can_hold(label: str) -> bool:
+    """Whether fastText can hold ``label`` as a label: non-empty, no whitespace."""
+    return bool(label) and not FASTTEXT_SPACE.search(label)
+
+
 def check_label(label: str, where: str) -> str:
-    """``label`` if fastText can hold it as a label (non-empty, no whitespace)."""
-    if not label or FASTTEXT_SPACE.search(label):
+    """``label`` if fastText can hold it as a label."""
+    if not fasttext_can_hold(label):
         raise ClassifierError(f"{where}: label {printable(repr(label))} is empty or holds whitespace")
     return label
 
@@ -174,7 +179,7 @@ def _labeled(docs: pa.RecordBatch, skipped: Counter) -> tuple[pa.RecordBatch, li
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not one value in the batch is text or a number
         skipped["bad-label"] += docs.num_rows
         return docs.slice(0, 0), []
-    good = {value: bool(value) and not FASTTEXT_SPACE.search(value) for value in set(labels) if value is not None}
+    good = {value: fasttext_can_hold(value) for value in set(labels) if value is not None}
     keep = [value is not None and good[value] for value in labels]
     skipped["no-label"] += labels.count(None)
     skipped["bad-label"] += len(labels) - sum(keep) - labels.count(None)
