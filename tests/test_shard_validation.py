@@ -582,3 +582,32 @@ def test_merge_refuses_a_damaged_input_before_writing(tmp_path):
     assert not (tmp_path / "out").exists()
     result = CliRunner().invoke(shards_group, ["merge", str(tmp_path / "m2"), str(tmp_path / "in")])
     assert result.exit_code == 1 and result.output.startswith(f"Error: {files(bad).bin}: "), result.output
+
+
+def test_mixture_with_relative_shard_paths_reads_them_from_its_folder(tmp_path, monkeypatch):
+    """A mix.json edited to hold paths relative to its folder (to move data and mixture
+    together) was read against the working directory: the loader failed or, from another
+    folder holding shards of those names, served them."""
+    mix, prefixes = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["web"]["shards"] = [f"../web/{Path(p).name}" for p in prefixes]
+    (mix / "mix.json").write_text(json.dumps(description))
+    elsewhere = tmp_path / "elsewhere" / "deeper"  # where ../web is no folder
+    elsewhere.mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 10 + 5 + 1 + 3
+
+
+@pytest.mark.parametrize("counts", [[N], [N, N, N]])
+def test_mixture_whose_shard_counts_do_not_match_its_shards_is_refused(tmp_path, counts):
+    """A mix.json listing more or fewer document counts than shards used to skip the
+    check that catches shards changed since the mixture was made."""
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    description["sources"]["web"]["shard_documents"] = counts
+    (mix / "mix.json").write_text(json.dumps(description))
+    with pytest.raises(ShardError) as caught:
+        TokenDataset(mix, seq_len=3)
+    assert_names(
+        caught.value, mix / "mix.json", rf"source 'web' lists 2 shards but {len(counts)} shard document counts"
+    )

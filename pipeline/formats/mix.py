@@ -65,3 +65,9 @@ class MixLayout:
         """An order array (``which``: "source" or "document") by the name the mixture's
         ``mix.json`` (``description``) gives it under ``"order"``."""
         return self.folder / description["order"][which]
+
+    def shards(self, source: dict) -> list[str]:
+        """A source's shard prefixes (``description["sources"][name]``), in order. ``prep mix``
+        writes absolute paths; a relative one (a mixture edited or moved by hand) is this
+        folder's, not the working directory's, which would change with the reader's ``cd``."""
+        return [str(self.folder / prefix) for prefix in source["shards"]]

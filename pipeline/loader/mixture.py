@@ -61,7 +61,8 @@ def mixture_corpus(
     """
     mix_dir = Path(mix_dir)
     description = _description(mix_dir)
-    shards = [(name, prefix) for name, source in description["sources"].items() for prefix in source["shards"]]
+    folder = MixLayout(mix_dir)
+    shards = [(name, prefix) for name, source in description["sources"].items() for prefix in folder.shards(source)]
     try:
         corpus = ShardCorpus(mix_dir, cache_dir, shards=shards, verify=verify)
     except ShardError as e:
@@ -76,9 +77,17 @@ def _check_shard_documents(corpus: ShardCorpus, description: dict, where: Path) 
     The order numbers documents across each source's shards; a shard that now holds more
     or fewer documents shifts every number after it onto other documents.
     """
-    planned = [n for source in description["sources"].values() for n in source.get("shard_documents", [])]
-    if len(planned) != len(corpus.prefixes):  # an older mix.json without the counts
+    sources = description["sources"]
+    if all("shard_documents" not in source for source in sources.values()):  # an older mix.json
         return
+    for name, source in sources.items():
+        if len(source.get("shard_documents", ())) != len(source["shards"]):
+            raise ShardError(
+                f"{where}: source {name!r} lists {len(source['shards'])} shards but "
+                f"{len(source.get('shard_documents', ()))} shard document counts: the file was edited or "
+                "damaged; make the mixture again"
+            )
+    planned = [n for source in sources.values() for n in source["shard_documents"]]
     found = np.diff(corpus.shard_first_document)
     for prefix, n, m in zip(corpus.prefixes, found, planned):
         if n != m:

@@ -52,9 +52,9 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
         raise MixtureError(f"{mix_dir}: not a mixture folder (no {MIX_JSON}; make one with prep mix RUN --out DIR)")
     mix = read_description(mix_path)
     names = list(mix["sources"])
-    lengths = [_source_lengths(name, mix["sources"][name]) for name in names]
+    lengths = [_source_lengths(name, mix["sources"][name], folder) for name in names]
     curriculum = mix.get("curriculum", "none")
-    keys, key_label = _keys(names, mix, lengths, curriculum)
+    keys, key_label = _keys(names, mix, lengths, curriculum, folder)
     order_source, order_document = _order(folder.order_source), _order(folder.order_document)
     if len(order_source) != len(order_document):
         raise MixtureError(f"{mix_dir}: the order arrays differ in length ({len(order_source)}, {len(order_document)})")
@@ -159,10 +159,15 @@ def _check_positions(folder: MixLayout, source: int, documents: np.ndarray, leng
         raise MixtureError(f"{folder.order_document}: a document index outside source {source}'s documents")
 
 
-def _source_lengths(name: str, source: dict) -> np.ndarray:
+def _source_lengths(name: str, source: dict, folder: MixLayout) -> np.ndarray:
     """Token length of each document of a source, numbered across its shards as the order is."""
     parts = []
-    for prefix, expected in zip(source["shards"], source["shard_documents"]):
+    if len(source["shards"]) != len(source["shard_documents"]):
+        raise MixtureError(
+            f"{folder.manifest}: source {name!r} lists {len(source['shards'])} shards but "
+            f"{len(source['shard_documents'])} shard document counts: make the mixture again"
+        )
+    for prefix, expected in zip(folder.shards(source), source["shard_documents"]):
         try:
             sizes = IndexedShard(prefix).sizes
         except FileNotFoundError:
@@ -176,7 +181,7 @@ def _source_lengths(name: str, source: dict) -> np.ndarray:
 
 
 def _keys(
-    names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: str
+    names: list[str], mix: dict, lengths: list[np.ndarray], curriculum: str, folder: MixLayout
 ) -> tuple[list[np.ndarray] | None, str]:
     """The curriculum key per document of each source, as ``prep mix`` sorted by it."""
     if curriculum == "none":
@@ -185,7 +190,7 @@ def _keys(
         return [tokens.astype(np.float64) for tokens in lengths], "tokens per document"
     keys, column = [], curriculum
     for name, length in zip(names, lengths):
-        shards = mix["sources"][name]["shards"]
+        shards = folder.shards(mix["sources"][name])
         columns = None
         for prefix in shards:  # footers only; a shard without documents has no say
             with reading(docs_path(prefix)):
