@@ -611,3 +611,18 @@ def test_mixture_whose_shard_counts_do_not_match_its_shards_is_refused(tmp_path,
     assert_names(
         caught.value, mix / "mix.json", rf"source 'web' lists 2 shards but {len(counts)} shard document counts"
     )
+
+
+@pytest.mark.parametrize("bad_id", [200_000, 2**31 - 1, -5])
+def test_a_token_id_outside_the_vocabulary_is_refused_before_it_reaches_a_model(tmp_path, bad_id):
+    """A .bin changed in place keeps its size, so only verify=True's checksum caught it;
+    without it the id reached the model's embedding (on a GPU, a device-side assert
+    naming no file). Every batch's ids are now checked against the sidecar's vocabulary."""
+    prefix = make_shard(tmp_path)  # vocabulary of 200,000 ids
+    patch(files(prefix).bin, 4 * 6, np.array([bad_id], dtype=np.int32).tobytes())  # document 1's second token
+    dataset = TokenDataset(tmp_path, seq_len=2, epochs=1)
+    with pytest.raises(ShardError, match=rf"token id {bad_id} is outside the vocabulary of 200000 ids .*verify=True"):
+        for i in range(len(dataset)):
+            dataset[i]
+    with pytest.raises(ShardError, match=r"sha256 .* differs"):
+        TokenDataset(tmp_path, seq_len=2, verify=True)

@@ -167,6 +167,9 @@ class ShardCorpus:
                     raise ShardError(f"{error} (the first shard's sidecar: {reference[1]})") from None
             counts.append(shard.num_documents)
             self._shard_layout.append((shard.dtype, shard.num_tokens, shard.bin.identity))
+        # The ids a model trained on these shards can embed; None without a sidecar saying so.
+        self.vocab_size = reference[0].get("vocab_size") if reference else None
+        self.vocab_sidecar = reference[1] if reference else None
         return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
 
     def _build_documents(self) -> tuple[np.ndarray, np.ndarray]:

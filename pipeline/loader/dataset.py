@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
@@ -216,11 +217,24 @@ class TokenDataset(Dataset):
             # takes new pages from the kernel each time (slow on virtual machines).
             flat = np.empty(size, dtype=np.int64)
             carried = torch.from_numpy(flat)
-        read_windows(self.stream, pieces, seq_len, flat[:n], flat[n : 2 * n])
+        self._check_ids(*read_windows(self.stream, pieces, seq_len, flat[:n], flat[n : 2 * n]), indices)
         cu_seqlens = flat[3 * n + rows :].view(np.int32)
         max_seqlen = fill_segments(pieces.row, pieces.begin, rows, seq_len, cu_seqlens, flat[2 * n : 3 * n])
         flat[3 * n : 3 * n + rows] = indices
         return PackedBatch(carried, slot, offset, size, rows, seq_len, segments, max_seqlen)
+
+    def _check_ids(self, low: int, high: int, indices: np.ndarray) -> None:
+        """Refuse a batch holding an id outside the shards' vocabulary (``low`` and ``high``:
+        its smallest and largest): bytes of a ``.bin`` changed in place (checked by sha256
+        only with ``verify=True``) would otherwise reach the model's embedding, where a GPU
+        fails with a device-side assert naming no file."""
+        vocab = self.corpus.vocab_size
+        if vocab is not None and (low < 0 or high >= vocab):
+            raise ShardError(
+                f"windows {indices.tolist()[:8]}: token id {high if high >= vocab else low} is outside the "
+                f"vocabulary of {vocab} ids ({self.corpus.vocab_sidecar}): a shard's .bin changed since it was "
+                "written; TokenDataset(..., verify=True) names it"
+            )
 
     def __getitem__(self, index: int) -> dict:
         """One window: ``input_ids``, ``labels``, ``position_ids`` of shape ``[seq_len]``, ..."""

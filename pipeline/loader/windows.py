@@ -96,12 +96,16 @@ def locate(stream: DocumentStream, starts: np.ndarray, length: int) -> Pieces:
 
 @njit
 def fill_tokens(tokens, shard, pieces_shard, source, row, begin, size, seq_len, inputs, labels):
-    """Copy the pieces of ``shard`` (its ``.bin`` is ``tokens``) into flat ``inputs`` and ``labels``.
+    """Copy the pieces of ``shard`` (its ``.bin`` is ``tokens``) into flat ``inputs`` and
+    ``labels``; return the smallest and largest id copied (``read_windows`` says why).
 
     A window holds ``seq_len + 1`` tokens: its inputs are the first ``seq_len``, its
     labels the last ``seq_len``. The loops run over slices indexed from 0, which LLVM
-    vectorises (offset indexing into the whole arrays made them 3x slower).
+    vectorises (offset indexing into the whole arrays made them 3x slower), the two
+    reductions with them.
     """
+    low = np.int64(0)
+    high = np.int64(0)
     for i in range(len(pieces_shard)):
         if pieces_shard[i] != shard:
             continue
@@ -110,10 +114,15 @@ def fill_tokens(tokens, shard, pieces_shard, source, row, begin, size, seq_len, 
         head = inputs[at : at + max(0, min(size[i], seq_len - begin[i]))]
         for j in range(len(head)):
             head[j] = piece[j]
+            low = min(low, head[j])
+            high = max(high, head[j])
         skip = 1 if begin[i] == 0 else 0  # the window's first token is no label
         tail = labels[at + skip - 1 : at + size[i] - 1]
         for j in range(len(tail)):
             tail[j] = piece[skip + j]
+            low = min(low, tail[j])
+            high = max(high, tail[j])
+    return low, high
 
 
 @njit
@@ -145,16 +154,23 @@ def count_segments(pieces: Pieces, seq_len: int) -> int:
     return int(np.count_nonzero(pieces.begin < seq_len))
 
 
-def read_windows(stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: np.ndarray, labels: np.ndarray) -> None:
-    """Write the windows' tokens as flat int64 ``inputs`` and ``labels`` (``rows * seq_len`` each).
+def read_windows(
+    stream: DocumentStream, pieces: Pieces, seq_len: int, inputs: np.ndarray, labels: np.ndarray
+) -> tuple[int, int]:
+    """Write the windows' tokens as flat int64 ``inputs`` and ``labels`` (``rows * seq_len`` each);
+    return the smallest and largest id written (0 counts as both where none is below or
+    above it), which the dataset checks against the vocabulary in the same pass.
 
     One kernel call per shard present in the batch (shards may differ in dtype).
     """
+    low = high = 0
     for shard in set(pieces.shard.tolist()):
         tokens = stream.corpus.shard_tokens(shard)
-        fill_tokens(
+        shard_low, shard_high = fill_tokens(
             tokens, shard, pieces.shard, pieces.source, pieces.row, pieces.begin, pieces.length, seq_len, inputs, labels
         )
+        low, high = min(low, shard_low), max(high, shard_high)
+    return low, high
 
 
 @njit
