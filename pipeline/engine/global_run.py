@@ -20,14 +20,14 @@ import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
-from pipeline.engine.fetch import matching, pull_unit_documents, pull_work
+from pipeline.engine.fetch import matching, pull_work, unit_documents
 from pipeline.engine.plan import Segment, Unit, plan_segments, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.engine.work_disk import WorkDisk
-from pipeline.formats.layout import Layout, file_in, part_files
+from pipeline.formats.layout import Layout, file_in
 from pipeline.phases import Round, globs
 from pipeline.stage import UnitContext
 from pipeline.util.atomic import write_json_atomic
@@ -155,8 +155,7 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     segment = plan_segments(config)[segment_index]
     stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
-    pull_unit_documents(store, layout, segment_index - 1, unit)
-    parts = part_files(layout.segment_docs(segment_index - 1, unit.source), unit.name)
+    parts = unit_documents(store, layout, segment_index - 1, unit)
 
     def batches():
         for path in parts:

@@ -1,0 +1,56 @@
+"""What a resume finds when the run was stopped at a named point and its folder was then
+touched: each case a fuzz driver (kills at random file-system commits, resume, compare)
+found, made deterministic. The run stops by a task raising in this process (one worker
+runs the tasks in the driver), as ``tests/test_run.py`` stops one."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, write_config
+
+import pipeline.engine.global_run as global_run_module
+from pipeline.engine.config import ConfigError
+from pipeline.engine.run import run_pipeline
+from pipeline.formats.layout import Layout, part_files
+
+WEB_UNIT = "00000-c4_guardian.json.gz.to-00002"  # the sample's web files, one unit (a pack)
+
+
+def _stopped_before_dedups_map(tmp_path, monkeypatch):
+    """A run of the sample's web pages through dedup, stopped as dedup's map starts: the
+    documents segment 0 kept wait in ``work/`` for the map and the segment after it."""
+    config = write_config(
+        tmp_path / "dedup.toml",
+        f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n[[stages]]\nname = "dedup"\n',
+    )
+    out = tmp_path / "out"
+
+    def stopped(*args, **kwargs):
+        raise RuntimeError("stopped before dedup's map")
+
+    monkeypatch.setattr(global_run_module, "map_task", stopped)
+    with pytest.raises(RuntimeError, match="stopped before dedup's map"):
+        run_pipeline(config, out, workers=1, quiet=True)
+    monkeypatch.undo()
+    return config, out
+
+
+@pytest.mark.parametrize("damage", ["delete", "cut"])
+def test_a_work_file_of_documents_deleted_or_cut_before_the_resume_is_refused_by_name(tmp_path, monkeypatch, damage):
+    """A deleted part lost its documents silently until the balance failed, once every
+    output was written, as "a bug in prep"; a cut one failed on a Parquet error that named
+    no file. Either way the resume now stops before writing anything, naming the file."""
+    config, out = _stopped_before_dedups_map(tmp_path, monkeypatch)
+    parts = part_files(Layout(out).segment_docs(0, "web"), WEB_UNIT)
+    assert len(parts) > 1
+    if damage == "delete":
+        parts[1].unlink()
+        named = f"work/segments/0/web/{WEB_UNIT}*.parquet"
+    else:
+        parts[0].write_bytes(parts[0].read_bytes()[:1000])
+        named = f"work/segments/0/web/{WEB_UNIT}.parquet"
+    with pytest.raises(ConfigError) as refused:
+        run_pipeline(config, out, workers=1, quiet=True)
+    assert str(refused.value).startswith(f"{out}/{named}: a work file of this run is missing or damaged (")
+    assert str(refused.value).endswith("so the run cannot resume: run with --force to start over")
+    assert not (out / "docs").exists() and not (out / "manifest.json").exists()
