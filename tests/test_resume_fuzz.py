@@ -6,9 +6,10 @@ runs the tasks in the driver), as ``tests/test_run.py`` stops one."""
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, write_config
+from conftest import REPO, write_config, write_jsonl
 
 import pipeline.engine.global_run as global_run_module
+import pipeline.engine.run as run_module
 from pipeline.engine.config import ConfigError
 from pipeline.engine.run import run_pipeline
 from pipeline.formats.layout import Layout, part_files
@@ -54,3 +55,40 @@ def test_a_work_file_of_documents_deleted_or_cut_before_the_resume_is_refused_by
     assert str(refused.value).startswith(f"{out}/{named}: a work file of this run is missing or damaged (")
     assert str(refused.value).endswith("so the run cannot resume: run with --force to start over")
     assert not (out / "docs").exists() and not (out / "manifest.json").exists()
+
+
+@pytest.mark.parametrize("damage", ["delete", "cut"])
+def test_id_hashes_deleted_or_cut_before_the_resume_are_rebuilt_from_the_outputs(tmp_path, monkeypatch, damage):
+    """A unit's id hashes wait in ``work/ids`` for the count at the run's end. Deleted, the
+    unit was passed over (its repeated ids not counted, silently); cut short, every rerun
+    ended on "mmap length is greater than file size". The unit's documents and ledger rows
+    hold the same ids: the count is the uninterrupted run's."""
+    records = [
+        {"id": "x1", "text": "hello world"},
+        {"id": "x1", "text": "hi"},  # too short: the ledger holds this copy
+        {"id": "x2", "text": ""},  # bad input: the ledger again
+        {"id": "x2", "text": "a second x2"},
+        {"id": "x3", "text": "only once"},
+    ]
+    write_jsonl(tmp_path / "in" / "a.jsonl", records)
+    config = write_config(
+        tmp_path / "run.toml", '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "length"\nmin_chars = 5\n'
+    )
+    clean = run_pipeline(config, tmp_path / "clean", workers=1, quiet=True)
+    assert clean["duplicate_ids"]["ids"] == 2
+    out = tmp_path / "out"
+
+    def stopped(*args, **kwargs):
+        raise RuntimeError("stopped before the count")
+
+    monkeypatch.setattr(run_module, "find_duplicates", stopped)
+    with pytest.raises(RuntimeError, match="stopped before the count"):
+        run_pipeline(config, out, workers=1, quiet=True)
+    monkeypatch.undo()
+    (hashes,) = (out / "work" / "ids" / "web").iterdir()
+    if damage == "delete":
+        hashes.unlink()
+    else:
+        hashes.write_bytes(hashes.read_bytes()[:-8])
+    assert run_pipeline(config, out, workers=1, quiet=True) == clean
+    assert (out / "manifest.json").read_bytes() == (tmp_path / "clean" / "manifest.json").read_bytes()
