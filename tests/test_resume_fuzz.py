@@ -17,9 +17,9 @@ from pipeline.formats.layout import Layout, part_files
 WEB_UNIT = "00000-c4_guardian.json.gz.to-00002"  # the sample's web files, one unit (a pack)
 
 
-def _stopped_before_dedups_map(tmp_path, monkeypatch):
-    """A run of the sample's web pages through dedup, stopped as dedup's map starts: the
-    documents segment 0 kept wait in ``work/`` for the map and the segment after it."""
+def _stopped_before(task: str, tmp_path, monkeypatch):
+    """A run of the sample's web pages through dedup, stopped as the first of dedup's
+    ``task`` (``map_task``, ``reduce_task``) starts. Returns the config and --out."""
     config = write_config(
         tmp_path / "dedup.toml",
         f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n[[stages]]\nname = "dedup"\n',
@@ -27,13 +27,22 @@ def _stopped_before_dedups_map(tmp_path, monkeypatch):
     out = tmp_path / "out"
 
     def stopped(*args, **kwargs):
-        raise RuntimeError("stopped before dedup's map")
+        raise RuntimeError(f"stopped before {task}")
 
-    monkeypatch.setattr(global_run_module, "map_task", stopped)
-    with pytest.raises(RuntimeError, match="stopped before dedup's map"):
+    monkeypatch.setattr(global_run_module, task, stopped)
+    with pytest.raises(RuntimeError, match=f"stopped before {task}"):
         run_pipeline(config, out, workers=1, quiet=True)
     monkeypatch.undo()
     return config, out
+
+
+def _refused_naming(config, out, key: str) -> None:
+    """The resume stops before it writes an output, in one line naming ``key``."""
+    with pytest.raises(ConfigError) as refused:
+        run_pipeline(config, out, workers=1, quiet=True)
+    assert str(refused.value).startswith(f"{out}/{key}: a work file of this run is missing or damaged (")
+    assert str(refused.value).endswith("so the run cannot resume: run with --force to start over")
+    assert not (out / "docs").exists() and not (out / "manifest.json").exists()
 
 
 @pytest.mark.parametrize("damage", ["delete", "cut"])
@@ -41,20 +50,29 @@ def test_a_work_file_of_documents_deleted_or_cut_before_the_resume_is_refused_by
     """A deleted part lost its documents silently until the balance failed, once every
     output was written, as "a bug in prep"; a cut one failed on a Parquet error that named
     no file. Either way the resume now stops before writing anything, naming the file."""
-    config, out = _stopped_before_dedups_map(tmp_path, monkeypatch)
+    config, out = _stopped_before("map_task", tmp_path, monkeypatch)
     parts = part_files(Layout(out).segment_docs(0, "web"), WEB_UNIT)
     assert len(parts) > 1
     if damage == "delete":
         parts[1].unlink()
-        named = f"work/segments/0/web/{WEB_UNIT}*.parquet"
+        _refused_naming(config, out, f"work/segments/0/web/{WEB_UNIT}*.parquet")
     else:
         parts[0].write_bytes(parts[0].read_bytes()[:1000])
-        named = f"work/segments/0/web/{WEB_UNIT}.parquet"
-    with pytest.raises(ConfigError) as refused:
-        run_pipeline(config, out, workers=1, quiet=True)
-    assert str(refused.value).startswith(f"{out}/{named}: a work file of this run is missing or damaged (")
-    assert str(refused.value).endswith("so the run cannot resume: run with --force to start over")
-    assert not (out / "docs").exists() and not (out / "manifest.json").exists()
+        _refused_naming(config, out, f"work/segments/0/web/{WEB_UNIT}.parquet")
+
+
+@pytest.mark.parametrize("damage", ["delete", "cut"])
+def test_a_map_output_deleted_or_cut_before_the_resume_is_refused_by_name(tmp_path, monkeypatch, damage):
+    """dedup's signatures of a unit wait in ``work/`` from its map to its filter. Deleted,
+    the finalize failed as a bug ("dedup has no map output for unit ..."); cut at a
+    record's end, the run completed on fewer signatures (other decisions) without a word."""
+    config, out = _stopped_before("reduce_task", tmp_path, monkeypatch)
+    bands = Layout(out).global_work(1) / "map" / "web" / f"{WEB_UNIT}.bands"
+    if damage == "delete":
+        bands.unlink()
+    else:
+        bands.write_bytes(bands.read_bytes()[: bands.stat().st_size // 2])
+    _refused_naming(config, out, f"work/global/1/map/web/{WEB_UNIT}.bands")
 
 
 @pytest.mark.parametrize("damage", ["delete", "cut"])

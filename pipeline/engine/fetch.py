@@ -41,14 +41,17 @@ def unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Un
             with pq.ParquetFile(part) as parquet:
                 found += parquet.metadata.num_rows
         except (OSError, pa.ArrowInvalid) as error:
-            raise _damaged(store, layout.key(part), error_line(error)) from None
+            raise damaged_work(store, layout.key(part), error_line(error)) from None
     if found != kept:
         where = f"{layout.key(folder)}/{unit.name}*.parquet"
-        raise _damaged(store, where, f"{found:,} documents where segment {segment_index} kept {kept:,}")
+        raise damaged_work(store, where, f"{found:,} documents where segment {segment_index} kept {kept:,}")
     return parts
 
 
-def _damaged(store: RunStore, key: str, why: str) -> ConfigError:
+def damaged_work(store: RunStore, key: str, why: str) -> ConfigError:
+    """The refusal of a resume whose work file ``key`` was deleted or changed while the run
+    was stopped: what was derived from it is in other work files and markers, which only
+    starting over makes agree again."""
     return ConfigError(
         f"{store.uri}/{key}: a work file of this run is missing or damaged ({why}), so the run cannot "
         "resume: run with --force to start over"

@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
-from pipeline.engine.fetch import matching, pull_work, unit_documents
+from pipeline.engine.fetch import damaged_work, matching, pull_work, unit_documents
 from pipeline.engine.plan import Segment, Unit, plan_segments, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
@@ -69,6 +69,9 @@ def run_global(
     applies = [u for u in units if stage_config.applies_to(u.source)]
     todo = [u for u in applies if not layout.marker(phase, u.source, u.name).exists()]
     tally.update(units=len(applies), done_before=len(applies) - len(todo))
+    segment_done = all(layout.marker(Layout.segment_phase(segment.index), u.source, u.name).exists() for u in units)
+    if not segment_done:  # once it is, ``drop_finished`` removes the map's files
+        _check_map_outputs(store, layout, segment.index, [u for u in applies if u not in todo])
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
@@ -172,10 +175,29 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     _check_declared(
         stage.name, set(ctx.pending.values()), {f.path(work, unit.source, unit.name) for f in declared.writes}
     )
+    sizes = {layout.key(final): tmp.stat().st_size for tmp, final in ctx.pending.items()}  # ``_check_map_outputs``
     phase = Layout.map_phase(segment_index)
     write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
-    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
+    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters, "sizes": sizes}, store)
     return counters
+
+
+def _check_map_outputs(store: RunStore, layout: Layout, segment_index: int, units: list[Unit]) -> None:
+    """The files an earlier run's map wrote for ``units`` are still there, at the sizes its
+    markers recorded (``map_task``); the later phases read them until the segment the stage
+    opens is done. Why: in ``work/`` while the run is stopped, a user may delete or cut one
+    short; deleted, the finalize failed as a bug ("dedup has no map output for unit ...");
+    cut at a record's end, the run completed on fewer signatures, other decisions, no word."""
+    phase = Layout.map_phase(segment_index)
+    recorded = {}
+    for unit in units:
+        recorded.update(json.loads(layout.marker(phase, unit.source, unit.name).read_text()).get("sizes", {}))
+    folder = layout.key(layout.global_work(segment_index))
+    stored = store.sizes(folder, lambda rel: rel in recorded)
+    for key, size in recorded.items():
+        if stored.get(key) != size:
+            found = "not there" if key not in stored else f"{stored[key]:,} bytes where its map wrote {size:,}"
+            raise damaged_work(store, key, found)
 
 
 def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:
