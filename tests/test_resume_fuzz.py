@@ -6,12 +6,14 @@ runs the tasks in the driver), as ``tests/test_run.py`` stops one."""
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, write_config, write_jsonl
+from conftest import LIGHT_SAMPLE_CONFIG, REPO, write_config, write_jsonl
+from test_run import tree_digest
 
 import pipeline.engine.global_run as global_run_module
 import pipeline.engine.run as run_module
 from pipeline.engine.config import ConfigError
 from pipeline.engine.run import run_pipeline
+from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout, part_files
 
 WEB_UNIT = "00000-c4_guardian.json.gz.to-00002"  # the sample's web files, one unit (a pack)
@@ -110,3 +112,27 @@ def test_id_hashes_deleted_or_cut_before_the_resume_are_rebuilt_from_the_outputs
         hashes.write_bytes(hashes.read_bytes()[:-8])
     assert run_pipeline(config, out, workers=1, quiet=True) == clean
     assert (out / "manifest.json").read_bytes() == (tmp_path / "clean" / "manifest.json").read_bytes()
+
+
+def test_a_force_killed_while_it_deletes_the_old_run_leaves_one_the_plain_command_redoes(tmp_path, monkeypatch):
+    """--force deletes the run it finds, entry by entry, then its record. Killed part-way,
+    the record still names that run, so the same command without --force resumes it: the
+    markers went after docs/ (in name order), so it was "already complete" with its
+    documents gone. The manifest and the markers go first now, and the resume redoes it."""
+    out = tmp_path / "out"
+    run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
+    clean = tree_digest(out)
+    remove = RunStore.remove
+
+    def killed(store, rel):
+        if rel == Layout.REJECTS:  # after docs/ in any order
+            raise RuntimeError("killed while --force deletes")
+        remove(store, rel)
+
+    monkeypatch.setattr(RunStore, "remove", killed)
+    with pytest.raises(RuntimeError, match="killed while --force deletes"):
+        run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True, force=True)
+    monkeypatch.undo()
+    assert not (out / "docs").exists()
+    run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
+    assert tree_digest(out) == clean
