@@ -77,6 +77,51 @@ def test_a_map_output_deleted_or_cut_before_the_resume_is_refused_by_name(tmp_pa
     _refused_naming(config, out, f"work/global/1/map/web/{WEB_UNIT}.bands")
 
 
+DECONTAMINATE = f"""[[stages]]
+name = "decontaminate"
+[[stages.benchmarks]]
+name = "inaugural"
+path = "{REPO}/data/eval/inaugural.jsonl.gz"
+fields = ["text"]
+"""
+
+
+@pytest.mark.parametrize(
+    "stage, segment, file",
+    [
+        ('[[stages]]\nname = "dedup"\n', 1, "work/global/1/decisions/r00000.arrow"),  # its finalize's
+        (DECONTAMINATE, 0, "work/decontaminate/*/hashes.npy"),  # built before the first segment
+    ],
+)
+@pytest.mark.parametrize("damage", ["delete", "cut"])
+def test_a_finalized_work_file_deleted_or_cut_before_the_resume_is_refused_by_name(
+    tmp_path, monkeypatch, stage, segment, file, damage
+):
+    """What a global stage's finalize leaves (dedup's decisions, decontaminate's index)
+    waits in ``work/`` for the segment that filters by it. Deleted or cut while the run
+    was stopped, the filter failed on whatever the stage's reader said (a missing Arrow
+    file, "the benchmark index has not been built" as a bug, numpy's short read)."""
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n{stage}')
+    out = tmp_path / "out"
+    segment_task = run_module.segment_task
+
+    def stopped(config, store, segment_index, *args, **kwargs):
+        if segment_index == segment:
+            raise RuntimeError(f"stopped before segment {segment}")
+        return segment_task(config, store, segment_index, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "segment_task", stopped)
+    with pytest.raises(RuntimeError, match=f"stopped before segment {segment}"):
+        run_pipeline(config, out, workers=1, quiet=True)
+    monkeypatch.undo()
+    (path,) = out.glob(file)
+    if damage == "delete":
+        path.unlink()
+    else:
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    _refused_naming(config, out, str(path.relative_to(out)))
+
+
 @pytest.mark.parametrize("damage", ["delete", "cut"])
 def test_id_hashes_deleted_or_cut_before_the_resume_are_rebuilt_from_the_outputs(tmp_path, monkeypatch, damage):
     """A unit's id hashes wait in ``work/ids`` for the count at the run's end. Deleted, the

@@ -15,6 +15,7 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 import pyarrow.parquet as pq
 
@@ -30,7 +31,7 @@ from pipeline.engine.work_disk import WorkDisk
 from pipeline.formats.layout import Layout, file_in
 from pipeline.phases import Round, globs
 from pipeline.stage import UnitContext
-from pipeline.util.atomic import write_json_atomic
+from pipeline.util.atomic import is_temporary, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -69,8 +70,8 @@ def run_global(
     applies = [u for u in units if stage_config.applies_to(u.source)]
     todo = [u for u in applies if not layout.marker(phase, u.source, u.name).exists()]
     tally.update(units=len(applies), done_before=len(applies) - len(todo))
-    segment_done = all(layout.marker(Layout.segment_phase(segment.index), u.source, u.name).exists() for u in units)
-    if not segment_done:  # once it is, ``drop_finished`` removes the map's files
+    check = not _segment_done(store, segment.index, units)  # once it is, ``drop_finished`` removes the files
+    if check:
         _check_map_outputs(store, layout, segment.index, [u for u in applies if u not in todo])
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
@@ -82,7 +83,7 @@ def run_global(
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
     tally.update(global_tasks_run=len(partitions))
-    return _finalized(config, store, place, executor, mode, disk, tally)
+    return _finalized(config, store, place, executor, mode, disk, tally, check)
 
 
 def prepare_all(config: Config, store: RunStore, units, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
@@ -99,24 +100,46 @@ def prepare_all(config: Config, store: RunStore, units, executor, mode, disk: Wo
         for source in dict.fromkeys(u.source for u in units if entry.applies_to(u.source)):
             reads.setdefault(built_stage(index, entry, source).phases().filter.reads, source)
         work = layout.key(layout.stage_work(entry.name))
+        reader = next(segment for segment in plan_segments(config) if entry in segment.stages)
+        check = not _segment_done(store, reader.index, units)
         for variant, source in enumerate(reads.values()):
             place = Place(index, source, work, Layout.prepare_phase(index, variant))
             store.sync(layout.key(layout.markers(place.phase)))
             counters.setdefault(labels[index], Counter()).update(
-                _finalized(config, store, place, executor, mode, disk, tally)
+                _finalized(config, store, place, executor, mode, disk, tally, check)
             )
     return {label: dict(c) for label, c in counters.items()}
 
 
-def _finalized(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
-    """The stage's finalize counters: from its marker, or from running its rounds now."""
+def _finalized(
+    config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk, tally: Counter, check: bool
+) -> dict:
+    """The stage's finalize counters: from its marker, or from running its rounds now.
+    The marker also records the size of each file the rounds left in the work folder
+    (but the map's, which its own markers record): ``check``, a resume whose later phases
+    still read them finds them whole first (``_check_sizes``)."""
     marker = Layout(store.root).step_marker(place.phase, "finalize")
     tally.update(global_tasks_run=not marker.exists())
-    if not marker.exists():
-        counters = _finalize(config, store, place, executor, mode, disk)
-        write_json_atomic(marker, {"counters": counters})
-        store.push([], marker=marker)
-    return json.loads(marker.read_text())["counters"]
+    if marker.exists():
+        recorded = json.loads(marker.read_text())
+        if check:
+            _check_sizes(store, place.work, recorded.get("sizes", {}))
+        return recorded["counters"]
+    counters = _finalize(config, store, place, executor, mode, disk)
+    mapped = place.built(config).phases().map
+    is_mapped = matching(place.work, globs(mapped.writes) if mapped else ())
+    sizes = store.sizes(place.work, lambda rel: not is_mapped(rel) and not is_temporary(PurePosixPath(rel).name))
+    write_json_atomic(marker, {"counters": counters, "sizes": sizes})
+    store.push([], marker=marker)
+    return counters
+
+
+def _segment_done(store: RunStore, segment_index: int, units: list[Unit]) -> bool:
+    """Whether every unit has its marker of the segment: then no phase reads the work files
+    of the stages filtering in it any more (``drop_finished`` removes them)."""
+    layout, phase = Layout(store.root), Layout.segment_phase(segment_index)
+    store.sync(layout.key(layout.markers(phase)))
+    return all(layout.marker(phase, u.source, u.name).exists() for u in units)
 
 
 def _finalize(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk) -> dict:
@@ -192,11 +215,16 @@ def _check_map_outputs(store: RunStore, layout: Layout, segment_index: int, unit
     recorded = {}
     for unit in units:
         recorded.update(json.loads(layout.marker(phase, unit.source, unit.name).read_text()).get("sizes", {}))
-    folder = layout.key(layout.global_work(segment_index))
+    _check_sizes(store, layout.key(layout.global_work(segment_index)), recorded)
+
+
+def _check_sizes(store: RunStore, folder: str, recorded: dict[str, int]) -> None:
+    """Each file of ``recorded`` (path relative to the run's root -> size), under ``folder``,
+    is there at its size; else the resume is refused, naming the file."""
     stored = store.sizes(folder, lambda rel: rel in recorded)
     for key, size in recorded.items():
         if stored.get(key) != size:
-            found = "not there" if key not in stored else f"{stored[key]:,} bytes where its map wrote {size:,}"
+            found = "not there" if key not in stored else f"{stored[key]:,} bytes where {size:,} were written"
             raise damaged_work(store, key, found)
 
 
