@@ -17,25 +17,28 @@ from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout, part_files
 
 WEB_UNIT = "00000-c4_guardian.json.gz.to-00002"  # the sample's web files, one unit (a pack)
+DEDUP = '[[stages]]\nname = "dedup"\n'
 
 
-def _stopped_before(task: str, tmp_path, monkeypatch):
-    """A run of the sample's web pages through dedup, stopped as the first of dedup's
-    ``task`` (``map_task``, ``reduce_task``) starts. Returns the config and --out."""
-    config = write_config(
-        tmp_path / "dedup.toml",
-        f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n[[stages]]\nname = "dedup"\n',
-    )
-    out = tmp_path / "out"
+def _web_config(tmp_path, stages: str):
+    """The sample's web pages (one unit) through ``stages``."""
+    return write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n{stages}')
+
+
+def _stopped_at(config, out, monkeypatch, module, name: str, when=lambda *args: True, **flags) -> None:
+    """Run ``config`` into ``out`` (with ``prep run``'s ``flags``) until ``module.name`` is
+    called with arguments ``when`` takes: it raises there, and the run stops as a kill would."""
+    real = getattr(module, name)
 
     def stopped(*args, **kwargs):
-        raise RuntimeError(f"stopped before {task}")
+        if when(*args):
+            raise RuntimeError(f"stopped at {name}")
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(global_run_module, task, stopped)
-    with pytest.raises(RuntimeError, match=f"stopped before {task}"):
-        run_pipeline(config, out, workers=1, quiet=True)
+    monkeypatch.setattr(module, name, stopped)
+    with pytest.raises(RuntimeError, match=f"stopped at {name}"):
+        run_pipeline(config, out, workers=1, quiet=True, **flags)
     monkeypatch.undo()
-    return config, out
 
 
 def _refused_naming(config, out, key: str) -> None:
@@ -52,7 +55,8 @@ def test_a_work_file_of_documents_deleted_or_cut_before_the_resume_is_refused_by
     """A deleted part lost its documents silently until the balance failed, once every
     output was written, as "a bug in prep"; a cut one failed on a Parquet error that named
     no file. Either way the resume now stops before writing anything, naming the file."""
-    config, out = _stopped_before("map_task", tmp_path, monkeypatch)
+    config, out = _web_config(tmp_path, DEDUP), tmp_path / "out"
+    _stopped_at(config, out, monkeypatch, global_run_module, "map_task")
     parts = part_files(Layout(out).segment_docs(0, "web"), WEB_UNIT)
     assert len(parts) > 1
     if damage == "delete":
@@ -68,7 +72,8 @@ def test_a_map_output_deleted_or_cut_before_the_resume_is_refused_by_name(tmp_pa
     """dedup's signatures of a unit wait in ``work/`` from its map to its filter. Deleted,
     the finalize failed as a bug ("dedup has no map output for unit ..."); cut at a
     record's end, the run completed on fewer signatures (other decisions) without a word."""
-    config, out = _stopped_before("reduce_task", tmp_path, monkeypatch)
+    config, out = _web_config(tmp_path, DEDUP), tmp_path / "out"
+    _stopped_at(config, out, monkeypatch, global_run_module, "reduce_task")
     bands = Layout(out).global_work(1) / "map" / "web" / f"{WEB_UNIT}.bands"
     if damage == "delete":
         bands.unlink()
@@ -89,7 +94,7 @@ fields = ["text"]
 @pytest.mark.parametrize(
     "stage, segment, file",
     [
-        ('[[stages]]\nname = "dedup"\n', 1, "work/global/1/decisions/r00000.arrow"),  # its finalize's
+        (DEDUP, 1, "work/global/1/decisions/r00000.arrow"),  # its finalize's
         (DECONTAMINATE, 0, "work/decontaminate/*/hashes.npy"),  # built before the first segment
     ],
 )
@@ -101,19 +106,12 @@ def test_a_finalized_work_file_deleted_or_cut_before_the_resume_is_refused_by_na
     waits in ``work/`` for the segment that filters by it. Deleted or cut while the run
     was stopped, the filter failed on whatever the stage's reader said (a missing Arrow
     file, "the benchmark index has not been built" as a bug, numpy's short read)."""
-    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["{REPO}/data/sample/web/*.gz"]\n{stage}')
-    out = tmp_path / "out"
-    segment_task = run_module.segment_task
+    config, out = _web_config(tmp_path, stage), tmp_path / "out"
 
-    def stopped(config, store, segment_index, *args, **kwargs):
-        if segment_index == segment:
-            raise RuntimeError(f"stopped before segment {segment}")
-        return segment_task(config, store, segment_index, *args, **kwargs)
+    def at_segment(config, store, index, *rest):
+        return index == segment
 
-    monkeypatch.setattr(run_module, "segment_task", stopped)
-    with pytest.raises(RuntimeError, match=f"stopped before segment {segment}"):
-        run_pipeline(config, out, workers=1, quiet=True)
-    monkeypatch.undo()
+    _stopped_at(config, out, monkeypatch, run_module, "segment_task", at_segment)
     (path,) = out.glob(file)
     if damage == "delete":
         path.unlink()
@@ -142,14 +140,7 @@ def test_id_hashes_deleted_or_cut_before_the_resume_are_rebuilt_from_the_outputs
     clean = run_pipeline(config, tmp_path / "clean", workers=1, quiet=True)
     assert clean["duplicate_ids"]["ids"] == 2
     out = tmp_path / "out"
-
-    def stopped(*args, **kwargs):
-        raise RuntimeError("stopped before the count")
-
-    monkeypatch.setattr(run_module, "find_duplicates", stopped)
-    with pytest.raises(RuntimeError, match="stopped before the count"):
-        run_pipeline(config, out, workers=1, quiet=True)
-    monkeypatch.undo()
+    _stopped_at(config, out, monkeypatch, run_module, "find_duplicates")
     (hashes,) = (out / "work" / "ids" / "web").iterdir()
     if damage == "delete":
         hashes.unlink()
@@ -167,17 +158,11 @@ def test_a_force_killed_while_it_deletes_the_old_run_leaves_one_the_plain_comman
     out = tmp_path / "out"
     run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
     clean = tree_digest(out)
-    remove = RunStore.remove
 
-    def killed(store, rel):
-        if rel == Layout.REJECTS:  # after docs/ in any order
-            raise RuntimeError("killed while --force deletes")
-        remove(store, rel)
+    def after_docs(store, rel):  # rejects/ goes after docs/ in the old order and in the new
+        return rel == Layout.REJECTS
 
-    monkeypatch.setattr(RunStore, "remove", killed)
-    with pytest.raises(RuntimeError, match="killed while --force deletes"):
-        run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True, force=True)
-    monkeypatch.undo()
+    _stopped_at(LIGHT_SAMPLE_CONFIG, out, monkeypatch, RunStore, "remove", after_docs, force=True)
     assert not (out / "docs").exists()
     run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
     assert tree_digest(out) == clean
