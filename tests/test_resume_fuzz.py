@@ -5,6 +5,8 @@ runs the tasks in the driver), as ``tests/test_run.py`` stops one."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from conftest import LIGHT_SAMPLE_CONFIG, REPO, write_config, write_jsonl
 from test_run import tree_digest
@@ -166,3 +168,27 @@ def test_a_force_killed_while_it_deletes_the_old_run_leaves_one_the_plain_comman
     assert not (out / "docs").exists()
     run_pipeline(LIGHT_SAMPLE_CONFIG, out, workers=1, quiet=True)
     assert tree_digest(out) == clean
+
+
+def test_a_tokenizer_file_replaced_before_the_resume_makes_it_another_run(tmp_path, monkeypatch):
+    """The run's fingerprint holds the contents of the files its stages read: a tokenizer
+    file was not among them, so a resume tokenized the units left with the new file (each
+    source's shards check only against their own folder's) and completed, two vocabularies
+    in one run. It is refused now as models replaced before a resume are."""
+    vocab = REPO / "pipeline" / "text" / "vocab"
+    tokenizer = tmp_path / "ours.tiktoken.gz"
+    shutil.copy(vocab / "r50k_base.tiktoken.gz", tokenizer)
+    for source in ("web", "math"):
+        write_jsonl(tmp_path / source / "a.jsonl", [{"id": f"{source}{i}", "text": f"page {i}"} for i in range(3)])
+    sources = "".join(f'[sources.{s}]\npaths = ["{s}/*.jsonl"]\n' for s in ("web", "math"))
+    config = write_config(tmp_path / "run.toml", f'{sources}[[stages]]\nname = "tokenize"\ntokenizer = "{tokenizer}"\n')
+    out, calls = tmp_path / "out", []
+
+    def second_unit(*args):
+        calls.append(args)
+        return len(calls) == 2
+
+    _stopped_at(config, out, monkeypatch, run_module, "segment_task", second_unit)
+    shutil.copy(vocab / "cl100k_base.tiktoken.gz", tokenizer)
+    with pytest.raises(ConfigError, match="holds a run of a different config, different inputs or different models"):
+        run_pipeline(config, out, workers=1, quiet=True)
