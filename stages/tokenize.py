@@ -119,6 +119,13 @@ class Tokenize(Stage):
     def added_columns(cls, options: Tokenize.Options) -> tuple[str, ...]:
         return (N_TOKENS,)
 
+    @classmethod
+    def files(cls, options: Tokenize.Options) -> list[str]:
+        """A tokenizer file (a named encoding is bundled): replaced before a resume, the
+        units still to do were tokenized by the new one, each source's shards checking only
+        against their own folder's, and the run completed with two vocabularies in it."""
+        return [] if options.tokenizer in NAMED_ENCODINGS else [str(Path(options.tokenizer).expanduser())]
+
     def __init__(self, options: Options):
         super().__init__(options)
         tok = self.tokenizer  # load now: an unknown name fails when the config is read

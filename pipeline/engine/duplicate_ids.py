@@ -32,8 +32,7 @@ def find_duplicates(layout: Layout, units: list, output_files) -> dict | None:
 
     ``units`` have ``source`` and ``name``; ``output_files(unit)`` lists the Parquet
     files (kept and rejected) that hold a unit's ids, read only for the examples."""
-    present = [u for u in units if layout.unit_ids(u.source, u.name).exists()]
-    arrays = [np.load(layout.unit_ids(u.source, u.name), mmap_mode="r") for u in present]
+    arrays = [_unit_hashes(layout, unit, output_files) for unit in units]
     total = sum(len(a) for a in arrays)
     if total == 0:
         return None
@@ -53,8 +52,29 @@ def find_duplicates(layout: Layout, units: list, output_files) -> dict | None:
     return {
         "ids": len(repeated),
         "extra_copies": copies,
-        "examples": _examples(repeated[:EXAMPLES], arrays, present, output_files),
+        "examples": _examples(repeated[:EXAMPLES], arrays, units, output_files),
     }
+
+
+def _unit_hashes(layout: Layout, unit, output_files) -> np.ndarray:
+    """A unit's sorted id hashes: its file in ``work/ids``, or, where that file is missing
+    or damaged (deleted or cut short while the run was stopped), the same hashes again
+    from its output files, whose documents and ledger rows hold every id it read. A
+    missing file was passed over (a count too low, silently) and a cut one failed every
+    rerun on "mmap length is greater than file size"."""
+    try:
+        return np.load(layout.unit_ids(unit.source, unit.name), mmap_mode="r")
+    except (OSError, ValueError, EOFError):
+        hashes = [_file_ids(path)[1] for path in output_files(unit)]
+        return np.sort(np.concatenate(hashes)) if hashes else np.empty(0, np.uint64)
+
+
+def _file_ids(path) -> tuple:
+    """An output file's ``id`` column and the hashes of its ids."""
+    # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it
+    # pandas (0.4 s at the end of every run that has a repeated id).
+    ids = pq.ParquetFile(path).read(columns=["id"]).column("id").combine_chunks()
+    return ids, id_hashes(ids)
 
 
 def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> list[dict]:
@@ -67,10 +87,7 @@ def _examples(hashes: np.ndarray, arrays: list, units: list, output_files) -> li
             continue
         wanted_hashes = np.array(sorted(wanted), dtype=np.uint64)
         for path in output_files(unit):
-            # ParquetFile, not read_table: read_table imports pyarrow.dataset, and with it
-            # pandas (0.4 s at the end of every run that has a repeated id).
-            ids = pq.ParquetFile(path).read(columns=["id"]).column("id").combine_chunks()
-            file_hashes = id_hashes(ids)
+            ids, file_hashes = _file_ids(path)
             # Python objects only for the few matches; pa.array(mask) would import pandas
             for row in np.flatnonzero(np.isin(file_hashes, wanted_hashes)):
                 h, doc_id = file_hashes[row], ids[int(row)].as_py()

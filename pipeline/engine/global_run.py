@@ -15,22 +15,23 @@ import json
 import time
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import PurePosixPath
 
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config
 from pipeline.engine.cost import write_cost
-from pipeline.engine.fetch import matching, pull_unit_documents, pull_work
+from pipeline.engine.fetch import damaged_work, matching, pull_work, unit_documents
 from pipeline.engine.plan import Segment, Unit, plan_segments, stage_labels
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.slices import pull_slices
 from pipeline.engine.storage import RunStore
 from pipeline.engine.unit import built_stage, commit
 from pipeline.engine.work_disk import WorkDisk
-from pipeline.formats.layout import Layout, file_in, part_files
+from pipeline.formats.layout import Layout, file_in
 from pipeline.phases import Round, globs
 from pipeline.stage import UnitContext
-from pipeline.util.atomic import write_json_atomic
+from pipeline.util.atomic import is_temporary, write_json_atomic
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,9 @@ def run_global(
     applies = [u for u in units if stage_config.applies_to(u.source)]
     todo = [u for u in applies if not layout.marker(phase, u.source, u.name).exists()]
     tally.update(units=len(applies), done_before=len(applies) - len(todo))
+    check = not _segment_done(store, segment.index, units)  # once it is, ``drop_finished`` removes the files
+    if check:
+        _check_map_outputs(store, layout, segment.index, [u for u in applies if u not in todo])
     bar = ProgressBar(f"{stage_config.name}: map", 0, len(todo), mode=mode)
     executor.run([(map_task, (config, store, segment.index, unit)) for unit in todo], bar)
     bar.close()
@@ -79,7 +83,7 @@ def run_global(
     executor.run([(reduce_task, (config, store, segment.index, p)) for p in partitions], bar)
     bar.close()
     tally.update(global_tasks_run=len(partitions))
-    return _finalized(config, store, place, executor, mode, disk, tally)
+    return _finalized(config, store, place, executor, mode, disk, tally, check)
 
 
 def prepare_all(config: Config, store: RunStore, units, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
@@ -96,24 +100,46 @@ def prepare_all(config: Config, store: RunStore, units, executor, mode, disk: Wo
         for source in dict.fromkeys(u.source for u in units if entry.applies_to(u.source)):
             reads.setdefault(built_stage(index, entry, source).phases().filter.reads, source)
         work = layout.key(layout.stage_work(entry.name))
+        reader = next(segment for segment in plan_segments(config) if entry in segment.stages)
+        check = not _segment_done(store, reader.index, units)
         for variant, source in enumerate(reads.values()):
             place = Place(index, source, work, Layout.prepare_phase(index, variant))
             store.sync(layout.key(layout.markers(place.phase)))
             counters.setdefault(labels[index], Counter()).update(
-                _finalized(config, store, place, executor, mode, disk, tally)
+                _finalized(config, store, place, executor, mode, disk, tally, check)
             )
     return {label: dict(c) for label, c in counters.items()}
 
 
-def _finalized(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk, tally: Counter) -> dict:
-    """The stage's finalize counters: from its marker, or from running its rounds now."""
+def _finalized(
+    config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk, tally: Counter, check: bool
+) -> dict:
+    """The stage's finalize counters: from its marker, or from running its rounds now.
+    The marker also records the size of each file the rounds left in the work folder
+    (but the map's, which its own markers record): ``check``, a resume whose later phases
+    still read them finds them whole first (``_check_sizes``)."""
     marker = Layout(store.root).step_marker(place.phase, "finalize")
     tally.update(global_tasks_run=not marker.exists())
-    if not marker.exists():
-        counters = _finalize(config, store, place, executor, mode, disk)
-        write_json_atomic(marker, {"counters": counters})
-        store.push([], marker=marker)
-    return json.loads(marker.read_text())["counters"]
+    if marker.exists():
+        recorded = json.loads(marker.read_text())
+        if check:
+            _check_sizes(store, place.work, recorded.get("sizes", {}))
+        return recorded["counters"]
+    counters = _finalize(config, store, place, executor, mode, disk)
+    mapped = place.built(config).phases().map
+    is_mapped = matching(place.work, globs(mapped.writes) if mapped else ())
+    sizes = store.sizes(place.work, lambda rel: not is_mapped(rel) and not is_temporary(PurePosixPath(rel).name))
+    write_json_atomic(marker, {"counters": counters, "sizes": sizes})
+    store.push([], marker=marker)
+    return counters
+
+
+def _segment_done(store: RunStore, segment_index: int, units: list[Unit]) -> bool:
+    """Whether every unit has its marker of the segment: then no phase reads the work files
+    of the stages filtering in it any more (``drop_finished`` removes them)."""
+    layout, phase = Layout(store.root), Layout.segment_phase(segment_index)
+    store.sync(layout.key(layout.markers(phase)))
+    return all(layout.marker(phase, u.source, u.name).exists() for u in units)
 
 
 def _finalize(config: Config, store: RunStore, place: Place, executor, mode, disk: WorkDisk) -> dict:
@@ -155,8 +181,7 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     segment = plan_segments(config)[segment_index]
     stage = built_stage(config.stages.index(segment.entry), segment.entry, unit.source)
     ctx = UnitContext(out_dir=layout.out, source=unit.source, unit=unit.name)
-    pull_unit_documents(store, layout, segment_index - 1, unit)
-    parts = part_files(layout.segment_docs(segment_index - 1, unit.source), unit.name)
+    parts = unit_documents(store, layout, segment_index - 1, unit)
 
     def batches():
         for path in parts:
@@ -173,10 +198,34 @@ def map_task(config: Config, store: RunStore, segment_index: int, unit: Unit, pr
     _check_declared(
         stage.name, set(ctx.pending.values()), {f.path(work, unit.source, unit.name) for f in declared.writes}
     )
+    sizes = {layout.key(final): tmp.stat().st_size for tmp, final in ctx.pending.items()}  # ``_check_map_outputs``
     phase = Layout.map_phase(segment_index)
     write_cost(ctx.atomic(layout.cost(phase, unit.source, unit.name)), f"{segment.entry.name}:map", started)
-    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters}, store)
+    commit(ctx, layout.marker(phase, unit.source, unit.name), {"counters": counters, "sizes": sizes}, store)
     return counters
+
+
+def _check_map_outputs(store: RunStore, layout: Layout, segment_index: int, units: list[Unit]) -> None:
+    """The files an earlier run's map wrote for ``units`` are still there, at the sizes its
+    markers recorded (``map_task``); the later phases read them until the segment the stage
+    opens is done. Why: in ``work/`` while the run is stopped, a user may delete or cut one
+    short; deleted, the finalize failed as a bug ("dedup has no map output for unit ...");
+    cut at a record's end, the run completed on fewer signatures, other decisions, no word."""
+    phase = Layout.map_phase(segment_index)
+    recorded = {}
+    for unit in units:
+        recorded.update(json.loads(layout.marker(phase, unit.source, unit.name).read_text()).get("sizes", {}))
+    _check_sizes(store, layout.key(layout.global_work(segment_index)), recorded)
+
+
+def _check_sizes(store: RunStore, folder: str, recorded: dict[str, int]) -> None:
+    """Each file of ``recorded`` (path relative to the run's root -> size), under ``folder``,
+    is there at its size; else the resume is refused, naming the file."""
+    stored = store.sizes(folder, lambda rel: rel in recorded)
+    for key, size in recorded.items():
+        if stored.get(key) != size:
+            found = "not there" if key not in stored else f"{stored[key]:,} bytes where {size:,} were written"
+            raise damaged_work(store, key, found)
 
 
 def reduce_task(config: Config, store: RunStore, segment_index: int, partition: int, progress=None) -> dict:

@@ -290,9 +290,13 @@ def _claim_output(
     _check_imports(config)
     if previous is not None:  # a run's folder: what Layout.OWNED names there, a run wrote (refuse_foreign)
         refuse_links(store)
-        for name in entries(store):
-            if name in Layout.OWNED:
-                store.remove(name)
+        # The manifest, then the markers, then the rest: a --force killed part-way leaves
+        # the record of the run it was deleting, which the same command without --force
+        # then resumes. Without markers it redoes every unit; removed after docs/ (in name
+        # order), they made it "already complete" with its documents gone.
+        owned = [name for name in entries(store) if name in Layout.OWNED]
+        for name in sorted(owned, key=lambda name: (name != Layout.MANIFEST, name != Layout.STATS)):
+            store.remove(name)
         store.remove(Layout().key(Layout().state))
     write_state(store, head, units)
     return sized

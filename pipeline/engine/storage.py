@@ -174,6 +174,15 @@ class RunStore:
         start = len(self._key("")) + 1
         return [(i.path[start:], i) for i in files_under(fs, self._key(rel)) if keep(i.path[start:])]
 
+    def sizes(self, rel: str, keep: Callable[[str], bool]) -> dict[str, int]:
+        """The size of each stored file under ``rel`` that ``keep`` takes, by its path
+        relative to the root (as ``listing`` names them)."""
+        if self.remote:
+            return {path: info.size for path, info in self.listing(rel, keep)}
+        folder = self.root / rel
+        files = [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+        return {path: p.stat().st_size for p in files if keep(path := self._rel(p))}
+
     def open_ranged(self, info: pafs.FileInfo) -> RangedFile:
         """A stored file ``listing`` gave, open for ranged reads (``read_at``: a request each)."""
         return RangedFile(filesystem(self.uri)[0], info)

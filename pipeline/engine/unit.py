@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, StageConfig
-from pipeline.engine.fetch import pull_unit_documents, pull_work
+from pipeline.engine.fetch import pull_work, unit_documents
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.inputs_read import without_files
 from pipeline.engine.plan import InputFile, Segment, Unit, plan_segments, stage_labels
@@ -94,7 +94,7 @@ def segment_task(
     segment = plan_segments(config)[segment_index]
     layout = Layout(store.root)
     if segment_index > 0:
-        pull_unit_documents(store, layout, segment_index - 1, unit)
+        unit_documents(store, layout, segment_index - 1, unit)  # checked; ``_batches`` reads them
     for stage, work in _filters(config, layout, segment, unit):
         pull_work(store, layout.key(work), stage.phases().filter.globs(unit.source, unit.name))
     stats = run_unit(config, store, options, segment, unit, progress=progress)
