@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import select
 import sys
 from pathlib import Path
 
@@ -58,6 +59,17 @@ def one_line(error: BaseException) -> str:
     return printable(error_line(error)) + where
 
 
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``| head`` done):
+    then a broken pipe is the reader's choice, not an error of the command."""
+    poller = select.poll()
+    try:
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no stdout, or not a file
+        return False
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
 class PrepGroup(click.Group):
     """Every command ends in one line, never a traceback, unless PREP_DEBUG=1.
 
@@ -88,6 +100,12 @@ class PrepGroup(click.Group):
             click.echo(f"\n{stopped(stop)}{': ' + hint if hint else ''}", err=True)
             sys.exit(exit_code(stop))
         except Exception as error:
+            if isinstance(error, BrokenPipeError) and stdout_reader_gone():
+                # `prep rejects RUN | head`: the reader took what it wanted. End quietly, as
+                # click and Python's documentation do, with stdout on /dev/null so that the
+                # last flush cannot fail again.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                sys.exit(1)
             if debug():
                 for line in getattr(error, "worker_traceback", "").splitlines():
                     click.echo(f"worker: {line}", err=True)
