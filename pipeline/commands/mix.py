@@ -88,7 +88,10 @@ class MixCommand(click.Command):
 @click.command(cls=MixCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
 @click.option(
-    "--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order)."
+    "--out",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Mixture folder (mix.json + order); required unless --dry-run.",
 )
 @click.option(
     "--tokens",
@@ -109,7 +112,13 @@ class MixCommand(click.Command):
     "--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases."
 )
 @click.option("--phase-weights", help='Weights per phase, e.g. "code=0.2,math=0.05;code=0.3,math=0.2".')
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Salts the hash that picks and orders each source's documents.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan as a table and write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing mixture in --out.")
 @click.pass_context
