@@ -8,6 +8,7 @@ marked ``slow``."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -26,6 +27,11 @@ def blocks(section: str, language: str) -> list[str]:
     """The ``language`` code blocks under README's ``## section`` heading."""
     body = README.split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{language}\n(.*?)```", body, flags=re.S)
+
+
+def page_blocks(page: str, language: str) -> list[str]:
+    """The ``language`` code blocks of ``docs/<page>``, one of the pages README links to."""
+    return re.findall(rf"```{language}\n(.*?)```", (REPO / "docs" / page).read_text(), flags=re.S)
 
 
 def commands(block: str) -> list[list[str]]:
@@ -121,3 +127,43 @@ def test_the_config_reference_is_a_valid_config(tmp_path):
     (tmp_path / "config.toml").write_text(block)
     config = load_config(tmp_path / "config.toml")
     assert set(config.sources) == {"web", "code"}
+
+
+SIGNALS = [  # RedPajama-V2's signal columns, as a JSON lines input carries them
+    {"id": "good", "rps_doc_word_count": 120, "rps_lines_start_with_bulletpoint_sum": 1, "ccnet_nlines": 10},
+    {"id": "duplicate", "is_duplicate": True, "rps_doc_word_count": 120},
+    {"id": "short", "rps_doc_word_count": 12},
+    {"id": "no-curly-count", "rps_doc_word_count": 120, "rps_doc_curly_bracket": None},
+    {"id": "no-word-count"},  # missing = "keep": a rule it cannot decide keeps it
+    {"id": "all-bullets", "rps_doc_word_count": 120, "rps_lines_start_with_bulletpoint_sum": 10, "ccnet_nlines": 10},
+    {"id": "few-sentences", "rps_doc_word_count": 120, "rps_doc_num_sentences": 3},
+]
+FLAGS = {"is_duplicate": False, "rps_doc_curly_bracket": 0, "rps_doc_lorem_ipsum": 0, "rps_doc_ldnoobw_words": 0}
+
+
+@pytest.mark.parametrize(
+    "block, dropped",
+    [
+        (
+            blocks("Filtering on shipped signals", "toml")[0],
+            {"duplicate": "duplicate", "short": "gopher_word_count", "no-curly-count": "c4_curly"},
+        ),
+        (
+            page_blocks("column_filter.md", "toml")[0],
+            {"duplicate": "duplicate", "short": "gopher_word_count", "no-curly-count": "c4_curly",
+             "all-bullets": "gopher_bullets", "few-sentences": "c4_page"},
+        ),
+    ],
+    ids=["README", "docs/column_filter.md"],
+)  # fmt: skip
+def test_the_column_filter_stage_as_written(tmp_path, block, dropped):
+    """README's and docs/column_filter.md's column_filter stage, under a source of documents
+    carrying the signals it names, drops what its rules say and keeps what they cannot decide."""
+    rows = [{"text": f"document {row['id']}", **FLAGS, "rps_doc_num_sentences": 9, **row} for row in SIGNALS]
+    (tmp_path / "signals.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "config.toml").write_text('[sources.web]\npaths = ["signals.jsonl"]\n\n' + block)
+    run_prep(["prep", "run", "config.toml", "--out", "out", "-q"], tmp_path)
+    ledger = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
+    assert {row["id"]: row["reason"] for row in ledger} == {i: f"column_filter:{rule}" for i, rule in dropped.items()}
+    kept = pq.read_table(tmp_path / "out" / "docs").column("id").to_pylist()
+    assert sorted(kept) == sorted({row["id"] for row in SIGNALS} - set(dropped))
