@@ -78,6 +78,12 @@ def test_every_option_of_every_command_says_what_it_does():
     assert bare == []
 
 
+def test_prep_help_lists_every_command_in_a_whole_line():
+    """`prep --help`, the first thing a user reads: no command's line is cut off with '...'."""
+    listing = CliRunner().invoke(main, ["--help"]).output.split("Commands:")[1]
+    assert "..." not in listing and len(listing.strip().splitlines()) == len(main.list_commands(click.Context(main)))
+
+
 @pytest.mark.parametrize("words, option", FLOAT_OPTIONS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
 def test_every_float_option_is_finite(words, option):
     command = dict(_commands())[words]

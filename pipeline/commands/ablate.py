@@ -11,7 +11,7 @@ from pipeline.commands.options import Count, Finite, WeightedFile
 from pipeline.util.extras import require
 
 
-@click.command()
+@click.command(short_help="Train a small model on each DATA and compare held-out losses.")
 @click.argument("data", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--tokens", type=Count(), default="20M", show_default=True, help="Training tokens per trial.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Folder for the ablation.")

@@ -31,7 +31,7 @@ def _progress(line: str) -> None:
     click.echo(line, err=True)
 
 
-@click.group("classifier")
+@click.group("classifier", short_help="Train and measure fastText classifiers for the classify stage.")
 def classifier_group() -> None:
     """Train and measure fastText document classifiers (for the classify stage)."""
 

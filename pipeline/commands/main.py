@@ -133,7 +133,7 @@ def main() -> None:
     "--out",
     "-o",
     required=True,
-    help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here. "
+    help="Output folder: docs/, rejects/, tokens/, stats/, manifest.json and cost.json go here. "
     "A URI (s3://bucket/run) writes to an object store; PREP_SCRATCH names the local scratch folder.",
 )
 @click.option(

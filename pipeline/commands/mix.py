@@ -85,7 +85,11 @@ class MixCommand(click.Command):
         return super().make_context(info_name, args, parent=parent, **extra)
 
 
-@click.command(cls=MixCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.command(
+    short_help="Mix runs' token shards to exact shares; mix search finds them.",
+    cls=MixCommand,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
 @click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
 @click.option(
     "--out",
