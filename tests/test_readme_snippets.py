@@ -115,8 +115,13 @@ def test_the_loader_snippet(clone):
     pytest.importorskip("torch")
     (snippet,) = blocks("Loading tokens for training", "python")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run([sys.executable, "-c", snippet], cwd=clone, env=env, capture_output=True, text=True)
+    shown = snippet + "\nimport json; print(json.dumps([sorted(batch), sorted(state)]))\n"  # what its comments name
+    done = subprocess.run([sys.executable, "-c", shown], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+    batch_keys, state_keys = json.loads(done.stdout)
+    named = re.findall(r"\b(input_ids|labels|position_ids|cu_seqlens|max_seqlen)\b", snippet.split("for step")[1])
+    assert len(named) == 5 and set(named) <= set(batch_keys)
+    assert {"dataset", "samples", "seed"} <= set(state_keys)  # counters and the dataset's fingerprint
     assert (clone / "out" / "sample" / "tokens" / ".loader_cache").is_dir()  # where README's table says
 
 

@@ -37,7 +37,7 @@ from pipeline.util.extras import require
     "choice_files",
     multiple=True,
     type=WeightedFile(),
-    help="Also score this JSON lines file of multiple-choice questions (HellaSwag, ARC, PIQA shapes; README); "
+    help="Also score this JSON lines file of multiple-choice questions (HellaSwag, ARC, PIQA shapes: docs/ablate.md); "
     "FILE:WEIGHT as for --eval (repeatable).",
 )
 @click.option(
