@@ -236,3 +236,32 @@ def test_docs_stages_names_every_option_of_every_stage():
         for name, stage in registry.items()
     }
     assert {name: options for name, options in missing.items() if options} == {}
+
+
+def test_every_link_of_readme_and_its_pages_leads_somewhere():
+    """A relative link in README, docs/*.md or examples/*/README.md names a file of the
+    repository, from the page's own folder (docs/cluster.md's link to the Slurm example
+    was written from the root), and a link to a heading names a heading of that page."""
+    pages = [
+        REPO / "README.md",
+        *sorted((REPO / "docs").glob("*.md")),
+        *sorted((REPO / "examples").glob("*/README.md")),
+    ]
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            if re.match(r"[a-z]+://", target):
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target}")
+            elif anchor and linked.suffix == ".md" and anchor not in headings(linked.read_text()):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert broken == []
+
+
+def headings(page: str) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, spaces to '-', punctuation dropped."""
+    titles = re.findall(r"^#+ (.+)$", page, flags=re.M)
+    return {re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-") for title in titles}

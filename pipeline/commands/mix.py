@@ -11,7 +11,7 @@ import click
 from pipeline.commands.options import Count, Finite
 
 CURRICULA = (
-    "none, length, quality (best first: the quality_score column of a classify model named "
+    "none, length (shortest first), quality (best first: the quality_score column of a classify model named "
     "quality), or any numeric column of the documents, ascending "
     "(a signal such as n_chars, a classifier's <name>_score)"
 )
