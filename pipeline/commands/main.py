@@ -205,6 +205,9 @@ def run(
     finished units of work are kept, the rest are redone, and the result is byte-identical
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
+
+    CONFIG's keys and stages: README's "Config reference" and docs/stages.md; configs/
+    holds ready pipelines (configs/sample.toml runs on the bundled sample).
     """
     seed_given = click.get_current_context().get_parameter_source("sample_seed") is not ParameterSource.DEFAULT
     if seed_given and sample == 1.0:
