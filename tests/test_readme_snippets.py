@@ -1,10 +1,16 @@
 """README's snippets run as written (issue 48: a user copies them into a shell).
 
-Each fenced block of README's quick start, the classifier and the loader is taken from
-README itself, not retyped here, and run from a folder that holds the repository's
-``configs/`` and ``data/`` like a fresh clone: a snippet that names a file, a command or
-an option that does not exist fails here. The ablation block trains models, so it is
-marked ``slow``."""
+Each fenced block of README's quick start, the config reference, column_filter (and
+docs/column_filter.md's), the classifier and the loader is taken from README itself, not
+retyped here, and run from a folder that holds the repository's ``configs/`` and
+``data/`` like a fresh clone: a snippet that names a file, a command or an option that
+does not exist fails here, and what README says it prints or writes is checked against
+what it did. The ablation block trains models, so it is marked ``slow``. Not run here:
+``pip install`` and ``pytest`` (this is that run), the Common Crawl snapshot on S3 and
+DCLM's classifier (downloads), the Ray cluster, and docs/ablate.md's example (two runs
+of the user's and 5M tokens a trial); tests/test_commoncrawl_recipe.py runs README's
+Common Crawl table. The last tests hold docs/stages.md to every option of every stage
+and every link of README and its pages to a file and heading that exist."""
 
 from __future__ import annotations
 
