@@ -143,6 +143,7 @@ def test_eval_on_the_heldout_documents_reproduces_the_metrics(tmp_path, corpus):
     assert result.exit_code == 0, result.output
     side = json.loads(sidecar_path(out).read_text())
     assert side["positive_label"] == "prose" and side["heldout_metrics"]["auc"] > 0.95
+    assert side["skipped"] == {} and "skipped" not in result.output  # every record has a usable label
     records = speeches + web
     held = heldout_ids(pa.array([r["id"] for r in records]), 0.1)
     pq.write_table(pa.Table.from_pylist([r for r, h in zip(records, held) if h]), tmp_path / "held.parquet")
@@ -151,6 +152,7 @@ def test_eval_on_the_heldout_documents_reproduces_the_metrics(tmp_path, corpus):
     assert json.loads(result.stdout) == side["heldout_metrics"]
     text = prep("classifier", "eval", out, tmp_path / "held.parquet")
     assert f"accuracy {side['heldout_metrics']['accuracy']:.3f}" in text.stdout
+    assert "skipped" not in text.output  # it warned "skipped 0 records ... (bad-label 0, no-label 0)"
 
 
 def test_a_run_folder_is_a_source_of_documents(tmp_path, corpus):

@@ -63,6 +63,27 @@ def test_the_walk_finds_the_options_of_every_command():
     assert {("mix", "--tokens"), ("estimate", "--params"), ("ablate", "--target-params")} <= found
 
 
+def test_every_option_of_every_command_says_what_it_does():
+    """`prep CMD --help` answers a user's question about each option: none is a bare name
+    and a default (`prep mix --seed`, `prep ablate --device` were)."""
+    from pipeline.commands.mix_search import mix_search  # `prep mix search`: not a click group
+
+    commands = [*_commands(), (("mix", "search"), mix_search)]
+    bare = [
+        f"prep {' '.join(words)} {param.opts[0]}"
+        for words, command in commands
+        for param in command.params
+        if isinstance(param, click.Option) and not param.help
+    ]
+    assert bare == []
+
+
+def test_prep_help_lists_every_command_in_a_whole_line():
+    """`prep --help`, the first thing a user reads: no command's line is cut off with '...'."""
+    listing = CliRunner().invoke(main, ["--help"]).output.split("Commands:")[1]
+    assert "..." not in listing and len(listing.strip().splitlines()) == len(main.list_commands(click.Context(main)))
+
+
 @pytest.mark.parametrize("words, option", FLOAT_OPTIONS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else v)
 def test_every_float_option_is_finite(words, option):
     command = dict(_commands())[words]

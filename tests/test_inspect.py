@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import LIGHT_SAMPLE_CONFIG
+from conftest import LIGHT_SAMPLE_CONFIG, REPO
 
 import pipeline.commands.document_lookup as lookup
 from pipeline.commands.main import main
@@ -51,6 +54,18 @@ def test_show_unknown_id(run):
 
 
 # --- a hand-made run folder: ids repeated across files, hostile bytes in every field -------
+
+
+def test_a_reader_that_stops_early_ends_prep_quietly(run):
+    """`prep rejects RUN | head -1`: once the reader has closed the pipe, prep ends with
+    1 and nothing on stderr (it printed "Error: Broken pipe")."""
+    reader_end, writer_end = os.pipe()
+    os.close(reader_end)  # the reader is gone before the first line is written
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    command = [sys.executable, "-m", "pipeline", "rejects", str(run)]
+    done = subprocess.run(command, stdout=writer_end, stderr=subprocess.PIPE, text=True, env=env)
+    os.close(writer_end)
+    assert (done.returncode, done.stderr) == (1, "")
 
 
 def write_docs(path: Path, rows: list[dict]) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -137,6 +138,17 @@ def test_a_snapshot_a_listing_and_a_glob_name_their_documents(tree, tmp_path):
     assert every_id(docs, rejects) == {i for i in tree.expected if i.startswith("2023-14/") and "_tail" not in i}
     _, docs, rejects = run(tmp_path, ["rpv2/documents/*/0001/*_head.json.gz"], name="glob")
     assert every_id(docs, rejects) == {i for i in tree.expected if "/0001/en_head" in i}
+
+
+def test_a_config_named_by_a_relative_path_finds_its_tree(tree, tmp_path, monkeypatch):
+    """`prep run configs/redpajama_v2.toml`, as README runs a config: the documents files,
+    found relative to the config's folder, were joined to that folder a second time
+    ("matches no file (looked for configs/configs/../...)"); only an absolute path worked."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "rp.toml").write_text('[sources.web]\npaths = ["../rpv2"]\nformat = "redpajama-v2"\n')
+    monkeypatch.chdir(tmp_path)
+    files = load_config(Path("configs") / "rp.toml").sources["web"].files
+    assert [os.path.realpath(f) for f in files] == [os.path.realpath(f) for f in tree.documents]
 
 
 @pytest.mark.parametrize("line", ["../../outside", "/abs/outside", "2023-06/*/en_head", "**/en_head"])

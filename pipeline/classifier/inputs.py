@@ -159,6 +159,7 @@ def _read_file(path: Path, label: str | None, log: ReadLog) -> Iterator[Batch]:
         documents += docs.num_rows
         if docs.num_rows:
             yield Batch(path, docs.column(ID), labels, docs.column(TEXT).to_pylist())
+    skipped = +skipped  # only the kinds that happened: a labeled file counts "no-label 0"
     for kind, field_name in (("missing-text", TEXT), ("no-label", LABEL)):
         if documents == 0 and skipped and set(skipped) == {kind}:
             raise ClassifierError(f"{printable_path(path)} has no {field_name!r} field")

@@ -11,7 +11,7 @@ from pipeline.commands.options import Count, Finite, WeightedFile
 from pipeline.util.extras import require
 
 
-@click.command()
+@click.command(short_help="Train a small model on each DATA and compare held-out losses.")
 @click.argument("data", nargs=-1, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--tokens", type=Count(), default="20M", show_default=True, help="Training tokens per trial.")
 @click.option("--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Folder for the ablation.")
@@ -37,7 +37,7 @@ from pipeline.util.extras import require
     "choice_files",
     multiple=True,
     type=WeightedFile(),
-    help="Also score this JSON lines file of multiple-choice questions (HellaSwag, ARC, PIQA shapes; README); "
+    help="Also score this JSON lines file of multiple-choice questions (HellaSwag, ARC, PIQA shapes: docs/ablate.md); "
     "FILE:WEIGHT as for --eval (repeatable).",
 )
 @click.option(
@@ -64,7 +64,13 @@ from pipeline.util.extras import require
 @click.option("--batch-size", type=click.IntRange(min=1), help="Windows per step [default: the preset's].")
 @click.option("--lr", type=Finite(min=0, min_open=True), help="Peak learning rate [default: the preset's].")
 @click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True, help="Loader worker processes.")
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Where to train: auto takes the GPU when torch sees one.",
+)
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
 @click.option("--full-vocab", is_flag=True, help="Keep every id of the tokenizer instead of those that occur.")
 @click.option("--ledger", type=click.Path(file_okay=False, path_type=Path), help="Ledger folder [default: OUT/ledger].")

@@ -31,7 +31,7 @@ def _progress(line: str) -> None:
     click.echo(line, err=True)
 
 
-@click.group("classifier")
+@click.group("classifier", short_help="Train and measure fastText classifiers for the classify stage.")
 def classifier_group() -> None:
     """Train and measure fastText document classifiers (for the classify stage)."""
 
@@ -70,8 +70,10 @@ def classifier_group() -> None:
     show_default=True,
     help="Share of documents held out by a hash of their id, never trained on; the metrics are measured on them.",
 )
-@click.option("--epoch", type=click.IntRange(min=1), default=DEFAULTS.epoch, show_default=True)
-@click.option("--lr", type=Finite(min=0, min_open=True), default=DEFAULTS.lr, show_default=True)
+@click.option(
+    "--epoch", type=click.IntRange(min=1), default=DEFAULTS.epoch, show_default=True, help="Passes over the documents."
+)
+@click.option("--lr", type=Finite(min=0, min_open=True), default=DEFAULTS.lr, show_default=True, help="Learning rate.")
 @click.option(
     "--word-ngrams",
     type=click.IntRange(min=1),
@@ -79,13 +81,27 @@ def classifier_group() -> None:
     show_default=True,
     help="Longest word n-gram (2: bigrams, as DCLM's released classifier).",
 )
-@click.option("--dim", type=click.IntRange(min=1), default=DEFAULTS.dim, show_default=True)
+@click.option(
+    "--dim", type=click.IntRange(min=1), default=DEFAULTS.dim, show_default=True, help="Size of the word vectors."
+)
 @click.option("--ws", type=click.IntRange(min=1), default=DEFAULTS.ws, show_default=True, help="Context window.")
-@click.option("--min-count", type=click.IntRange(min=1), default=DEFAULTS.min_count, show_default=True)
+@click.option(
+    "--min-count",
+    type=click.IntRange(min=1),
+    default=DEFAULTS.min_count,
+    show_default=True,
+    help="Words seen fewer times are left out.",
+)
 @click.option(
     "--bucket", type=click.IntRange(min=0), default=DEFAULTS.bucket, show_default=True, help="N-gram buckets."
 )
-@click.option("--loss", type=click.Choice(["softmax", "ova", "hs", "ns"]), default=DEFAULTS.loss, show_default=True)
+@click.option(
+    "--loss",
+    type=click.Choice(["softmax", "ova", "hs", "ns"]),
+    default=DEFAULTS.loss,
+    show_default=True,
+    help="fastText's loss: softmax, one-vs-all, hierarchical softmax, negative sampling.",
+)
 @click.option(
     "--threads",
     type=click.IntRange(min=1),

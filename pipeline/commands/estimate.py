@@ -12,10 +12,10 @@ from pipeline.mix.estimate import GPU_PEAK_FLOPS, estimate_hours, mixture_tokens
 from pipeline.mix.inventory import MixError
 
 
-@click.command()
+@click.command(short_help="Project training GPU-hours on a mixture (6 x params x tokens).")
 @click.argument("mix_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--params", type=Count(), required=True, help="Model parameters, e.g. 1B, 350M, 7e9.")
-@click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--gpus", type=click.IntRange(min=1), default=8, show_default=True, help="GPUs training together.")
 @click.option(
     "--mfu",
     type=Finite(min=0, max=1, min_open=True),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import select
 import sys
 from pathlib import Path
 
@@ -58,6 +59,17 @@ def one_line(error: BaseException) -> str:
     return printable(error_line(error)) + where
 
 
+def stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (``| head`` done):
+    then a broken pipe is the reader's choice, not an error of the command."""
+    poller = select.poll()
+    try:
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (AttributeError, OSError, ValueError):  # no stdout, or not a file
+        return False
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
 class PrepGroup(click.Group):
     """Every command ends in one line, never a traceback, unless PREP_DEBUG=1.
 
@@ -88,6 +100,12 @@ class PrepGroup(click.Group):
             click.echo(f"\n{stopped(stop)}{': ' + hint if hint else ''}", err=True)
             sys.exit(exit_code(stop))
         except Exception as error:
+            if isinstance(error, BrokenPipeError) and stdout_reader_gone():
+                # `prep rejects RUN | head`: the reader took what it wanted. End quietly, as
+                # click and Python's documentation do, with stdout on /dev/null so that the
+                # last flush cannot fail again.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                sys.exit(1)
             if debug():
                 for line in getattr(error, "worker_traceback", "").splitlines():
                     click.echo(f"worker: {line}", err=True)
@@ -115,7 +133,7 @@ def main() -> None:
     "--out",
     "-o",
     required=True,
-    help="Output folder: docs/, rejects/, tokens/, stats/ and manifest.json go here. "
+    help="Output folder: docs/, rejects/, tokens/, stats/, manifest.json and cost.json go here. "
     "A URI (s3://bucket/run) writes to an object store; PREP_SCRATCH names the local scratch folder.",
 )
 @click.option(
@@ -187,6 +205,9 @@ def run(
     finished units of work are kept, the rest are redone, and the result is byte-identical
     to an uninterrupted run. Every input document ends in docs/ or, with its reason, in
     the rejects ledger (rejects/); manifest.json has the balance.
+
+    CONFIG's keys and stages: README's "Config reference" and docs/stages.md; configs/
+    holds ready pipelines (configs/sample.toml runs on the bundled sample).
     """
     seed_given = click.get_current_context().get_parameter_source("sample_seed") is not ParameterSource.DEFAULT
     if seed_given and sample == 1.0:

@@ -11,7 +11,7 @@ import click
 from pipeline.commands.options import Count, Finite
 
 CURRICULA = (
-    "none, length, quality (best first: the quality_score column of a classify model named "
+    "none, length (shortest first), quality (best first: the quality_score column of a classify model named "
     "quality), or any numeric column of the documents, ascending "
     "(a signal such as n_chars, a classifier's <name>_score)"
 )
@@ -85,10 +85,17 @@ class MixCommand(click.Command):
         return super().make_context(info_name, args, parent=parent, **extra)
 
 
-@click.command(cls=MixCommand, context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
+@click.command(
+    short_help="Mix runs' token shards to exact shares; mix search finds them.",
+    cls=MixCommand,
+    context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+)
 @click.argument("arguments", nargs=-1, required=True, metavar="RUN_DIR... [--SOURCE WEIGHT]...")
 @click.option(
-    "--out", "-o", type=click.Path(file_okay=False, path_type=Path), help="Mixture folder (mix.json + order)."
+    "--out",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Mixture folder (mix.json + order); required unless --dry-run.",
 )
 @click.option(
     "--tokens",
@@ -109,7 +116,13 @@ class MixCommand(click.Command):
     "--phases", type=click.IntRange(min=1), default=1, show_default=True, help="Split training into N phases."
 )
 @click.option("--phase-weights", help='Weights per phase, e.g. "code=0.2,math=0.05;code=0.3,math=0.2".')
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Salts the hash that picks and orders each source's documents.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the plan as a table and write nothing.")
 @click.option("--force", is_flag=True, help="Replace an existing mixture in --out.")
 @click.pass_context

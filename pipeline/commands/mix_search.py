@@ -47,23 +47,31 @@ def _shares(text: str, where: str) -> dict[str, float]:
 @click.option("--prior", help='Centre of the sampling instead of the natural shares, e.g. "--code 0.3 --web 0.6".')
 @click.option("--concentration", type=Finite(min=0, min_open=True), default=3.0, show_default=True,
               help="Dirichlet concentration: higher samples closer to the centre.")  # fmt: skip
-@click.option("--model", "preset", type=click.Choice(list(PRESETS)), default="tiny", show_default=True)
+@click.option("--model", "preset", type=click.Choice(list(PRESETS)), default="tiny", show_default=True,
+              help="The proxy model, as prep ablate --model.")  # fmt: skip
 @click.option(
     "--eval-tokens", type=click.IntRange(min=1), default=16_384, show_default=True, help="Tokens per eval set."
 )
-@click.option("--eval-points", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--eval-points", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Evaluations during each trial (for its loss curve); the fits read the last.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling, mixture and initialization seed.")
 @click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
               help="Validate: train the proposed and natural mixtures with this many seeds each (3+).")  # fmt: skip
 @click.option("--baseline", help='Also validate this mixture, in prep mix shares: "--code 0.25 --math 0.08".')
-@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto", show_default=True)
+@click.option(
+    "--device",
+    type=click.Choice(["auto", "cpu", "cuda"]),
+    default="auto",
+    show_default=True,
+    help="Where to train: auto takes the GPU when torch sees one.",
+)
 @click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
 def mix_search(runs, trials, tokens, eval_files, out, target_tokens, max_epochs, bounds, prior, concentration,
                preset, eval_tokens, eval_points, seed, seeds, baseline, device, threads) -> None:  # fmt: skip
     """Find the mixture: train the ablate proxy on sampled mixtures, fit, propose.
 
     Samples --trials mixtures (Dirichlet around the natural token shares, inside --bound
-    and --max-epochs at --target-tokens), trains the tiny proxy on each (one ledger under
+    and --max-epochs at --target-tokens), trains the proxy (--model) on each (one ledger under
     --out: run again to resume), fits each eval set's loss with a log-linear regression
     (RegMix) and a Gaussian process, reports their leave-one-out errors, and proposes the
     mixture of least predicted weighted loss. Ends with the prep mix command for it.

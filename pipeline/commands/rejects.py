@@ -13,7 +13,7 @@ from pipeline.commands.show import field_text
 from pipeline.util.printable import printable
 
 
-@click.command()
+@click.command(short_help="List the documents a run dropped: stage, reason and why.")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--stage", help="Only the drops of this stage (length, langid, quality, dedup, read, ...).")
 @click.option("--reason", help="Only the drops for this reason (too-short, lang:low-score, ...).")

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 
-@click.command()
+@click.command(short_help="Write one HTML page about a run, mixture, ablation or search.")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("mix_dir", required=False, type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option(

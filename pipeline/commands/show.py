@@ -26,7 +26,7 @@ def field_text(value, limit: int = 300) -> str:
     return printable(text)
 
 
-@click.command()
+@click.command(short_help="Print one document, kept or dropped, with its signals and text.")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.argument("doc_id")
 @click.option("--chars", type=int, default=2000, show_default=True, help="Show at most this much text (0: all).")

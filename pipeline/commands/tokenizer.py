@@ -21,7 +21,13 @@ def tokenizer_group() -> None:
 @tokenizer_group.command("train")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--vocab-size", type=click.IntRange(min=1), required=True, help="Pieces in the model.")
-@click.option("--model-type", type=click.Choice(["bpe", "unigram"]), default="bpe", show_default=True)
+@click.option(
+    "--model-type",
+    type=click.Choice(["bpe", "unigram"]),
+    default="bpe",
+    show_default=True,
+    help="SentencePiece's algorithm.",
+)
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),

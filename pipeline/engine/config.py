@@ -250,8 +250,10 @@ def _source(name: str, table: dict, base: Path, out: str | Path | None) -> Sourc
         raise _unknown(f"format for sources.{name}", fmt, ("auto", *FORMATS))
     minhash = _minhash(name, table, fmt)
     try:
-        named = documents_of(patterns, base) if fmt == "redpajama-v2" else patterns
-        unique = source_files(name, named, base, out)
+        named, named_from = patterns, base
+        if fmt == "redpajama-v2":  # its documents files, already joined to base
+            named, named_from = documents_of(patterns, base), Path()
+        unique = source_files(name, named, named_from, out)
     except (OSError, UnicodeDecodeError, ListingError) as error:  # a RedPajama-V2 listing that cannot be read
         raise ConfigError(f"sources.{name}: {error}") from None
     except SourceFilesError as error:
