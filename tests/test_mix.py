@@ -309,3 +309,26 @@ def test_force_replaces_only_the_mixtures_own_files_and_a_users_file_is_never_wr
     result = CliRunner().invoke(main, [*args, "--force"])
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["mix.json", "notes.txt", "order_document.npy", "order_source.npy"]
+
+
+def test_a_mix_stopped_before_its_mix_json_is_replaced_by_the_next(three_sources, tmp_path, monkeypatch):
+    """Killed after its order arrays and before mix.json, prep mix left files that every
+    later prep mix there refused as possibly the user's, --force included: the only way on
+    was to delete them by hand. Its writing mark now says whose they are."""
+    import pipeline.mix.output as output
+
+    out = tmp_path / "mix"
+    args = ["mix", str(three_sources), "--tokens", "2M", "--out", str(out)]
+    save = output.save_npy_atomic
+
+    def killed_after_the_first_array(path, array):
+        save(path, array)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "save_npy_atomic", killed_after_the_first_array)
+    CliRunner().invoke(main, args)
+    monkeypatch.undo()
+    assert (out / "order_source.npy").exists() and not (out / "mix.json").exists()
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["mix.json", "order_document.npy", "order_source.npy"]

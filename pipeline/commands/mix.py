@@ -20,17 +20,20 @@ CURRICULA = (
 def _clear_output(folder, force: bool) -> None:
     """Make room for a mixture in ``folder`` (a ``MixLayout``): an earlier mixture there is
     replaced with --force, by removing only what ``MixLayout.own`` lists (it removed the
-    whole folder, with whatever else the user kept in it); a file the mixture would be
-    written over in a folder that holds no mixture is the user's, and refused."""
+    whole folder, with whatever else the user kept in it). What a ``prep mix`` stopped
+    before its ``mix.json`` left (its writing mark says so) is replaced without --force:
+    no mixture was made. A file the mixture would be written over in a folder that holds
+    neither is the user's, and refused."""
     existing = [path for path in folder.own() if os.path.lexists(path)]
-    if not folder.manifest.exists():
+    stopped = folder.writing.exists() and not folder.manifest.exists()
+    if not folder.manifest.exists() and not stopped:
         if existing:
             raise click.ClickException(
-                f"{existing[0]} is there but {folder.manifest} is not, so it may be no mixture's (a prep mix "
-                "stopped early leaves such files): move it, or use another --out"
+                f"{existing[0]} is there but {folder.manifest} is not, so it may be no mixture's: "
+                "move it, or use another --out"
             )
         return
-    if not force:
+    if not force and not stopped:
         raise click.ClickException(f"{folder.folder} already holds a mixture; use --force to replace it")
     for path in existing:
         if path.is_dir() and not path.is_symlink():

@@ -21,6 +21,9 @@ MIX_JSON = "mix.json"
 # index within that source (int64).
 ORDER_SOURCE = "order_source.npy"
 ORDER_DOCUMENT = "order_document.npy"
+# Written first and removed last by ``prep mix``: order arrays beside it and no
+# ``mix.json`` are what a ``prep mix`` stopped early left, not the user's files.
+WRITING = ".prep-mix-writing"
 # What readers of ``mix.json`` rely on (``pipeline.mix.output.describe`` writes more).
 MIX_RECORD = {
     "tokens": int,
@@ -56,10 +59,15 @@ class MixLayout:
     def order_document(self) -> Path:
         return self.folder / ORDER_DOCUMENT
 
+    @property
+    def writing(self) -> Path:
+        """The mark of a ``prep mix`` writing here (see ``WRITING``)."""
+        return self.folder / WRITING
+
     def own(self) -> list[Path]:
         """What ``prep mix`` and the loader write here: all ``--force`` may remove, and the
         names a new mixture must not write over in a folder that holds none."""
-        return [self.manifest, self.order_source, self.order_document, self.folder / LOADER_CACHE]
+        return [self.manifest, self.order_source, self.order_document, self.folder / LOADER_CACHE, self.writing]
 
     def order(self, description: dict, which: str) -> Path:
         """An order array (``which``: "source" or "document") by the name the mixture's

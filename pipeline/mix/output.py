@@ -66,11 +66,17 @@ def _documents_per_shard(shards: list[str]) -> list[int]:
 
 
 def write_mix(out: Path, description: dict, order: MixOrder) -> None:
+    """The order arrays, then ``mix.json`` (a folder with it is complete), between the
+    writing mark's creation and removal: stopped in between, the next ``prep mix`` there
+    knows the arrays are a stopped mixture's and replaces them."""
     folder = MixLayout(out)
+    with atomic_path(folder.writing) as tmp:
+        tmp.write_text("prep mix is writing a mixture here; without mix.json it stopped early\n")
     save_npy_atomic(folder.order_source, order.source.astype(np.uint16))
     save_npy_atomic(folder.order_document, order.document.astype(np.int64))
-    with atomic_path(folder.manifest) as tmp:  # last: a folder with mix.json is complete
+    with atomic_path(folder.manifest) as tmp:
         tmp.write_text(json.dumps(description, indent=2) + "\n")
+    folder.writing.unlink()
 
 
 def plan_table(description: dict) -> str:
