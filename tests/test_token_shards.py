@@ -373,3 +373,38 @@ def test_unit_names_ending_in_json(tmp_path):
     assert merged["documents"] == 2
     result = CliRunner().invoke(shards_group, ["inspect", str(prefix), "--decode", "0"])
     assert result.exit_code == 0 and result.output == "hello world<|endoftext|>"
+
+
+def test_a_merge_killed_between_its_renames_or_before_them_is_replaced_by_the_next(tmp_path, monkeypatch):
+    """Killed after its .bin took its name and before the sidecar, a merge left files the
+    next merge refused as the user's; killed before its renames, it left full-size
+    temporaries that nothing removed. The sidecar is renamed first now, and the next merge
+    removes the temporaries of writers no longer running."""
+    import pipeline.formats.shard_merge as sm
+
+    a = tokenize_unit(tmp_path, sample_texts(6), "a")
+    out = tmp_path / "out" / "merged"
+    replace = os.replace
+
+    def killed_after_the_first_rename(tmp, final):
+        replace(tmp, final)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sm.os, "replace", killed_after_the_first_rename)
+    with pytest.raises(KeyboardInterrupt):
+        merge_shards(out, [a])
+    monkeypatch.undo()
+    dead = 2**22 + 1  # above Linux's largest pid: no process holds it
+    left = out.parent / f".merged.bin.{dead}.tmp"
+    left.write_bytes(b"\0" * 100)  # what a merge killed by SIGKILL leaves
+    mine = out.parent / f".merged.bin.{os.getppid()}.tmp"  # a running writer's (pytest's parent): kept
+    mine.write_bytes(b"\0")
+    merge_shards(out, [a])
+    assert read_documents(out) == read_documents(a)
+    assert sorted(p.name for p in out.parent.iterdir()) == [
+        f".merged.bin.{os.getppid()}.tmp",
+        "merged.bin",
+        "merged.docs.parquet",
+        "merged.idx",
+        "merged.json",
+    ]

@@ -36,9 +36,33 @@ COPY_BUFFER_BYTES = 16 << 20
 
 
 def _replace_all(pending: list[tuple[Path, Path]]) -> None:
-    # The .idx goes last: a shard is complete (list_shards) only once its .idx exists.
-    for tmp, final in sorted(pending, key=lambda p: p[1].suffix == ".idx"):
+    """The sidecar goes first: it is what makes the files at OUT_PREFIX a shard prep wrote
+    (``_replaced_shard``), so a merge killed between renames is replaced by the next, not
+    refused as the user's files. The .idx goes last: a shard is complete (``list_shards``)
+    only once its .idx exists."""
+    for tmp, final in sorted(pending, key=lambda p: (p[1].suffix != ".json", p[1].suffix == ".idx")):
         os.replace(tmp, final)
+
+
+def _remove_dead_temporaries(finals: list[Path]) -> None:
+    """The temporaries of ``finals`` that a merge killed before its renames left (named by
+    ``temp_path``, so by their writer's pid): full-size copies of the tokens that nothing
+    else removes. One whose process still runs is another merge's, and kept."""
+    for final in finals:
+        for path in final.parent.glob(f".{final.name}.*.tmp"):
+            pid = path.name[len(final.name) + 2 : -len(".tmp")]
+            if pid.isdigit() and not _running(int(pid)):
+                path.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: running
+        return True
+    return True
 
 
 def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLike]) -> dict[str, Any]:
@@ -49,11 +73,9 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     must share dtype and, when they carry sidecars, tokenizer, EOD and BOS; a mix of shards
     with and without sidecars is refused too, since it cannot be checked. The per-document
     Parquet is merged when every input has one. All outputs are written under temporary
-    names and renamed at the end.
+    names and renamed at the end, the sidecar first (``_replace_all``); a failure removes
+    them, and a merge killed before it could leaves them for the next merge there.
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     prefixes = [shard_prefix(p) for p in inputs]
     if not prefixes:
         raise ValueError("nothing to merge")
@@ -81,7 +103,33 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
 
     bin_final, idx_final = shard_paths(out_prefix)
     bin_final.parent.mkdir(parents=True, exist_ok=True)
+    _remove_dead_temporaries([bin_final, idx_final, sidecar_path(out_prefix), docs_path(out_prefix)])
     pending = [(temp_path(bin_final), bin_final), (temp_path(idx_final), idx_final)]
+    try:
+        meta = _write_merged(out_prefix, prefixes, shards, with_meta, dtype, pending)
+    except BaseException:
+        for tmp, _ in pending:
+            tmp.unlink(missing_ok=True)
+        raise
+    for stale in set(replaced) - {final for _, final in pending}:  # a .docs.parquet of the shard replaced
+        stale.unlink()
+    _replace_all(pending)
+    return meta
+
+
+def _write_merged(
+    out_prefix: str,
+    prefixes: list[str],
+    shards: list[IndexedShard],
+    with_meta: list[dict],
+    dtype: np.dtype,
+    pending: list[tuple[Path, Path]],
+) -> dict[str, Any]:
+    """Write the merged shard's files under their temporary names (``pending``, which gains
+    the sidecar and the per-document Parquet); returns the sidecar."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     digest = hashlib.sha256()
     with open(pending[0][0], "wb") as out:
         for prefix in prefixes:
@@ -140,9 +188,6 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
     final = sidecar_path(out_prefix)
     pending.append((temp_path(final), final))
     write_sidecar(pending[-1][0], meta)
-    for stale in set(replaced) - {final for _, final in pending}:  # a .docs.parquet of the shard replaced
-        stale.unlink()
-    _replace_all(pending)
     return meta
 
 
