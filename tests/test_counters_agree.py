@@ -299,6 +299,20 @@ def test_the_reports_tables_are_the_manifests(run):
         assert _number(count) == sum(s["rejected_by"].get(rule, 0) for s in manifest["sources"].values()), rule
 
 
+def test_the_reports_classifier_table_counts_the_output_and_the_ledger(run):
+    """Its first count is the scored documents in the output, so named: a partial copy that
+    paragraph_dedup dropped after classify kept it is in neither column (it once read
+    "kept": 209 of web's pages, where the manifest's classify had kept 218)."""
+    if "classify" not in run["manifest"]["stages"]:
+        return
+    page = write_report(run["out"], run["out"].parent / "report.html").read_text()
+    section = re.search(r'<section id="classify">(.*?)</section>', page, re.S)[1]
+    assert "<th>in the output</th><th>dropped</th>" in section
+    for source, counts in run["manifest"]["sources"].items():
+        dropped = _rows(run["ledger"], "classify", sources={source})
+        assert f"<td>tiny</td><td>{source}</td><td>{counts['output']:,}</td><td>{dropped:,}</td>" in section
+
+
 def test_prep_rejects_lists_each_reasons_rows(run):
     """``prep rejects --stage S --reason R`` lists the ledger's rows of that rule, for the
     run's four largest rules (each listing reads the whole ledger)."""
