@@ -112,7 +112,12 @@ def reference(ids, texts, unit="paragraph", min_chars=20, max_seen=0.5):
         seen = sum(len(u) for u, h in zip(units, hit) if h)
         if seen > max_seen * total:
             largest = max((u for u, h in zip(units, hit) if h), key=len)  # max keeps the first of equals
-            detail = {"seen_fraction": round(seen / total, 4), "seen_chars": seen, "chars": total}
+            detail = {
+                "seen_fraction": round(seen / total, 4),
+                "seen_chars": seen,
+                "chars": total,
+                "threshold": max_seen,
+            }
             out[doc_id] = ("partial-copy", {**detail, "first_seen_in": first[largest]})
             continue
         kept = []

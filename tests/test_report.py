@@ -360,15 +360,15 @@ def test_classifier_scores_kept_against_dropped_with_the_threshold(classified_ru
     assert re.findall(r"<h3>(.*?)</h3>", section) == ["quality_score in web", "lang_score in web"]
     charts = [parse_svg(m) for m in re.findall(r"<svg.*?</svg>", section, flags=re.S)]
     assert [c.find(f"{SVG_NS}title").text for c in charts] == [
-        "quality_score in web: 60 kept, 20 dropped",
-        "lang_score in web: 60 kept, 0 dropped",
+        "quality_score in web: 60 in the output, 20 dropped",
+        "lang_score in web: 60 in the output, 0 dropped",
     ]
     (line,) = [x for x in charts[0].iter(f"{SVG_NS}line") if x.get("stroke-dasharray")]
     label = f"threshold {threshold:g}"
     assert line.find(f"{SVG_NS}title").text == label and label in texts(charts[0])
     assert {"0", "0.2", "0.4", "0.6", "0.8", "1"} <= set(texts(charts[0]))  # a linear score axis
     tips = [p.find(f"{SVG_NS}title").text for p in charts[0].iter(f"{SVG_NS}path")]
-    assert tips == ["kept: 60 documents", "dropped (classify:quality): 20 documents"]
+    assert tips == ["in the output: 60 documents", "dropped (classify:quality): 20 documents"]
     # The threshold sits where the kept scores start.
     x_at = float(line.get("x1"))
     plot = svg._Plot((0.0, 1.0), 1)

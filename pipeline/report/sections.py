@@ -17,6 +17,9 @@ from pipeline.report.mixture import read_mixture
 
 MAX_LANGUAGES = 20
 CLUSTER_AXES = ("cluster size (documents)", "clusters of that size")
+# The scored documents a classifier's chart counts as kept: those in the run's output,
+# not every one it kept (a later stage may drop some), so named for what they are.
+OUTPUT = "in the output"
 
 
 @dataclass
@@ -155,8 +158,8 @@ def classifier_scores(ctx: Context) -> Section | None:
         charts.append(
             svg.histogram(
                 scores.EDGES,
-                {"kept": found_scores.kept, f"dropped ({scores.REASON_PREFIX}{name})": found_scores.dropped},
-                f"{scores.column(name)} in {source}: {kept:,} kept, {dropped:,} dropped",
+                {OUTPUT: found_scores.kept, f"dropped ({scores.REASON_PREFIX}{name})": found_scores.dropped},
+                f"{scores.column(name)} in {source}: {kept:,} {OUTPUT}, {dropped:,} dropped",
                 "score",
                 log_x=False,
                 marks=marks,
@@ -164,12 +167,13 @@ def classifier_scores(ctx: Context) -> Section | None:
         )
         rows.append([name, source, f"{kept:,}", f"{dropped:,}", ", ".join(f"{t:g}" for t in thresholds) or "none"])
     caption = (
-        "Documents per score bin of each classifier, per source: kept (the score columns of the run's documents) "
-        "against dropped by that classifier (the scores in its ledger detail), the threshold dashed. A document "
-        "dropped by another stage or classifier is in neither; a source a classifier skipped (null scores) has "
-        "no chart."
+        f"Documents per score bin of each classifier, per source: {OUTPUT} (the score columns of the run's "
+        "documents) against dropped by that classifier (the scores in its ledger detail), the threshold dashed. "
+        "A document the classifier kept and a later stage dropped (paragraph_dedup's partial copies) is in "
+        "neither, so the two need not add up to what the manifest says the classifier kept; a source a "
+        "classifier skipped (null scores) has no chart."
     )
-    table = _table(["classifier", "source", "kept", "dropped", "threshold"], rows)
+    table = _table(["classifier", "source", OUTPUT, "dropped", "threshold"], rows)
     return Section("classify", "Classifier scores", caption, table + "".join(charts))
 
 

@@ -11,9 +11,9 @@ index's ``meta.json`` counts the examples indexed).
 
 Ledger: the drop reason is the benchmark's name (``decontaminate:gsm8k`` in the
 manifest), the detail a JSON object ``{"benchmark", "example", "id", "ngram",
-"matches"}``: the example's position in the benchmark (and its id, where the benchmark
-names an id field), the first matched n-gram as the document wrote it, and how many
-of the document's n-grams matched.
+"matches", "threshold"}``: the example's position in the benchmark (and its id, where the benchmark
+names an id field), the first matched n-gram as the document wrote it, how many
+of the document's n-grams matched, and ``threshold``: ``min_matches``, the count that made it contaminated.
 
 The index is built once per run, not per worker or document: every benchmark n-gram's
 64-bit key, sorted and unique (``hashes.npy``), beside its first owner (``owners.npy``:
@@ -145,7 +145,9 @@ class Decontaminate(GlobalStage):
             if str(example) in meta["ids"]:
                 found["id"] = meta["ids"][str(example)]
             ngram = " ".join(data[start:end].tobytes().decode("utf-8", "replace").split())
-            detail[r] = json.dumps({**found, "ngram": ngram, "matches": int(counts[r])}, ensure_ascii=False)
+            detail[r] = json.dumps(
+                {**found, "ngram": ngram, "matches": int(counts[r]), "threshold": o.min_matches}, ensure_ascii=False
+            )
         return StageOutput(
             batch=batch,
             drop_reason=pa.array(reason, pa.string()),

@@ -18,7 +18,8 @@ Phases (declared in ``phases``, driven by the engine, see ``pipeline.phases``), 
   survivor ids resolved), then ``done.json``.
 * ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
-  ``{"survivor": "<id>", "similarity": 0.87}`` (1.0 for exact duplicates).
+  ``{"survivor": "<id>", "similarity": 0.87, "threshold": 0.7}`` (``min_similarity``;
+  ``{"survivor": "<id>", "similarity": 1.0}`` for exact duplicates).
 
 Incremental: ``index_from = "<previous work_dir>"`` (a run made with ``--keep-work``:
 ``<out>/work/global/<k>``) makes the previous run's documents
@@ -276,8 +277,15 @@ class Dedup(GlobalStage):
         reason = np.full(end - start, -1, np.int16)
         reason[positions] = rows.column("reason").to_numpy()
         detail = np.full(end - start, None, object)
-        for pos, sid, sim in zip(positions, rows.column("survivor").to_pylist(), rows.column("similarity").to_numpy()):
-            detail[pos] = json.dumps({"survivor": sid, "similarity": round(float(sim), 4)})
+        # A near duplicate's similarity was held against min_similarity: the detail gives
+        # both, as every threshold rule's does; an exact duplicate's 1.0 met no threshold.
+        near = REASONS.index("near-duplicate")
+        columns = (rows.column(name).to_pylist() for name in ("survivor", "similarity", "reason"))
+        for pos, sid, sim, code in zip(positions, *columns):
+            found = {"survivor": sid, "similarity": round(float(sim), 4)}
+            if code == near:
+                found["threshold"] = float(self.options.min_similarity)
+            detail[pos] = json.dumps(found)
         ids = self._store.unit_rows(u).column("id").combine_chunks()
         self._unit = {"reason": reason, "detail": detail, "ids": ids, "cursor": 0}
 

@@ -51,8 +51,10 @@ a later document loses every copy.
 
 Ledger detail of a dropped document (JSON)::
 
-    {"seen_fraction": 0.8312, "seen_chars": 4210, "chars": 5065,
+    {"seen_fraction": 0.8312, "seen_chars": 4210, "chars": 5065, "threshold": 0.5,
      "first_seen_in": "<id of the document where its largest removed unit first occurred>"}
+
+``threshold`` is ``max_seen_fraction``, the bound ``seen_fraction`` went over.
 
 Rebuilding a cut document: each unit owns the separator after it, so removing a unit
 removes it and the blank lines that follow; a document whose last unit goes ends where

@@ -190,6 +190,7 @@ class ParagraphDedup(GlobalStage):
                         "seen_fraction": round(int(seen) / int(chars), 4),
                         "seen_chars": int(seen),
                         "chars": int(chars),
+                        "threshold": float(self.options.max_seen_fraction),
                         "first_seen_in": first_id.as_py(),
                     }
                 )
