@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import importlib
 import os
+import re
 import select
 import sys
 from pathlib import Path
@@ -50,11 +51,29 @@ COMMANDS = {
 }
 
 
+# Where the room to write ran out, and what frees it; a run resumes once it is freed.
+OUT_OF_ROOM = {
+    errno.ENOSPC: ("no space left on the device", "free some"),
+    errno.EDQUOT: ("the disk quota is used up", "free some or raise the quota"),
+    errno.EFBIG: ("a file reached the largest size this process may write", "raise `ulimit -f`"),
+}
+# Arrow's writers raise a bare OSError whose message holds the system's error number.
+ARROW_ERRNO = re.compile(r"\[errno (\d+)\]")
+
+
+def _error_number(error: OSError) -> int | None:
+    if error.errno is not None:
+        return error.errno
+    found = ARROW_ERRNO.search(str(error))
+    return int(found.group(1)) if found else None
+
+
 def one_line(error: BaseException) -> str:
     """An error as the one line a user reads; the traceback is for PREP_DEBUG=1."""
-    if isinstance(error, OSError) and error.errno == errno.ENOSPC:
+    if isinstance(error, OSError) and _error_number(error) in OUT_OF_ROOM:
+        what, remedy = OUT_OF_ROOM[_error_number(error)]
         where = f" writing {printable_path(error.filename)}" if error.filename else ""
-        return f"no space left on the device{where}: free some, then run the same command again to resume"
+        return f"{what}{where}: {remedy}, then run the same command again to resume"
     where = f": {printable_path(error.filename)}" if isinstance(error, OSError) and error.filename else ""
     return printable(error_line(error)) + where
 
