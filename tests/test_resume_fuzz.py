@@ -192,3 +192,18 @@ def test_a_tokenizer_file_replaced_before_the_resume_makes_it_another_run(tmp_pa
     shutil.copy(vocab / "cl100k_base.tiktoken.gz", tokenizer)
     with pytest.raises(ConfigError, match="holds a run of a different config, different inputs or different models"):
         run_pipeline(config, out, workers=1, quiet=True)
+
+
+def test_a_run_resumes_with_another_run_workers_in_its_config(tmp_path, monkeypatch):
+    """``[run] workers`` changes no output, as ``-w`` does not, yet a run stopped and
+    resumed with another count in the config was refused as "a different config"."""
+    stages = '[[stages]]\nname = "length"\nmin_chars = 200\n'
+    config = _web_config(tmp_path, stages)
+    clean = run_pipeline(config, tmp_path / "clean", workers=1, quiet=True)
+    out = tmp_path / "out"
+    _stopped_at(config, out, monkeypatch, run_module, "find_duplicates")
+    write_config(config, f"[run]\nworkers = 2\n{config.read_text()}")
+    resumed = run_pipeline(config, out, quiet=True)
+    assert resumed.pop("config")["run"] == {"workers": 2}  # the manifest records the config as given
+    clean.pop("config")
+    assert resumed == clean

@@ -149,8 +149,14 @@ class Config:
     run: RunSettings
 
     def canonical(self) -> str:
-        """The config as canonical JSON: equal for equal meaning, whatever the formatting."""
-        return json.dumps(self.raw, sort_keys=True, separators=(",", ":"), default=str)
+        """The config as canonical JSON: equal for equal meaning, whatever the formatting.
+        ``[run] workers`` is left out: like ``-w``, it changes no output, so a run resumes
+        with another count (it was refused as "a different config")."""
+        raw = self.raw
+        if "workers" in raw.get("run", {}):
+            run = {key: value for key, value in raw["run"].items() if key != "workers"}
+            raw = {key: value for key, value in raw.items() if key != "run"} | ({"run": run} if run else {})
+        return json.dumps(raw, sort_keys=True, separators=(",", ":"), default=str)
 
     def without_files(self) -> Config:
         """This config without its sources' lists of files, for the tasks a run sends once
