@@ -107,7 +107,7 @@ def _block_chunks(block: Block, first_row: int, spec: InputSpec) -> Iterator[Chu
     done, failure = 0, None  # rows of the block yielded; why the rest cannot be read
     while True:
         try:
-            batch = next(block.batches)
+            batch = _text_as_string(next(block.batches), spec.text_field)
             bad_utf8 = invalid_utf8_rows(batch)
         except StopIteration:
             break
@@ -122,6 +122,22 @@ def _block_chunks(block: Block, first_row: int, spec: InputSpec) -> Iterator[Chu
         yield from _lost_rows(spec, first_row + done, first_row + block.rows, f"{block.name} {why}")
     if block.nbytes > block.bytes_of(done):  # for the lost rows, or a block of none
         yield Chunk(bytes_read=block.nbytes - block.bytes_of(done))
+
+
+def _text_as_string(batch: pa.RecordBatch, text_field: str) -> pa.RecordBatch:
+    """``batch`` with a binary text column relabelled as strings (the same buffers, no
+    copy). Parquet stores strings as byte arrays, and writers that leave out the UTF-8
+    annotation (Hive, older Spark and Impala, hand-made files) give a binary column:
+    its text is text all the same, and the UTF-8 check that follows quarantines each
+    value that is not (``invalid-utf8``, raw bytes kept) instead of every row of the file."""
+    if text_field not in batch.schema.names:
+        return batch
+    i = batch.schema.get_field_index(text_field)
+    type_ = batch.schema.field(i).type
+    if not (pa.types.is_binary(type_) or pa.types.is_large_binary(type_)):
+        return batch
+    text = batch.column(i).view(pa.string() if pa.types.is_binary(type_) else pa.large_string())
+    return batch.set_column(i, batch.schema.field(i).with_type(text.type), text)
 
 
 def _lost_rows(spec: InputSpec, start: int, end: int, detail: str) -> Iterator[Chunk]:
