@@ -6,11 +6,13 @@ part in the ledger at its location."""
 from __future__ import annotations
 
 import gzip
+import json
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from test_compressed_jsonl import zstd
 
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import Span
@@ -33,6 +35,53 @@ def read(path: Path, **options) -> tuple[list[dict], list[dict]]:
 
 def locations(bad: list[dict]) -> list[tuple[str, int]]:
     return [(row["reason"], row["line"]) for row in bad]
+
+
+# -- JSON lines -------------------------------------------------------------------------------
+
+
+def jsonl(first: int, last: int) -> bytes:
+    return b"".join(json.dumps({"id": f"j{i}", "text": TEXTS[i % 6]}).encode() + b"\n" for i in range(first, last))
+
+
+def test_a_json_array_one_element_a_line_is_told_as_one(tmp_path):
+    """``json.dump(docs, f, indent=...)`` beside JSON lines: each line of it is quarantined
+    at its number, with the likely cause and the fix, not only the parser's complaint."""
+    path = tmp_path / "array.json"
+    elements = [json.dumps({"id": f"a{i}", "text": TEXTS[i]}) for i in range(3)]
+    path.write_text("[\n" + ",\n".join(elements) + "\n]\n")
+    docs, bad = read(path)
+    assert [d["id"] for d in docs] == ["a2"]  # the last element is a JSON line as it stands
+    assert locations(bad) == [("bad-input:broken-json", n) for n in (1, 2, 3, 5)]
+    assert all("one JSON array" in row["detail"] and "jq -c" in row["detail"] for row in bad)
+    (tmp_path / "one_line.json").write_text(json.dumps([{"text": t} for t in TEXTS]) + "\n")
+    docs, bad = read(tmp_path / "one_line.json")
+    assert not docs and locations(bad) == [("bad-input:not-an-object", 1)] and "one JSON array" in bad[0]["detail"]
+
+
+def test_a_utf16_file_says_so_at_its_first_line(tmp_path):
+    """Windows tools write UTF-16 with a byte-order mark: line 1's row says what the file is."""
+    path = tmp_path / "windows.jsonl"
+    path.write_bytes(jsonl(0, 3).decode().encode("utf-16"))
+    docs, bad = read(path)
+    assert not docs and len(bad) == 4 and bad[0]["reason"] == "bad-input:invalid-utf8"  # and the last NUL byte
+    assert "UTF-16" in bad[0]["detail"] and "iconv" in bad[0]["detail"]
+    path.write_bytes(b"\xff" + jsonl(0, 1))  # a stray byte is no UTF-16 file
+    assert "UTF-16" not in read(path)[1][0]["detail"]
+
+
+def dictionary_frame(data: bytes, dictionary_id: int = 42) -> bytes:
+    """A zstd frame that names a dictionary (as ``zstd -D`` writes), its data in one raw block."""
+    header = b"\x28\xb5\x2f\xfd" + bytes([0x01, 0x00, dictionary_id])  # dictionary id flag; window byte
+    return header + (len(data) << 3 | 1).to_bytes(3, "little") + data  # the last block, raw
+
+
+def test_a_frame_compressed_with_a_dictionary_says_what_to_do(tmp_path):
+    path = tmp_path / "dict.jsonl.zst"
+    path.write_bytes(zstd(jsonl(0, 4)) + dictionary_frame(jsonl(4, 8)))
+    docs, bad = read(path)
+    assert [d["id"] for d in docs] == ["j0", "j1", "j2", "j3"]
+    assert locations(bad) == [("bad-input:corrupt-zstd", 5)] and "zstd -d -D" in bad[0]["detail"]
 
 
 # -- Parquet and Arrow ------------------------------------------------------------------------

@@ -54,12 +54,19 @@ class Codec:
     opener: Callable[[BinaryIO], io.BufferedIOBase]  # a decompressing stream over the raw bytes
     errors: tuple[type[BaseException], ...]  # what a damaged stream raises while being read
     step: int = 4 << 20  # decompressed bytes asked of the stream at a time (see jsonl._read_block)
+    hints: tuple[tuple[str, str], ...] = ()  # (words of a library's error, what the user can do about it)
 
     def damage_kind(self, error: BaseException) -> str:
         """The ledger kind of a damaged stream: cut short (the data ends inside a member
         or frame), or anything else (a bad checksum, bytes that do not decode)."""
         cut_short = isinstance(error, EOFError) or "truncated" in str(error).lower()
         return f"{'truncated' if cut_short else 'corrupt'}-{self.name}"
+
+    def damage_detail(self, error: BaseException) -> str:
+        """The error, with what to do about it where its cause is one a user can act on
+        (the library's own words rarely say)."""
+        message = str(error)
+        return next((f"{message} ({hint})" for words, hint in self.hints if words in message), message)
 
     def salvage(self, path: Path, skip: int, span: Span | None = None) -> bytes:
         """The decompressed bytes after the first ``skip`` that can be read before the damage.
@@ -101,6 +108,13 @@ ZSTD = Codec(
     (b"\x28\xb5\x2f\xfd", *(bytes([0x50 + i, 0x2A, 0x4D, 0x18]) for i in range(16))),
     _zstd,
     (OSError,),
+    hints=(
+        (
+            "Dictionary mismatch",
+            "a frame compressed with a zstd dictionary, which the file does not carry: "
+            "decompress it with its dictionary (zstd -d -D <dictionary>) and read the result",
+        ),
+    ),
 )
 GZIP = Codec(
     "gzip",

@@ -57,6 +57,17 @@ JSON_WHITESPACE = b" \t\r\n"
 
 # Skipped where it starts a file (Arrow skips it where a buffer starts; orjson refuses it).
 UTF8_BOM = b"\xef\xbb\xbf"
+# What a line of a JSON array (a file written by json.dump, pandas' to_json) is told.
+ARRAY_HINT = (
+    "is the file one JSON array? JSON lines hold one object a line, no brackets or commas between "
+    "(jq -c '.[]' converts)"
+)
+
+# A file that starts with one of these is UTF-16 (or UTF-32), as Windows tools write text: not JSON lines.
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+UTF16_HINT = (
+    "the file is UTF-16 (it starts with its byte-order mark); JSON lines are UTF-8: convert it (iconv -t UTF-8)"
+)
 
 
 class _Block(NamedTuple):
@@ -144,7 +155,8 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
                 else:
                     pending = data
             kind = codec.damage_kind(error) if codec else "unreadable-file"  # else an I/O error
-            detail = f"{error}; the rest of the file from this line on is unreadable"
+            why = codec.damage_detail(error) if codec else str(error)
+            detail = f"{why}; the rest of the file from this line on is unreadable"
             yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
             return
         if not parts:
@@ -370,17 +382,33 @@ def _check_line(text: bytes, line: int) -> Bad | None:
     try:
         text.decode("utf-8")
     except UnicodeDecodeError as error:
-        return Bad(line, "invalid-utf8", str(error), text[:RAW_KEEP_BYTES])
+        detail = str(error)
+        if line == 1 and text.startswith(UTF16_BOMS):
+            detail += f"; {UTF16_HINT}"
+        return Bad(line, "invalid-utf8", detail, text[:RAW_KEEP_BYTES])
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        detail = str(error)
-        if b"\r" in text.rstrip(JSON_WHITESPACE):
-            detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
-        return Bad(line, "broken-json", detail, text[:RAW_KEEP_BYTES])
+        return Bad(line, "broken-json", _broken_json_detail(error, text), text[:RAW_KEEP_BYTES])
     if not isinstance(value, dict):
-        return Bad(line, "not-an-object", f"a JSON {type(value).__name__}, not an object", text[:RAW_KEEP_BYTES])
+        detail = f"a JSON {type(value).__name__}, not an object" + (
+            f"; {ARRAY_HINT}" if isinstance(value, list) else ""
+        )
+        return Bad(line, "not-an-object", detail, text[:RAW_KEEP_BYTES])
     return None
+
+
+def _broken_json_detail(error: orjson.JSONDecodeError, text: bytes) -> str:
+    """The parser's message, with the likely cause where the line shows one: a lone
+    ``\\r`` (a file with old Mac line ends), or the commas and brackets of a JSON array
+    written one element a line (``json.dump(docs, f, indent=2)``)."""
+    detail = str(error)
+    content = text.rstrip(JSON_WHITESPACE)
+    if b"\r" in content:
+        detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
+    elif content.endswith(b",") or content.lstrip(JSON_WHITESPACE) in (b"[", b"]"):
+        detail += f"; {ARRAY_HINT}"
+    return detail
 
 
 def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array | None:
