@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_compressed_jsonl import zstd
 
+from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import Span
 
@@ -160,3 +161,21 @@ def test_a_member_of_bytes_after_a_record_is_still_damage(tmp_path):
     path.write_bytes(first + member(b"\r\n stray \r\n") + member(warc_record(1)))
     docs, bad = read(path)
     assert len(docs) == 2 and locations(bad) == [("bad-input:warc-corrupt-gzip", len(first))]
+
+
+# -- paths ------------------------------------------------------------------------------------
+
+
+def test_a_literal_name_holding_a_wildcard_or_a_folder_is_told_how_to_name_it(tmp_path):
+    """``part[1].jsonl`` is a character class to glob, and a folder holds inputs but is
+    none: the one-line refusal says so, and the escaped name it suggests reads the file."""
+    (tmp_path / "part[1].jsonl").write_bytes(jsonl(0, 2))
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(SourceFilesError, match=r"wildcards: write \[\*\] \[\?\] \[\[\]"):
+        source_files("web", ["part[1].jsonl"], tmp_path, None)
+    assert source_files("web", ["part[[]1].jsonl"], tmp_path, None) == [tmp_path / "part[1].jsonl"]
+    with pytest.raises(SourceFilesError, match=r"it is a folder: name its files, e.g. 'folder/\*.jsonl'"):
+        source_files("web", ["folder/"], tmp_path, None)
+    with pytest.raises(SourceFilesError) as refused:
+        source_files("web", ["absent[1].jsonl"], tmp_path, None)
+    assert str(refused.value).endswith("absent[1].jsonl)")  # nothing of that name: no hint
