@@ -116,6 +116,20 @@ def test_a_binary_field_beside_the_text_stays_bytes(tmp_path):
     assert not bad and [d["blob"] for d in docs] == [b"\xff\x00"] * 6
 
 
+def test_a_text_under_another_name_or_of_another_type_says_what_the_field_is(tmp_path):
+    """Every row is lost to such a file: each row's detail says what to change."""
+    pq.write_table(pa.table({"id": ["a", "b"], "content": TEXTS[:2], "bad\nname": [1, 2]}), tmp_path / "named.parquet")
+    _, bad = read(tmp_path / "named.parquet")
+    assert locations(bad) == [("bad-input:missing-text", 0), ("bad-input:missing-text", 1)]
+    assert (
+        bad[0]["detail"]
+        == "no 'text' field (fields: id, content, bad\\x0aname); set the source's text_field to the one with the text"
+    )
+    pq.write_table(pa.table({"text": pa.array([{"body": t} for t in TEXTS[:2]])}), tmp_path / "nested.parquet")
+    _, bad = read(tmp_path / "nested.parquet")
+    assert [row["detail"] for row in bad] == ["'text' field is struct<body: string>, not a string"] * 2
+
+
 # -- WARC -------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import FILE, ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
 from pipeline.kernels.buffers import is_string
 from pipeline.kernels.hashing import file_sha256
-from pipeline.util.printable import error_line
+from pipeline.util.printable import error_line, printable
 
 READER_STAGE = "read"
 
@@ -161,6 +161,18 @@ def _reasons(table: pa.Table, text_field: str, max_doc_bytes: int) -> pa.Array |
     return reason
 
 
+def _reason_detail(table: pa.Table, text_field: str, kind: str) -> str:
+    """A rejected row's detail: what the text field is where that is the whole story (a
+    file whose text is under another name, or of another type, costs every row, and the
+    row should say how to fix it)."""
+    if kind == "missing-text" and text_field not in table.column_names:
+        names = ", ".join(map(printable, table.column_names[:12])) + (", ..." if table.num_columns > 12 else "")
+        return f"no {text_field!r} field (fields: {names}); set the source's text_field to the one with the text"
+    if kind == "non-string-text":
+        return f"{text_field!r} field is {table.schema.field(text_field).type}, not a string"
+    return f"{text_field!r} field: {kind}"
+
+
 def _holds_nul(text: pa.ChunkedArray) -> bool:
     """Whether any value of a string column holds a NUL byte: one native pass over its
     character bytes (over 10 GB/s), so that Arrow's substring search, ten times slower,
@@ -193,8 +205,9 @@ def to_documents(
         rejected = pc.is_valid(reasons)
         bad_table = table.filter(rejected)
         kinds = reasons.filter(rejected).to_pylist()
+        details = {kind: _reason_detail(table, spec.text_field, kind) for kind in set(kinds)}
         entries = [
-            BadInput(line, kind, f"{spec.text_field!r} field: {kind}", None if kind == "oversized" else raw or None)
+            BadInput(line, kind, details[kind], None if kind == "oversized" else raw or None)
             for line, kind, raw in zip(
                 lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field)
             )
