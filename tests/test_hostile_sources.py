@@ -14,6 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from test_compressed_jsonl import zstd
 
+from pipeline.engine.run import run_pipeline
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.readers import InputSpec, read_input
 from pipeline.readers.common import Span
@@ -193,3 +194,77 @@ def test_a_literal_name_holding_a_wildcard_or_a_folder_is_told_how_to_name_it(tm
     with pytest.raises(SourceFilesError) as refused:
         source_files("web", ["absent[1].jsonl"], tmp_path, None)
     assert str(refused.value).endswith("absent[1].jsonl)")  # nothing of that name: no hint
+
+
+# -- a run over them --------------------------------------------------------------------------
+
+
+def wet_conversion(i: int) -> bytes:
+    text = f"Converted text of page {i}, as a WET file holds it.".encode()
+    head = (
+        f"WARC/1.0\r\nWARC-Type: conversion\r\nWARC-Record-ID: <urn:uuid:wet{i:05d}>\r\n"
+        f"WARC-Date: 2024-04-25T16:24:44Z\r\nWARC-Target-URI: https://example.com/wet{i}\r\n"
+        f"Content-Type: text/plain\r\nContent-Length: {len(text)}\r\n\r\n"
+    )
+    return head.encode() + text + b"\r\n\r\n"
+
+
+def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resumes(tmp_path):
+    """WARC and WET files in one source through ``extract`` (a WET record has its text
+    and no HTML: it passes through), a JSON array and a dictionary-compressed frame beside
+    good JSON lines, and Parquet text stored as bytes: the run ends, every good document
+    is out, the rest is in the ledger at its place, and a rerun does nothing again."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    (inputs / "pages.warc.gz").write_bytes(member(warc_record(0)) + b"junk" + member(warc_record(1)) + member(b""))
+    (inputs / "pages.warc.wet.gz").write_bytes(member(wet_conversion(0)) + member(wet_conversion(1)))
+    (inputs / "array.json").write_text("[\n" + json.dumps({"id": "arr", "text": TEXTS[0]}) + "\n]\n")
+    (inputs / "frames.jsonl.zst").write_bytes(zstd(jsonl(0, 3)) + dictionary_frame(jsonl(3, 5)))
+    pq.write_table(
+        pa.table({"id": ["b0", "b1"], "text": pa.array([TEXTS[1].encode(), b"\xff"], pa.binary())}),
+        inputs / "b.parquet",
+    )
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[sources.web]\npaths = ["in/*.warc*"]\n[sources.files]\npaths = ["in/*.json", "in/*.zst", "in/*.parquet"]\n'
+        '[[stages]]\nname = "extract"\nsources = ["web"]\n[[stages]]\nname = "normalize"\n'
+    )
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    parts = sorted((tmp_path / "out" / "docs").rglob("*.parquet"))  # sources differ in their columns
+    docs = {row["id"]: row for part in parts for row in pq.read_table(part).to_pylist()}
+    assert sorted(docs) == sorted(
+        [
+            "<urn:uuid:00000000>",
+            "<urn:uuid:00000001>",
+            "<urn:uuid:wet00000>",
+            "<urn:uuid:wet00001>",
+            "arr",
+            "j0",
+            "j1",
+            "j2",
+            "b0",
+        ]
+    )
+    assert docs["<urn:uuid:00000001>"]["text"] == "Page 1." and docs["<urn:uuid:wet00001>"]["text"].startswith(
+        "Converted"
+    )
+    assert manifest["bad_input"] == {
+        "bad-input:warc-garbage": 1,
+        "bad-input:broken-json": 2,
+        "bad-input:corrupt-zstd": 1,
+        "bad-input:invalid-utf8": 1,
+    }
+    ledger = {
+        (r["file"].rsplit("/", 1)[-1], r["line"]): r["reason"]
+        for r in pq.read_table(tmp_path / "out" / "rejects").to_pylist()
+    }
+    assert ledger == {
+        ("pages.warc.gz", len(member(warc_record(0)))): "bad-input:warc-garbage",
+        ("array.json", 1): "bad-input:broken-json",
+        ("array.json", 3): "bad-input:broken-json",
+        ("frames.jsonl.zst", 4): "bad-input:corrupt-zstd",
+        ("b.parquet", 1): "bad-input:invalid-utf8",
+    }
+    assert manifest["balance"] == {"input": 14, "output": 9, "rejected": 5}
+    again = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert again["balance"] == manifest["balance"] and again["bad_input"] == manifest["bad_input"]
