@@ -5,8 +5,10 @@ part in the ledger at its location."""
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import json
+import lzma
 from pathlib import Path
 
 import pyarrow as pa
@@ -84,6 +86,21 @@ def test_a_frame_compressed_with_a_dictionary_says_what_to_do(tmp_path):
     docs, bad = read(path)
     assert [d["id"] for d in docs] == ["j0", "j1", "j2", "j3"]
     assert locations(bad) == [("bad-input:corrupt-zstd", 5)] and "zstd -d -D" in bad[0]["detail"]
+
+
+@pytest.mark.parametrize("compress", [bz2.compress, lzma.compress], ids=["bz2", "xz"])
+def test_streams_after_padding_are_read_and_bytes_after_a_stream_are_reported(tmp_path, compress):
+    """xz allows NUL padding between streams; the standard library's readers took it,
+    and any stray bytes, for the end of the file and dropped every stream after, unsaid."""
+    path = tmp_path / "streams.jsonl.xz"  # the content tells the codec, whatever the name
+    path.write_bytes(compress(jsonl(0, 2)) + b"\0" * 8 + compress(jsonl(2, 4)) + b"\0" * 3)
+    docs, bad = read(path)
+    assert [d["id"] for d in docs] == ["j0", "j1", "j2", "j3"] and not bad
+    path.write_bytes(compress(jsonl(0, 2)) + b"stray bytes" + compress(jsonl(2, 4)))
+    docs, bad = read(path)
+    name = "bz2" if compress is bz2.compress else "xz"
+    assert [d["id"] for d in docs] == ["j0", "j1"] and locations(bad) == [(f"bad-input:corrupt-{name}", 3)]
+    assert bad[0]["detail"].endswith("the rest of the file from this line on is unreadable")
 
 
 # -- Parquet and Arrow ------------------------------------------------------------------------
