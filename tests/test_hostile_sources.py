@@ -88,6 +88,31 @@ def test_a_frame_compressed_with_a_dictionary_says_what_to_do(tmp_path):
     assert locations(bad) == [("bad-input:corrupt-zstd", 5)] and "zstd -d -D" in bad[0]["detail"]
 
 
+def test_objects_of_no_fields_are_kept_as_null_and_the_documents_can_be_written(tmp_path):
+    """``"meta": {}`` on every line of a block is a struct of no fields to Arrow, which
+    Parquet cannot store: the run used to abort writing the documents. Nested in an
+    object or a list it is null the same way; the document and its other fields stay."""
+    records = [
+        {"id": "e0", "text": TEXTS[0], "meta": {}, "deep": {"a": {}, "n": 1}, "list": [{}, {}]},
+        {"id": "e1", "text": TEXTS[1], "meta": {}, "deep": None, "list": [[{}]]},
+        {"id": "e2", "text": TEXTS[2], "meta": {}, "deep": {"a": {}, "n": 2}, "list": None},
+    ]
+    path = tmp_path / "empty.jsonl"
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records[:2]) + b"not json\n")
+    path.write_bytes(path.read_bytes() + json.dumps(records[2]).encode() + b"\n")  # the slow path too
+    for block_bytes in (1 << 20, 1):
+        docs, bad = read(path, block_bytes=block_bytes)
+        assert locations(bad) == [("bad-input:broken-json", 3)]
+        assert [(d["id"], d["meta"], d["deep"]) for d in docs if d["id"] != "e1"] == [
+            ("e0", None, {"a": None, "n": 1}),
+            ("e2", None, {"a": None, "n": 2}),
+        ]
+    spec = InputSpec(source="web", file_key=path.name)
+    for chunk in read_input(path, spec):
+        if chunk.docs is not None:
+            pq.write_table(pa.Table.from_batches([chunk.docs]), tmp_path / "out.parquet")  # raised before
+
+
 @pytest.mark.parametrize("compress", [bz2.compress, lzma.compress], ids=["bz2", "xz"])
 def test_streams_after_padding_are_read_and_bytes_after_a_stream_are_reported(tmp_path, compress):
     """xz allows NUL padding between streams; the standard library's readers took it,
@@ -228,14 +253,16 @@ def wet_conversion(i: int) -> bytes:
 
 def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resumes(tmp_path):
     """WARC and WET files in one source through ``extract`` (a WET record has its text
-    and no HTML: it passes through), a JSON array and a dictionary-compressed frame beside
-    good JSON lines, and Parquet text stored as bytes: the run ends, every good document
-    is out, the rest is in the ledger at its place, and a rerun does nothing again."""
+    and no HTML: it passes through), a JSON array, an empty object and a
+    dictionary-compressed frame beside good JSON lines, and Parquet text stored as bytes:
+    the run ends, every good document is out, the rest is in the ledger at its place, and
+    a rerun does nothing again."""
     inputs = tmp_path / "in"
     inputs.mkdir()
     (inputs / "pages.warc.gz").write_bytes(member(warc_record(0)) + b"junk" + member(warc_record(1)) + member(b""))
     (inputs / "pages.warc.wet.gz").write_bytes(member(wet_conversion(0)) + member(wet_conversion(1)))
     (inputs / "array.json").write_text("[\n" + json.dumps({"id": "arr", "text": TEXTS[0]}) + "\n]\n")
+    (inputs / "objects.jsonl").write_text(json.dumps({"id": "obj", "text": TEXTS[2], "meta": {}}) + "\n")
     (inputs / "frames.jsonl.zst").write_bytes(zstd(jsonl(0, 3)) + dictionary_frame(jsonl(3, 5)))
     pq.write_table(
         pa.table({"id": ["b0", "b1"], "text": pa.array([TEXTS[1].encode(), b"\xff"], pa.binary())}),
@@ -243,7 +270,7 @@ def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resu
     )
     config = tmp_path / "run.toml"
     config.write_text(
-        '[sources.web]\npaths = ["in/*.warc*"]\n[sources.files]\npaths = ["in/*.json", "in/*.zst", "in/*.parquet"]\n'
+        '[sources.web]\npaths = ["in/*.warc*"]\n[sources.files]\npaths = ["in/*.json*", "in/*.parquet"]\n'
         '[[stages]]\nname = "extract"\nsources = ["web"]\n[[stages]]\nname = "normalize"\n'
     )
     manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
@@ -256,6 +283,7 @@ def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resu
             "<urn:uuid:wet00000>",
             "<urn:uuid:wet00001>",
             "arr",
+            "obj",
             "j0",
             "j1",
             "j2",
@@ -282,6 +310,6 @@ def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resu
         ("frames.jsonl.zst", 4): "bad-input:corrupt-zstd",
         ("b.parquet", 1): "bad-input:invalid-utf8",
     }
-    assert manifest["balance"] == {"input": 14, "output": 9, "rejected": 5}
+    assert manifest["balance"] == {"input": 15, "output": 10, "rejected": 5}
     again = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert again["balance"] == manifest["balance"] and again["bad_input"] == manifest["bad_input"]
