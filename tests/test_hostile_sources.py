@@ -238,6 +238,18 @@ def test_a_literal_name_holding_a_wildcard_or_a_folder_is_told_how_to_name_it(tm
     assert str(refused.value).endswith("absent[1].jsonl)")  # nothing of that name: no hint
 
 
+@pytest.mark.parametrize(
+    ("compress", "tool"), [(zstd, "zstd -d"), (bz2.compress, "bzip2 -d"), (lzma.compress, "xz -d")]
+)
+def test_a_warc_compressed_otherwise_than_gzip_is_one_row_saying_so(tmp_path, compress, tool):
+    """``.warc.zst`` (ArchiveTeam's) and friends: not a header that never ends at byte 0."""
+    path = tmp_path / "records.warc.zst"
+    path.write_bytes(b"".join(compress(warc_record(i)) for i in range(2)))
+    docs, bad = read(path)
+    assert not docs and locations(bad) == [("bad-input:unreadable-file", 0)]
+    assert f"compressed WARC; WARC files are read plain or gzipped: {tool} it first" in bad[0]["detail"]
+
+
 # -- a run over them --------------------------------------------------------------------------
 
 

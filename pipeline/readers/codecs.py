@@ -59,6 +59,7 @@ class Codec:
     errors: tuple[type[BaseException], ...]  # what a damaged stream raises while being read
     step: int = 4 << 20  # decompressed bytes asked of the stream at a time (see jsonl._read_block)
     hints: tuple[tuple[str, str], ...] = ()  # (words of a library's error, what the user can do about it)
+    tool: str = ""  # the command that decompresses it, for messages: "zstd -d"
 
     def damage_kind(self, error: BaseException) -> str:
         """The ledger kind of a damaged stream: cut short (the data ends inside a member
@@ -166,12 +167,14 @@ ZSTD = Codec(
             "decompress it with its dictionary (zstd -d -D <dictionary>) and read the result",
         ),
     ),
+    tool="zstd -d",
 )
 GZIP = Codec(
     "gzip",
     (b"\x1f\x8b",),
     lambda raw: igzip.IGzipFile(fileobj=raw, mode="rb"),
     (EOFError, OSError, zlib.error, isal_zlib.error, igzip.BadGzipFile),
+    tool="gzip -d",
 )
 CODECS = (
     GZIP,
@@ -181,6 +184,7 @@ CODECS = (
         tuple(b"BZh" + bytes([c]) for c in b"123456789"),
         lambda raw: io.BufferedReader(_Streams(raw, bz2.BZ2Decompressor)),
         (EOFError, OSError, ValueError),
+        tool="bzip2 -d",
     ),
     # xz, or the legacy .lzma ("alone") header with its usual properties byte.
     Codec(
@@ -188,6 +192,7 @@ CODECS = (
         (b"\xfd7zXZ\x00", b"\x5d\x00\x00"),
         lambda raw: io.BufferedReader(_Streams(raw, lzma.LZMADecompressor)),
         (EOFError, lzma.LZMAError, OSError),
+        tool="xz -d",
     ),
 )
 
