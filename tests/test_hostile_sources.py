@@ -63,6 +63,14 @@ def test_a_json_array_one_element_a_line_is_told_as_one(tmp_path):
     assert not docs and locations(bad) == [("bad-input:not-an-object", 1)] and "one JSON array" in bad[0]["detail"]
 
 
+def test_a_byte_order_mark_inside_the_file_is_told_as_files_joined(tmp_path):
+    path = tmp_path / "joined.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + jsonl(0, 2) + b"\xef\xbb\xbf" + jsonl(2, 4))  # cat a.jsonl b.jsonl
+    docs, bad = read(path)
+    assert [d["id"] for d in docs] == ["j0", "j1", "j3"] and locations(bad) == [("bad-input:broken-json", 3)]
+    assert "byte-order mark starts the line" in bad[0]["detail"]
+
+
 def test_a_utf16_file_says_so_at_its_first_line(tmp_path):
     """Windows tools write UTF-16 with a byte-order mark: line 1's row says what the file is."""
     path = tmp_path / "windows.jsonl"

@@ -437,14 +437,17 @@ def _check_line(text: bytes, line: int) -> Bad | None:
 
 def _broken_json_detail(error: orjson.JSONDecodeError, text: bytes) -> str:
     """The parser's message, with the likely cause where the line shows one: a lone
-    ``\\r`` (a file with old Mac line ends), or the commas and brackets of a JSON array
-    written one element a line (``json.dump(docs, f, indent=2)``)."""
+    ``\\r`` (a file with old Mac line ends), the commas and brackets of a JSON array
+    written one element a line (``json.dump(docs, f, indent=2)``), or a byte-order mark
+    past the file's start (files joined)."""
     detail = str(error)
     content = text.rstrip(JSON_WHITESPACE)
     if b"\r" in content:
         detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
     elif content.endswith(b",") or content.lstrip(JSON_WHITESPACE) in (b"[", b"]"):
         detail += f"; {ARRAY_HINT}"
+    elif content.startswith(UTF8_BOM):
+        detail += "; a byte-order mark starts the line (a file that has one joined to another, by cat?)"
     return detail
 
 
