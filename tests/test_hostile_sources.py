@@ -9,11 +9,15 @@ import bz2
 import gzip
 import json
 import lzma
+import math
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from conftest import SHARED_DATA
+from rpv2_fixture import build_rpv2_tree
 from test_compressed_jsonl import zstd
 
 from pipeline.engine.run import run_pipeline
@@ -226,6 +230,68 @@ def test_a_member_of_bytes_after_a_record_is_still_damage(tmp_path):
     path.write_bytes(first + member(b"\r\n stray \r\n") + member(warc_record(1)))
     docs, bad = read(path)
     assert len(docs) == 2 and locations(bad) == [("bad-input:warc-corrupt-gzip", len(first))]
+
+
+# -- RedPajama-V2 -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rpv2_tree(tmp_path_factory) -> Path:
+    """A RedPajama-V2 tree (``rpv2_fixture``), built once: each test damages a copy."""
+    if SHARED_DATA is None:
+        pytest.skip("../shared/data is not present")
+    with gzip.open(SHARED_DATA / "web" / "dolma_cc_en_head_and_provided.jsonl.gz") as f:
+        docs = [json.loads(line) for line in f]
+    return build_rpv2_tree(tmp_path_factory.mktemp("rpv2") / "rpv2", docs).root
+
+
+def in_first(lines: list[bytes], name: str, value: bytes, part: int = 2) -> list[bytes]:
+    """The signals lines with part ``part`` (0 start, 1 end, 2 value) of the first
+    document's first ``name`` span replaced by ``value``."""
+    head, rest = lines[0].split(f'"{name}": [['.encode(), 1)
+    span, after = rest.split(b"]", 1)
+    parts = span.split(b", ")
+    parts[part] = value
+    return [head + f'"{name}": [['.encode() + b", ".join(parts) + b"]" + after, *lines[1:]]
+
+
+LINE_SIGNAL = "rps_lines_ending_with_terminal_punctution_mark"  # the first: its spans give the lines
+SIGNALS_DAMAGE = {
+    # what is done to the head file's signals lines: the kind of its documents' rows (None: read)
+    "one line more": (lambda lines: lines + lines[-1:], "bad-input:signals-mismatch"),
+    "lines swapped": (lambda lines: [lines[1], lines[0], *lines[2:]], "bad-input:signals-mismatch"),
+    "a value that is text": (
+        lambda lines: in_first(lines, "rps_doc_word_count", b'"12"'),
+        "bad-input:signals-unreadable",
+    ),
+    "a line start that is no integer": (
+        lambda lines: in_first(lines, LINE_SIGNAL, b"0.5", 0),
+        "bad-input:signals-unreadable",
+    ),
+    "NaN and Infinity, as Python's json writes them": (
+        lambda lines: in_first(in_first(lines, "rps_doc_word_count", b"NaN"), "rps_doc_curly_bracket", b"Infinity"),
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", SIGNALS_DAMAGE, ids=list(SIGNALS_DAMAGE))
+def test_signals_that_do_not_line_up_quarantine_their_documents_at_each_line(rpv2_tree, tmp_path, damage):
+    root = shutil.copytree(rpv2_tree, tmp_path / "rpv2")
+    signals = root / "quality_signals" / "2023-06" / "0000" / "en_head.signals.json.gz"
+    change, kind = SIGNALS_DAMAGE[damage]
+    signals.write_bytes(gzip.compress(b"".join(change(gzip.decompress(signals.read_bytes()).splitlines(True)))))
+    docs, bad = [], []
+    documents = root / "documents" / "2023-06" / "0000" / "en_head.json.gz"
+    for chunk in read_input(documents, InputSpec(source="web", file_key="d"), "redpajama-v2"):
+        docs += chunk.docs.to_pylist() if chunk.docs is not None else []
+        bad += chunk.bad.to_pylist() if chunk.bad is not None else []
+    if kind is None:  # read as floats: the column_filter stage reads a NaN as null, an inf as a value
+        assert not bad and len(docs) == 5
+        assert math.isnan(docs[0]["rps_doc_word_count"]) and docs[0]["rps_doc_curly_bracket"] == math.inf
+    else:
+        assert not docs and locations(bad) == [(kind, line) for line in range(1, 6)]
+        assert all("en_head" in row["detail"] for row in bad)
 
 
 # -- paths ------------------------------------------------------------------------------------
