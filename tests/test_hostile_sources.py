@@ -22,7 +22,7 @@ from test_compressed_jsonl import zstd
 
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.source_files import SourceFilesError, source_files
-from pipeline.readers import InputSpec, read_input
+from pipeline.readers import InputSpec, batches, read_input
 from pipeline.readers.common import Span
 
 TEXTS = [f"Document {i}, with a few ordinary words in it." for i in range(6)]
@@ -143,6 +143,11 @@ def test_streams_after_padding_are_read_and_bytes_after_a_stream_are_reported(tm
 # -- Parquet and Arrow ------------------------------------------------------------------------
 
 
+def invalid_strings(values: list[bytes | None], type_: pa.DataType) -> pa.Array:
+    """A string array holding these bytes as they are, valid UTF-8 or not."""
+    return pa.array(values, pa.large_binary() if type_ == pa.large_string() else pa.binary()).view(type_)
+
+
 def write_arrow_stream(path: Path, table: pa.Table) -> None:
     with pa.ipc.new_stream(path, table.schema) as writer:
         writer.write_table(table)
@@ -169,6 +174,29 @@ def test_a_binary_field_beside_the_text_stays_bytes(tmp_path):
     pq.write_table(table, tmp_path / "blob.parquet")
     docs, bad = read(tmp_path / "blob.parquet")
     assert not bad and [d["blob"] for d in docs] == [b"\xff\x00"] * 6
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_a_batch_of_more_text_than_a_string_holds_is_read_in_slices(tmp_path, monkeypatch, suffix):
+    """A ``datasets`` batch of a thousand books holds over 2 GiB of large-string text,
+    which the documents' ``string`` cannot: the run ended on the cast. Read in slices of
+    ``TEXT_BYTES`` (made small here), every row comes out as it does read whole."""
+    values = [(t * 3).encode() for t in TEXTS] * 5
+    values[7], values[12] = None, b"caf\xe9"
+    texts = invalid_strings(values, pa.large_string())
+    table = pa.table({"id": [f"r{i}" for i in range(30)], "text": texts})
+    path = tmp_path / f"books{suffix}"
+    pq.write_table(table, path, store_schema=True) if suffix == ".parquet" else write_arrow_stream(path, table)
+    whole = read(path)
+    monkeypatch.setattr(batches, "TEXT_BYTES", 500)
+    chunks = [c for c in read_input(path, InputSpec(source="web", file_key=path.name)) if c.docs is not None]
+    assert len(chunks) > 3 and all(len(c.docs.column("text").buffers()[2]) <= 500 for c in chunks)
+    docs, bad = read(path)
+    assert docs == whole[0] and sorted(bad, key=lambda row: row["line"]) == sorted(
+        whole[1], key=lambda row: row["line"]
+    )
+    assert [d["_line"] for d in docs] == [i for i in range(30) if i not in (7, 12)]
+    assert sorted(locations(bad)) == [("bad-input:invalid-utf8", 12), ("bad-input:missing-text", 7)]
 
 
 def test_a_text_under_another_name_or_of_another_type_says_what_the_field_is(tmp_path):
