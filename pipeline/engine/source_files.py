@@ -53,17 +53,16 @@ def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None,
         raise SourceFilesError(f"sources.{name}: {pattern!r}: {error}") from None
     if not found:
         raise SourceFilesError(
-            f"sources.{name}: {pattern!r} matches no file"
-            + ("" if remote else f" (looked for {full}{_hint(full, pattern)})")
+            f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full}{_hint(full)})")
         )
     return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out, real))
 
 
-def _hint(full: str, pattern: str) -> str:
+def _hint(full: str) -> str:
     """Why a local pattern that names something on disk matched no file: a plain folder
     (its files are the inputs), or a file whose name holds a wildcard character."""
     if os.path.isdir(full):
-        return "; it is a folder: name its files, e.g. " + repr(f"{pattern.rstrip('/')}/*.jsonl")
+        return "; it is a folder: name its files, with a pattern such as /*.jsonl after it"
     if has_magic(full) and os.path.lexists(full):
         return "; a file of that very name exists, but * ? [ are wildcards: write [*] [?] [[] for the characters"
     return ""

@@ -295,3 +295,38 @@ def _flat(column) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
         return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column
+
+
+def without_empty_structs(table: pa.Table, text_field: str) -> pa.Table:
+    """The table with each object of no fields (``"meta": {}`` where no line of the block
+    gives it one) as null: Arrow reads it as a struct of no fields, which Parquet cannot
+    store, and one such field once aborted the whole run when its documents were written.
+    (The text field is left as it is: an object there is a rejected row, never written.)"""
+    for i, name in enumerate(table.column_names):
+        if name != text_field and _holds_empty_struct(table.schema.field(i).type):
+            table = table.set_column(i, name, _empty_structs_as_nulls(_flat(table.column(i))))
+    return table
+
+
+def _holds_empty_struct(type_: pa.DataType) -> bool:
+    """Whether ``type_`` is, or holds, a struct of no fields (JSON gives only structs and lists)."""
+    if pa.types.is_struct(type_):
+        return type_.num_fields == 0 or any(_holds_empty_struct(child.type) for child in type_)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _holds_empty_struct(type_.value_type)
+    return False
+
+
+def _empty_structs_as_nulls(array: pa.Array) -> pa.Array:
+    type_ = array.type
+    if not _holds_empty_struct(type_):
+        return array
+    if pa.types.is_struct(type_):
+        if type_.num_fields == 0:
+            return pa.nulls(len(array))
+        children = [_empty_structs_as_nulls(array.field(i)) for i in range(type_.num_fields)]
+        fields = [old.with_type(child.type) for old, child in zip(type_, children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
+    lists = pa.ListArray if pa.types.is_list(type_) else pa.LargeListArray
+    offsets = pc.subtract(array.offsets, array.offsets[0])  # from 0, over flatten()'s values: a slice too
+    return lists.from_arrays(offsets, _empty_structs_as_nulls(array.flatten()), mask=array.is_null())

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -40,34 +39,23 @@ import pyarrow.json as pajson
 from pipeline.kernels.buffers import is_string
 from pipeline.readers.codecs import Codec, open_frames, open_stream
 from pipeline.readers.common import BadInput as Bad
-from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
-from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
+from pipeline.readers.common import (
+    Chunk,
+    InputSpec,
+    bad_rows,
+    file_facts,
+    to_documents,
+    unreadable,
+    without_empty_structs,
+)
+from pipeline.readers.line_checks import JSON_WHITESPACE, RAW_KEEP_BYTES, UTF8_BOM, check_line, unparsed
+from pipeline.readers.nesting import Scan, scan_lines
 from pipeline.readers.prefetch import prefetch
 from pipeline.readers.raw_ids import raw_values
 from pipeline.readers.rawfile import HashingReader
 
-# Keep at most this much of a bad line in the ledger (the location finds the rest).
-RAW_KEEP_BYTES = 1 << 20
-
 # Bytes asked of a plain file at a time (see _read_block).
 PLAIN_STEP = 1 << 16
-
-# What JSON (and Arrow, and _row_lines) counts as whitespace: a line of only these is blank.
-JSON_WHITESPACE = b" \t\r\n"
-
-# Skipped where it starts a file (Arrow skips it where a buffer starts; orjson refuses it).
-UTF8_BOM = b"\xef\xbb\xbf"
-# What a line of a JSON array (a file written by json.dump, pandas' to_json) is told.
-ARRAY_HINT = (
-    "is the file one JSON array? JSON lines hold one object a line, no brackets or commas between "
-    "(jq -c '.[]' converts)"
-)
-
-# A file that starts with one of these is UTF-16 (or UTF-32), as Windows tools write text: not JSON lines.
-UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
-UTF16_HINT = (
-    "the file is UTF-16 (it starts with its byte-order mark); JSON lines are UTF-8: convert it (iconv -t UTF-8)"
-)
 
 
 class _Block(NamedTuple):
@@ -269,14 +257,14 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
             yield from documents
             return
     # Slow path: find the bad lines, then parse the good ones natively.
-    unparsed = dict(zip(block.scan.flagged.tolist(), block.scan.kinds.tolist()))
+    kinds = dict(zip(block.scan.flagged.tolist(), block.scan.kinds.tolist()))  # lines the scan quarantines
     good: list[tuple[int, bytes]] = []
     bad: list[Bad] = []
     for offset, text in enumerate(bytes(block.data).split(b"\n")):
         if not text.strip(JSON_WHITESPACE):
             continue
         line = block.first_line + offset
-        entry = _unparsed(text, line, unparsed[offset]) if offset in unparsed else _check_line(text, line)
+        entry = unparsed(text, line, kinds[offset]) if offset in kinds else check_line(text, line)
         if entry is None:
             good.append((line, text))
         else:
@@ -344,44 +332,7 @@ def _documents(
     if field in table.column_names and not _printed_exactly(table.column(field)):
         column = table.column_names.index(field)
         table = table.set_column(column, field, raw_values(data, field, table.num_rows))
-    return to_documents(_without_empty_objects(table, spec.text_field), lines, spec)
-
-
-def _without_empty_objects(table: pa.Table, text_field: str) -> pa.Table:
-    """The table with each object of no fields (``"meta": {}`` where no line of the block
-    gives it one) as null: Arrow reads it as a struct of no fields, which Parquet cannot
-    store, and one such field once aborted the whole run when its documents were written.
-    (The text field is left as it is: an object there is a rejected row, never written.)"""
-    for i, field in enumerate(table.schema):
-        if field.name != text_field and _holds_empty_struct(field.type):
-            column = table.column(i)
-            array = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
-            table = table.set_column(i, field.name, _empty_structs_as_nulls(array))
-    return table
-
-
-def _holds_empty_struct(type_: pa.DataType) -> bool:
-    """Whether ``type_`` is, or holds, a struct of no fields (JSON gives only structs and lists)."""
-    if pa.types.is_struct(type_):
-        return type_.num_fields == 0 or any(_holds_empty_struct(field.type) for field in type_)
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        return _holds_empty_struct(type_.value_type)
-    return False
-
-
-def _empty_structs_as_nulls(array: pa.Array) -> pa.Array:
-    type_ = array.type
-    if not _holds_empty_struct(type_):
-        return array
-    if pa.types.is_struct(type_):
-        if type_.num_fields == 0:
-            return pa.nulls(len(array))
-        children = [_empty_structs_as_nulls(array.field(i)) for i in range(type_.num_fields)]
-        fields = [field.with_type(child.type) for field, child in zip(type_, children)]
-        return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
-    lists = pa.ListArray if pa.types.is_list(type_) else pa.LargeListArray
-    offsets = pc.subtract(array.offsets, array.offsets[0])  # from 0, over flatten()'s values: a slice too
-    return lists.from_arrays(offsets, _empty_structs_as_nulls(array.flatten()), mask=array.is_null())
+    return to_documents(without_empty_structs(table, spec.text_field), lines, spec)
 
 
 def _printed_exactly(ids: pa.ChunkedArray) -> bool:
@@ -405,50 +356,6 @@ def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
         return None, str(error)
     return table, ""
-
-
-def _unparsed(text: bytes, line: int, kind: int) -> Bad:
-    """The ledger entry of a line the scan quarantines before any parser sees it."""
-    if kind == TOO_DEEP:
-        return Bad(line, "too-deep", f"JSON nested deeper than {MAX_DEPTH} levels", text[:RAW_KEEP_BYTES])
-    detail = f"over {MAX_FIELDS} distinct fields (nested ones by path) or {MAX_NULLS} nulls for fields it lacks"
-    return Bad(line, "too-many-fields", detail, text[:RAW_KEEP_BYTES])
-
-
-def _check_line(text: bytes, line: int) -> Bad | None:
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError as error:
-        detail = str(error)
-        if line == 1 and text.startswith(UTF16_BOMS):
-            detail += f"; {UTF16_HINT}"
-        return Bad(line, "invalid-utf8", detail, text[:RAW_KEEP_BYTES])
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        return Bad(line, "broken-json", _broken_json_detail(error, text), text[:RAW_KEEP_BYTES])
-    if not isinstance(value, dict):
-        detail = f"a JSON {type(value).__name__}, not an object" + (
-            f"; {ARRAY_HINT}" if isinstance(value, list) else ""
-        )
-        return Bad(line, "not-an-object", detail, text[:RAW_KEEP_BYTES])
-    return None
-
-
-def _broken_json_detail(error: orjson.JSONDecodeError, text: bytes) -> str:
-    """The parser's message, with the likely cause where the line shows one: a lone
-    ``\\r`` (a file with old Mac line ends), the commas and brackets of a JSON array
-    written one element a line (``json.dump(docs, f, indent=2)``), or a byte-order mark
-    past the file's start (files joined)."""
-    detail = str(error)
-    content = text.rstrip(JSON_WHITESPACE)
-    if b"\r" in content:
-        detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
-    elif content.endswith(b",") or content.lstrip(JSON_WHITESPACE) in (b"[", b"]"):
-        detail += f"; {ARRAY_HINT}"
-    elif content.startswith(UTF8_BOM):
-        detail += "; a byte-order mark starts the line (a file that has one joined to another, by cat?)"
-    return detail
 
 
 def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array | None:
