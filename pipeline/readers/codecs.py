@@ -128,7 +128,7 @@ class _Streams(io.RawIOBase):
         return len(data)
 
     def _read(self, size: int) -> bytes:
-        while not self._done:
+        while size and not self._done:  # (asked for nothing, a decompressor gives nothing forever)
             if self._decompressor.eof and not self._next_stream():
                 break
             if self._decompressor.needs_input and not self._input:
