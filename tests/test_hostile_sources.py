@@ -11,6 +11,7 @@ import json
 import lzma
 import math
 import shutil
+import tarfile
 from pathlib import Path
 
 import pyarrow as pa
@@ -73,6 +74,19 @@ def test_a_byte_order_mark_inside_the_file_is_told_as_files_joined(tmp_path):
     docs, bad = read(path)
     assert [d["id"] for d in docs] == ["j0", "j1", "j3"] and locations(bad) == [("bad-input:broken-json", 3)]
     assert "byte-order mark starts the line" in bad[0]["detail"]
+
+
+def test_a_tar_archive_named_like_json_lines_says_so(tmp_path):
+    """A downloaded ``.tar.gz`` of JSON lines named ``.jsonl.gz``: its first line is the
+    archive's header joined to the first document."""
+    inner = tmp_path / "inner.jsonl"
+    inner.write_bytes(jsonl(0, 3))
+    path = tmp_path / "archive.jsonl.gz"
+    with tarfile.open(path, "w:gz") as archive:
+        archive.add(inner, arcname="inner.jsonl")
+    docs, bad = read(path)
+    assert [d["id"] for d in docs] == ["j1", "j2"] and bad[0]["line"] == 1
+    assert "tar archive" in bad[0]["detail"] and all("tar archive" not in row["detail"] for row in bad[1:])
 
 
 def test_a_utf16_file_says_so_at_its_first_line(tmp_path):

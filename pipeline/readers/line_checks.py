@@ -24,6 +24,9 @@ ARRAY_HINT = (
     "(jq -c '.[]' converts)"
 )
 
+# A tar archive's header says "ustar" at this offset (POSIX and GNU tar alike).
+TAR_MAGIC, TAR_MAGIC_AT = b"ustar", 257
+
 # A file that starts with one of these is UTF-16 (or UTF-32), as Windows tools write text: not JSON lines.
 UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 UTF16_HINT = (
@@ -52,7 +55,7 @@ def check_line(text: bytes, line: int) -> Bad | None:
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        return Bad(line, "broken-json", _broken_json_detail(error, text), text[:RAW_KEEP_BYTES])
+        return Bad(line, "broken-json", _broken_json_detail(error, text, line), text[:RAW_KEEP_BYTES])
     if not isinstance(value, dict):
         detail = f"a JSON {type(value).__name__}, not an object" + (
             f"; {ARRAY_HINT}" if isinstance(value, list) else ""
@@ -61,14 +64,16 @@ def check_line(text: bytes, line: int) -> Bad | None:
     return None
 
 
-def _broken_json_detail(error: orjson.JSONDecodeError, text: bytes) -> str:
+def _broken_json_detail(error: orjson.JSONDecodeError, text: bytes, line: int) -> str:
     """The parser's message, with the likely cause where the line shows one: a lone
     ``\\r`` (a file with old Mac line ends), the commas and brackets of a JSON array
     written one element a line (``json.dump(docs, f, indent=2)``), or a byte-order mark
-    past the file's start (files joined)."""
+    past the file's start (files joined); or, at line 1, a tar archive's header."""
     detail = str(error)
     content = text.rstrip(JSON_WHITESPACE)
-    if b"\r" in content:
+    if line == 1 and text[TAR_MAGIC_AT : TAR_MAGIC_AT + len(TAR_MAGIC)] == TAR_MAGIC:
+        detail += "; the file is a tar archive (.tar.gz): unpack it (tar xf) and name the files in it"
+    elif b"\r" in content:
         detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
     elif content.endswith(b",") or content.lstrip(JSON_WHITESPACE) in (b"[", b"]"):
         detail += f"; {ARRAY_HINT}"
