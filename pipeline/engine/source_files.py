@@ -17,7 +17,7 @@ from pipeline.engine.storage import glob_remote, is_remote
 from pipeline.formats.hf_dataset_folder import expand_hf_folder, is_hf_folder
 from pipeline.formats.layout import Layout
 from pipeline.readers import detect_format
-from pipeline.util.globbing import GlobError, glob_reporting, walk_root
+from pipeline.util.globbing import GlobError, glob_reporting, has_magic, walk_root
 
 
 class SourceFilesError(ValueError):
@@ -53,9 +53,19 @@ def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None,
         raise SourceFilesError(f"sources.{name}: {pattern!r}: {error}") from None
     if not found:
         raise SourceFilesError(
-            f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full})")
+            f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full}{_hint(full)})")
         )
     return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out, real))
+
+
+def _hint(full: str) -> str:
+    """Why a local pattern that names something on disk matched no file: a plain folder
+    (its files are the inputs), or a file whose name holds a wildcard character."""
+    if os.path.isdir(full):
+        return "; it is a folder: name its files, with a pattern such as /*.jsonl after it"
+    if has_magic(full) and os.path.lexists(full):
+        return "; a file of that very name exists, but * ? [ are wildcards: write [*] [?] [[] for the characters"
+    return ""
 
 
 def _local_inputs(pattern: str) -> list[Path]:

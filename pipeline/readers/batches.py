@@ -49,6 +49,9 @@ from pipeline.readers.common import (
 )
 from pipeline.util.printable import error_line
 
+# Text bytes of a batch handed on at most: documents' text is ``string``, 2 GiB at most a batch.
+TEXT_BYTES = 1 << 30
+
 # How Arrow's full validation words a string that is not UTF-8 (the tests check it still does).
 ARROW_UTF8_ERROR = "Invalid UTF8 sequence"
 
@@ -105,9 +108,10 @@ def _block_chunks(block: Block, first_row: int, spec: InputSpec) -> Iterator[Chu
     """The block's documents, and a ledger row for each of its rows from the first batch
     that cannot be decoded or trusted on (or that the block lacks)."""
     done, failure = 0, None  # rows of the block yielded; why the rest cannot be read
+    pieces = (part for batch in block.batches for part in _text_sized(_text_as_string(batch, spec.text_field), spec))
     while True:
         try:
-            batch = next(block.batches)
+            batch = next(pieces)
             bad_utf8 = invalid_utf8_rows(batch)
         except StopIteration:
             break
@@ -122,6 +126,54 @@ def _block_chunks(block: Block, first_row: int, spec: InputSpec) -> Iterator[Chu
         yield from _lost_rows(spec, first_row + done, first_row + block.rows, f"{block.name} {why}")
     if block.nbytes > block.bytes_of(done):  # for the lost rows, or a block of none
         yield Chunk(bytes_read=block.nbytes - block.bytes_of(done))
+
+
+def _text_as_string(batch: pa.RecordBatch, text_field: str) -> pa.RecordBatch:
+    """``batch`` with a binary text column relabelled as strings (the same buffers, no
+    copy). Parquet stores strings as byte arrays, and writers that leave out the UTF-8
+    annotation (Hive, older Spark and Impala, hand-made files) give a binary column:
+    its text is text all the same, and the UTF-8 check that follows quarantines each
+    value that is not (``invalid-utf8``, raw bytes kept) instead of every row of the file."""
+    if text_field not in batch.schema.names:
+        return batch
+    i = batch.schema.get_field_index(text_field)
+    type_ = batch.schema.field(i).type
+    if not (pa.types.is_binary(type_) or pa.types.is_large_binary(type_)):
+        return batch
+    text = batch.column(i).view(pa.string() if pa.types.is_binary(type_) else pa.large_string())
+    return batch.set_column(i, batch.schema.field(i).with_type(text.type), text)
+
+
+def _text_sized(batch: pa.RecordBatch, spec: InputSpec) -> Iterator[pa.RecordBatch]:
+    """``batch``, in slices of at most ``TEXT_BYTES`` of text each, where its text is a
+    large string over a buffer of more (a ``datasets`` batch of a thousand books, or a
+    slice of one): documents carry their text as ``string``, whose offsets stop at 2 GiB,
+    and the cast of such a batch raised, ending the run."""
+    if spec.text_field not in batch.schema.names:
+        return iter([batch])
+    text = batch.column(spec.text_field)
+    if not pa.types.is_large_string(text.type) or not len(text):
+        return iter([batch])
+    if text.buffers()[2] is None or text.buffers()[2].size <= TEXT_BYTES:  # what the cast measures
+        return iter([batch])
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int64)[text.offset : text.offset + len(text) + 1]
+    cuts = [0]
+    while cuts[-1] < len(text):  # each slice at least one row: a longer one is quarantined as oversized
+        end = int(np.searchsorted(offsets, offsets[cuts[-1]] + TEXT_BYTES, side="right")) - 1
+        cuts.append(min(max(end, cuts[-1] + 1), len(text)))
+    column = batch.schema.get_field_index(spec.text_field)
+    return (_text_slice(batch, column, offsets, start, end) for start, end in zip(cuts, cuts[1:]))
+
+
+def _text_slice(batch: pa.RecordBatch, column: int, offsets: np.ndarray, start: int, end: int) -> pa.RecordBatch:
+    """Rows ``[start, end)`` of ``batch``, the text column's values cut to theirs (no copy):
+    Arrow's cast to ``string`` measures a slice by the whole buffer it views."""
+    text = batch.column(column).slice(start, end - start)
+    values = text.buffers()[2].slice(int(offsets[start]), int(offsets[end] - offsets[start]))
+    rebased = pa.py_buffer(offsets[start : end + 1] - offsets[start])
+    validity = pc.is_valid(text).buffers()[1] if text.null_count else None
+    cut = pa.Array.from_buffers(pa.large_string(), len(text), [validity, rebased, values])
+    return batch.slice(start, end - start).set_column(column, batch.schema.field(column), cut)
 
 
 def _lost_rows(spec: InputSpec, start: int, end: int, detail: str) -> Iterator[Chunk]:

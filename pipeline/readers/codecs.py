@@ -10,8 +10,9 @@ to its end. Which library inflates each:
 * gzip: ISA-L (``isal``), 2-3x zlib's speed; decompression is the largest single cost of
   reading compressed shards.
 * zstd: pyarrow's codec (the same libzstd its Parquet files use): no new dependency.
-* bz2, xz/lzma: the standard library. pyarrow's bz2 stream read a 24 MB file in 2.6 s
-  to the standard library's 1.7 s, and pyarrow has no xz stream.
+* bz2, xz/lzma: the standard library's decompressors (``_Streams``: its file readers
+  drop what follows bytes that start no stream). pyarrow's bz2 stream read a 24 MB file
+  in 2.6 s to the standard library's 1.7 s, and pyarrow has no xz stream.
 
 A damaged stream (cut short, or corrupt) ends the file at the line where the damage is
 found: ``truncated-<codec>`` or ``corrupt-<codec>``. Decompressors work in large steps
@@ -46,6 +47,9 @@ SNIFF_BYTES = 6
 # Decompressed bytes read at a time while salvaging past what the large steps read.
 SALVAGE_STEP = 1 << 12
 
+# Compressed bytes fed to a bz2 or xz decompressor at a time (``_Streams``).
+STREAM_STEP = 1 << 16
+
 
 @dataclass(frozen=True)
 class Codec:
@@ -54,12 +58,20 @@ class Codec:
     opener: Callable[[BinaryIO], io.BufferedIOBase]  # a decompressing stream over the raw bytes
     errors: tuple[type[BaseException], ...]  # what a damaged stream raises while being read
     step: int = 4 << 20  # decompressed bytes asked of the stream at a time (see jsonl._read_block)
+    hints: tuple[tuple[str, str], ...] = ()  # (words of a library's error, what the user can do about it)
+    tool: str = ""  # the command that decompresses it, for messages: "zstd -d"
 
     def damage_kind(self, error: BaseException) -> str:
         """The ledger kind of a damaged stream: cut short (the data ends inside a member
         or frame), or anything else (a bad checksum, bytes that do not decode)."""
         cut_short = isinstance(error, EOFError) or "truncated" in str(error).lower()
         return f"{'truncated' if cut_short else 'corrupt'}-{self.name}"
+
+    def damage_detail(self, error: BaseException) -> str:
+        """The error, with what to do about it where its cause is one a user can act on
+        (the library's own words rarely say)."""
+        message = str(error)
+        return next((f"{message} ({hint})" for words, hint in self.hints if words in message), message)
 
     def salvage(self, path: Path, skip: int, span: Span | None = None) -> bytes:
         """The decompressed bytes after the first ``skip`` that can be read before the damage.
@@ -95,25 +107,93 @@ def _zstd(raw: BinaryIO) -> io.BufferedIOBase:
     return pa.CompressedInputStream(raw, "zstd")
 
 
+class _Streams(io.RawIOBase):
+    """Concatenated bz2 or xz streams (``factory`` makes one stream's decompressor),
+    decompressed. The standard library's readers stop quietly at the first bytes after a
+    stream that start none: every stream after them is dropped unreported, and xz's own
+    stream padding (NUL bytes) counts as such bytes. Here NUL bytes between streams are
+    passed over and anything else raises the decompressor's error, so the reader
+    quarantines the rest of the file at the line where it stops."""
+
+    def __init__(self, raw: BinaryIO, factory: Callable):
+        self._raw, self._factory = raw, factory
+        self._decompressor, self._input, self._done = factory(), b"", False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _read(self, size: int) -> bytes:
+        while size and not self._done:  # (asked for nothing, a decompressor gives nothing forever)
+            if self._decompressor.eof and not self._next_stream():
+                break
+            if self._decompressor.needs_input and not self._input:
+                self._input = self._raw.read(STREAM_STEP)
+                if not self._input:
+                    raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+            out = self._decompressor.decompress(self._input, size)
+            self._input = b""
+            if out:
+                return out
+        return b""
+
+    def _next_stream(self) -> bool:
+        """Past the NUL bytes after a stream to the next one's start; False at the file's end."""
+        rest = self._decompressor.unused_data.lstrip(b"\0")
+        while not rest:
+            more = self._raw.read(STREAM_STEP)
+            if not more:
+                self._done = True
+                return False
+            rest = more.lstrip(b"\0")
+        self._decompressor, self._input = self._factory(), rest
+        return True
+
+
 ZSTD = Codec(
     "zstd",
     # A zstd frame, or a skippable frame (0x184D2A50-5F, little-endian) before one.
     (b"\x28\xb5\x2f\xfd", *(bytes([0x50 + i, 0x2A, 0x4D, 0x18]) for i in range(16))),
     _zstd,
     (OSError,),
+    hints=(
+        (
+            "Dictionary mismatch",
+            "a frame compressed with a zstd dictionary, which the file does not carry: "
+            "decompress it with its dictionary (zstd -d -D <dictionary>) and read the result",
+        ),
+    ),
+    tool="zstd -d",
 )
 GZIP = Codec(
     "gzip",
     (b"\x1f\x8b",),
     lambda raw: igzip.IGzipFile(fileobj=raw, mode="rb"),
     (EOFError, OSError, zlib.error, isal_zlib.error, igzip.BadGzipFile),
+    tool="gzip -d",
 )
 CODECS = (
     GZIP,
     ZSTD,
-    Codec("bz2", tuple(b"BZh" + bytes([c]) for c in b"123456789"), bz2.BZ2File, (EOFError, OSError, ValueError)),
+    Codec(
+        "bz2",
+        tuple(b"BZh" + bytes([c]) for c in b"123456789"),
+        lambda raw: io.BufferedReader(_Streams(raw, bz2.BZ2Decompressor)),
+        (EOFError, OSError, ValueError),
+        tool="bzip2 -d",
+    ),
     # xz, or the legacy .lzma ("alone") header with its usual properties byte.
-    Codec("xz", (b"\xfd7zXZ\x00", b"\x5d\x00\x00"), lzma.LZMAFile, (EOFError, lzma.LZMAError, OSError)),
+    Codec(
+        "xz",
+        (b"\xfd7zXZ\x00", b"\x5d\x00\x00"),
+        lambda raw: io.BufferedReader(_Streams(raw, lzma.LZMADecompressor)),
+        (EOFError, lzma.LZMAError, OSError),
+        tool="xz -d",
+    ),
 )
 
 # The names a compressed file's suffix may have; the format is told by what comes before.

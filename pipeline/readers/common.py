@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from pipeline.formats.documents import FILE, ID, LEDGER_SCHEMA, LINE, SOURCE, TEXT
 from pipeline.kernels.buffers import is_string
 from pipeline.kernels.hashing import file_sha256
-from pipeline.util.printable import error_line
+from pipeline.util.printable import error_line, printable
 
 READER_STAGE = "read"
 
@@ -161,6 +161,18 @@ def _reasons(table: pa.Table, text_field: str, max_doc_bytes: int) -> pa.Array |
     return reason
 
 
+def _reason_detail(table: pa.Table, text_field: str, kind: str) -> str:
+    """A rejected row's detail: what the text field is where that is the whole story (a
+    file whose text is under another name, or of another type, costs every row, and the
+    row should say how to fix it)."""
+    if kind == "missing-text" and text_field not in table.column_names:
+        names = ", ".join(map(printable, table.column_names[:12])) + (", ..." if table.num_columns > 12 else "")
+        return f"no {text_field!r} field (fields: {names}); set the source's text_field to the one with the text"
+    if kind == "non-string-text":
+        return f"{text_field!r} field is {table.schema.field(text_field).type}, not a string"
+    return f"{text_field!r} field: {kind}"
+
+
 def _holds_nul(text: pa.ChunkedArray) -> bool:
     """Whether any value of a string column holds a NUL byte: one native pass over its
     character bytes (over 10 GB/s), so that Arrow's substring search, ten times slower,
@@ -193,8 +205,9 @@ def to_documents(
         rejected = pc.is_valid(reasons)
         bad_table = table.filter(rejected)
         kinds = reasons.filter(rejected).to_pylist()
+        details = {kind: _reason_detail(table, spec.text_field, kind) for kind in set(kinds)}
         entries = [
-            BadInput(line, kind, f"{spec.text_field!r} field: {kind}", None if kind == "oversized" else raw or None)
+            BadInput(line, kind, details[kind], None if kind == "oversized" else raw or None)
             for line, kind, raw in zip(
                 lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field)
             )
@@ -282,3 +295,38 @@ def _flat(column) -> pa.Array:
     if isinstance(column, pa.ChunkedArray):
         return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     return column
+
+
+def without_empty_structs(table: pa.Table, text_field: str) -> pa.Table:
+    """The table with each object of no fields (``"meta": {}`` where no line of the block
+    gives it one) as null: Arrow reads it as a struct of no fields, which Parquet cannot
+    store, and one such field once aborted the whole run when its documents were written.
+    (The text field is left as it is: an object there is a rejected row, never written.)"""
+    for i, name in enumerate(table.column_names):
+        if name != text_field and _holds_empty_struct(table.schema.field(i).type):
+            table = table.set_column(i, name, _empty_structs_as_nulls(_flat(table.column(i))))
+    return table
+
+
+def _holds_empty_struct(type_: pa.DataType) -> bool:
+    """Whether ``type_`` is, or holds, a struct of no fields (JSON gives only structs and lists)."""
+    if pa.types.is_struct(type_):
+        return type_.num_fields == 0 or any(_holds_empty_struct(child.type) for child in type_)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _holds_empty_struct(type_.value_type)
+    return False
+
+
+def _empty_structs_as_nulls(array: pa.Array) -> pa.Array:
+    type_ = array.type
+    if not _holds_empty_struct(type_):
+        return array
+    if pa.types.is_struct(type_):
+        if type_.num_fields == 0:
+            return pa.nulls(len(array))
+        children = [_empty_structs_as_nulls(array.field(i)) for i in range(type_.num_fields)]
+        fields = [old.with_type(child.type) for old, child in zip(type_, children)]
+        return pa.StructArray.from_arrays(children, fields=fields, mask=array.is_null())
+    lists = pa.ListArray if pa.types.is_list(type_) else pa.LargeListArray
+    offsets = pc.subtract(array.offsets, array.offsets[0])  # from 0, over flatten()'s values: a slice too
+    return lists.from_arrays(offsets, _empty_structs_as_nulls(array.flatten()), mask=array.is_null())

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
@@ -40,23 +39,23 @@ import pyarrow.json as pajson
 from pipeline.kernels.buffers import is_string
 from pipeline.readers.codecs import Codec, open_frames, open_stream
 from pipeline.readers.common import BadInput as Bad
-from pipeline.readers.common import Chunk, InputSpec, bad_rows, file_facts, to_documents, unreadable
-from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP, Scan, scan_lines
+from pipeline.readers.common import (
+    Chunk,
+    InputSpec,
+    bad_rows,
+    file_facts,
+    to_documents,
+    unreadable,
+    without_empty_structs,
+)
+from pipeline.readers.line_checks import JSON_WHITESPACE, RAW_KEEP_BYTES, UTF8_BOM, check_line, unparsed
+from pipeline.readers.nesting import Scan, scan_lines
 from pipeline.readers.prefetch import prefetch
 from pipeline.readers.raw_ids import raw_values
 from pipeline.readers.rawfile import HashingReader
 
-# Keep at most this much of a bad line in the ledger (the location finds the rest).
-RAW_KEEP_BYTES = 1 << 20
-
 # Bytes asked of a plain file at a time (see _read_block).
 PLAIN_STEP = 1 << 16
-
-# What JSON (and Arrow, and _row_lines) counts as whitespace: a line of only these is blank.
-JSON_WHITESPACE = b" \t\r\n"
-
-# Skipped where it starts a file (Arrow skips it where a buffer starts; orjson refuses it).
-UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class _Block(NamedTuple):
@@ -144,7 +143,8 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
                 else:
                     pending = data
             kind = codec.damage_kind(error) if codec else "unreadable-file"  # else an I/O error
-            detail = f"{error}; the rest of the file from this line on is unreadable"
+            why = codec.damage_detail(error) if codec else str(error)
+            detail = f"{why}; the rest of the file from this line on is unreadable"
             yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
             return
         if not parts:
@@ -257,14 +257,14 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
             yield from documents
             return
     # Slow path: find the bad lines, then parse the good ones natively.
-    unparsed = dict(zip(block.scan.flagged.tolist(), block.scan.kinds.tolist()))
+    kinds = dict(zip(block.scan.flagged.tolist(), block.scan.kinds.tolist()))  # lines the scan quarantines
     good: list[tuple[int, bytes]] = []
     bad: list[Bad] = []
     for offset, text in enumerate(bytes(block.data).split(b"\n")):
         if not text.strip(JSON_WHITESPACE):
             continue
         line = block.first_line + offset
-        entry = _unparsed(text, line, unparsed[offset]) if offset in unparsed else _check_line(text, line)
+        entry = unparsed(text, line, kinds[offset]) if offset in kinds else check_line(text, line)
         if entry is None:
             good.append((line, text))
         else:
@@ -332,7 +332,7 @@ def _documents(
     if field in table.column_names and not _printed_exactly(table.column(field)):
         column = table.column_names.index(field)
         table = table.set_column(column, field, raw_values(data, field, table.num_rows))
-    return to_documents(table, lines, spec)
+    return to_documents(without_empty_structs(table, spec.text_field), lines, spec)
 
 
 def _printed_exactly(ids: pa.ChunkedArray) -> bool:
@@ -356,31 +356,6 @@ def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
         return None, str(error)
     return table, ""
-
-
-def _unparsed(text: bytes, line: int, kind: int) -> Bad:
-    """The ledger entry of a line the scan quarantines before any parser sees it."""
-    if kind == TOO_DEEP:
-        return Bad(line, "too-deep", f"JSON nested deeper than {MAX_DEPTH} levels", text[:RAW_KEEP_BYTES])
-    detail = f"over {MAX_FIELDS} distinct fields (nested ones by path) or {MAX_NULLS} nulls for fields it lacks"
-    return Bad(line, "too-many-fields", detail, text[:RAW_KEEP_BYTES])
-
-
-def _check_line(text: bytes, line: int) -> Bad | None:
-    try:
-        text.decode("utf-8")
-    except UnicodeDecodeError as error:
-        return Bad(line, "invalid-utf8", str(error), text[:RAW_KEEP_BYTES])
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        detail = str(error)
-        if b"\r" in text.rstrip(JSON_WHITESPACE):
-            detail += "; a lone \\r does not end a line (JSON lines end at \\n)"
-        return Bad(line, "broken-json", detail, text[:RAW_KEEP_BYTES])
-    if not isinstance(value, dict):
-        return Bad(line, "not-an-object", f"a JSON {type(value).__name__}, not an object", text[:RAW_KEEP_BYTES])
-    return None
 
 
 def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array | None:

@@ -36,6 +36,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from pipeline.formats.documents import ID, LINE, SOURCE, TEXT
+from pipeline.readers.codecs import SNIFF_BYTES, sniff
 from pipeline.readers.common import BadInput, Chunk, InputSpec, bad_rows, file_facts, unreadable
 from pipeline.readers.warc_framing import GZIP_MAGIC, FileWindow, gzip_items, plain_items
 from pipeline.readers.warc_records import Page, Skip
@@ -68,6 +69,11 @@ def read_warc(path: Path, spec: InputSpec) -> Iterator[Chunk]:
     reported = start  # the position progress was reported up to
     with file:
         window = FileWindow(file)
+        codec = sniff(bytes(window.read(0, SNIFF_BYTES)))
+        if codec is not None and codec.name != "gzip":  # .warc.zst, ...: the whole file is one row
+            detail = f"a {codec.name}-compressed WARC; WARC files are read plain or gzipped: {codec.tool} it first"
+            yield Chunk(bad=bad_rows(spec, [BadInput(0, "unreadable-file", detail, None)]), extra=facts)
+            return
         end = window.size if spec.span is None else spec.span.end
         items = gzip_items(window, start, end, spec.max_doc_bytes)
         if window.read(0, 3) != GZIP_MAGIC:

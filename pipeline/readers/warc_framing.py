@@ -9,7 +9,8 @@
   record is located at the member it starts in. After damage to a record's framing, the
   member's next ``WARC/1.`` line starts the next record. Bytes where the next
   member should start and none does are one ``warc-garbage`` row (or ``warc-corrupt-gzip``
-  when they hold a gzip header that inflates to nothing WARC), and a member that fails
+  when they hold a gzip header that inflates to nothing WARC; a whole member of blank
+  lines or of nothing is passed over, no damage), and a member that fails
   to inflate is one ``warc-corrupt-gzip``/``warc-truncated-gzip`` row; either way reading
   resumes at the next member start. Rows are located at the compressed byte offset of
   the member or garbage.
@@ -272,6 +273,24 @@ def member_at(window: FileWindow, offset: int) -> bool:
         return False
 
 
+def blank_member_end(window: FileWindow, offset: int) -> int:
+    """Where the gzip member at ``offset`` ends, if it is a whole one that inflates to
+    line ends alone (nothing, or the blank lines after a record); else -1. Writers leave
+    such members: an empty one closing a file (or making a file of no records), the
+    ``\r\n\r\n`` after a record compressed on its own. They hold no record to count."""
+    if not gzip_at(window, offset):
+        return -1
+    head = window.read(offset, PROBE)
+    inflate = zlib.decompressobj(31)
+    try:
+        out = inflate.decompress(head, PROBE)
+    except zlib.error:
+        return -1
+    if not inflate.eof or not _BLANK.fullmatch(out):
+        return -1
+    return offset + len(head) - len(inflate.unused_data)
+
+
 def next_member(window: FileWindow, offset: int, stop: int | None = None) -> int:
     """The first member start in ``[offset, stop)``, else ``stop`` (or the file's end)."""
     end = window.size if stop is None else stop
@@ -289,6 +308,9 @@ def gzip_items(window: FileWindow, start: int, end: int, cap: int) -> Iterator[t
         return  # no member starts in the span
     while position < window.size:
         if not member_at(window, position):
+            if (blank := blank_member_end(window, position)) > 0:
+                position = blank  # no record, and no damage either
+                continue
             resume = next_member(window, position + 1)
             yield resume, _garbage(window, position, resume)
             position = resume

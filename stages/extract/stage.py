@@ -99,10 +99,12 @@ class Extract(Stage):
         details: list[str | None] = [None] * n
         counters: dict[str, int] = {}
         for row in range(n):
+            if is_bytes and not pages[row].is_valid:
+                continue  # a WET conversion: text already, no HTML to extract (it stays as read)
             reason, detail = self._screen(found, row, charsets[row] if charsets else None)
             html = None
             if reason is None:
-                html = pages[row].as_py() or ""
+                html = pages[row].as_py() or (b"" if is_bytes else "")
                 if is_bytes:
                     html, how = decode(html, charsets[row] if charsets else None)
                     counters[f"extract.charset_{how}"] = counters.get(f"extract.charset_{how}", 0) + 1
@@ -146,7 +148,8 @@ class Extract(Stage):
         kept = pc.is_null(reason)
         before = batch.column(TEXT) if TEXT in batch.schema.names else pa.nulls(batch.num_rows, pa.string())
         before = pc.fill_null(before.cast(pa.string()), "")
-        text = pc.if_else(kept, pa.array(texts, pa.string()), before)
+        extracted = pa.array(texts, pa.string())  # null where kept unread: a WET conversion's text
+        text = pc.if_else(kept, pc.coalesce(extracted, before), before)
         batch = set_column(batch, TEXT, text)
         batch = set_column(batch, TITLE, pa.array(titles, pa.string()))
         batch = set_column(batch, EXTRACTOR, pa.array(used, pa.string()))
@@ -154,5 +157,5 @@ class Extract(Stage):
             batch = set_column(batch, HTML, pages)
         elif not self.options.keep_html and HTML in batch.schema.names:
             batch = batch.drop_columns([HTML])
-        changed = int(pc.sum(kept).as_py() or 0)
+        changed = len(extracted) - extracted.null_count
         return StageOutput(batch, drop_reason=reason, changed=changed, counters=counters, detail=pa.array(details))
