@@ -63,7 +63,7 @@ def test_a_work_file_of_documents_deleted_or_cut_before_the_resume_is_refused_by
     assert len(parts) > 1
     if damage == "delete":
         parts[1].unlink()
-        _refused_naming(config, out, f"work/segments/0/web/{WEB_UNIT}*.parquet")
+        _refused_naming(config, out, f"work/segments/0/web/{WEB_UNIT}.parquet")  # the first of its parts
     else:
         parts[0].write_bytes(parts[0].read_bytes()[:1000])
         _refused_naming(config, out, f"work/segments/0/web/{WEB_UNIT}.parquet")

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from pipeline.engine.config import ConfigError
 from pipeline.engine.plan import Unit
 from pipeline.engine.storage import RunStore
-from pipeline.formats.layout import Layout, is_part_file, part_files
+from pipeline.formats.layout import Layout, is_part_file, part_files, part_name
 from pipeline.util.printable import error_line
 
 
@@ -43,8 +43,9 @@ def unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Un
         except (OSError, pa.ArrowInvalid) as error:
             raise damaged_work(store, layout.key(part), error_line(error)) from None
     if found != kept:
-        where = f"{layout.key(folder)}/{unit.name}*.parquet"
-        raise damaged_work(store, where, f"{found:,} documents where segment {segment_index} kept {kept:,}")
+        first = layout.key(folder / part_name(unit.name, 0))
+        why = f"{found:,} documents in its {len(parts)} part(s) where segment {segment_index} kept {kept:,}"
+        raise damaged_work(store, first, why)
     return parts
 
 
