@@ -125,7 +125,7 @@ def test_the_loader_snippet(clone):
     done = subprocess.run([sys.executable, "-c", shown], cwd=clone, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     batch_keys, state_keys = json.loads(done.stdout)
-    named = re.findall(r"\b(input_ids|labels|position_ids|cu_seqlens|max_seqlen)\b", snippet.split("for step")[1])
+    named = re.findall(r"\b(input_ids|labels|position_ids|cu_seqlens|max_seqlen)\b", snippet.split("each batch:")[1])
     assert len(named) == 5 and set(named) <= set(batch_keys)
     assert {"dataset", "samples", "seed"} <= set(state_keys)  # counters and the dataset's fingerprint
     assert (clone / "out" / "sample" / "tokens" / ".loader_cache").is_dir()  # where README's table says
