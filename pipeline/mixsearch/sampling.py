@@ -103,7 +103,13 @@ def make_space(
         )
     centre = counts / counts.sum()
     if prior:
-        named = np.array([prior.get(name, 0.0) for name in sources])
+        missing = [name for name in sources if name not in prior]
+        if missing:  # a Dirichlet parameter of FLOOR: every trial would give them shares near 0
+            raise SamplingError(
+                f"--prior names no share for {', '.join(missing)}, so every trial would give it almost none: "
+                f"give each source a share (relative weights), e.g. --{missing[0]} 1"
+            )
+        named = np.array([prior[name] for name in sources])
         if named.sum() <= 0:
             raise SamplingError("--prior: the shares sum to 0")
         centre = named / named.sum()
