@@ -150,6 +150,11 @@ def test_mistakes_in_the_arguments_are_refused_in_one_line_before_any_training(c
         code, output = _search(corpus, *words, out=out)
         assert code == 1 and expected in output and "Traceback" not in output, (expected, output)
         assert output.count("Error:") == 1 and not out.exists(), output
+    single = CliRunner().invoke(
+        main,
+        ["mix", "search", str(corpus["web"]), str(corpus["zero"]), "--eval", eval_file, "-o", str(tmp_path / "one")],
+    )
+    assert single.exit_code == 1 and "one source with tokens (web): there is no mixture to search" in single.output
     code, output = _search(corpus, "--eval", eval_file, out=users)
     assert code == 1 and "--out " in output and "not a prep mix search (it holds notes.txt)" in output
     assert sorted(p.name for p in users.iterdir()) == ["notes.txt"] and (users / "notes.txt").read_text() == "mine"

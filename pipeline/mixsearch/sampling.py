@@ -85,6 +85,11 @@ def make_space(
     sources = sorted(name for name in tokens if name not in empty)
     if not sources:
         raise SamplingError("the runs hold no tokens")
+    if len(sources) == 1:
+        raise SamplingError(
+            f"the runs hold one source with tokens ({sources[0]}): there is no mixture to search; "
+            "give runs of two or more sources"
+        )
     counts = np.array([tokens[name] for name in sources], dtype=np.int64)
     low = np.array([bounds.get(name, (0.0, 1.0))[0] for name in sources])
     high = np.array([bounds.get(name, (0.0, 1.0))[1] for name in sources])
