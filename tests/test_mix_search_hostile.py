@@ -168,7 +168,7 @@ def test_eval_files_with_nothing_to_read_are_named_with_their_first_bad_line(cor
     for path, expected in ((empty, "the file is empty"), (broken, "broken.jsonl line 1: bad-input:broken-json")):
         code, output = _search(corpus, "--eval", str(path), out=tmp_path / f"search-{path.stem}")
         assert code == 1 and expected in output and "Traceback" not in output, output
-        assert not (tmp_path / f"search-{path.stem}" / "ledger").exists()
+        assert not (tmp_path / f"search-{path.stem}").exists()  # refused before the first trial's mixture
     assert trainings == []
 
 

@@ -58,7 +58,7 @@ def build_groups(
     by_key: dict[tuple, list[AblationData]] = {}
     for data in datas:
         by_key.setdefault(tokenizer_key(data.tokenizer), []).append(data)
-    reference, framing = _load(datas[0].tokenizer), _framing(datas[0].tokenizer)
+    reference, framing = load_data_tokenizer(datas[0].tokenizer), framing_tokens(datas[0].tokenizer)
     holding = [bool(data.held_out.any()) for data in datas]
     for data, holds in zip(datas, holding, strict=True):
         if not holds and held_out_weighed:
@@ -73,7 +73,7 @@ def build_groups(
     groups = []
     for members in by_key.values():
         meta = members[0].tokenizer
-        tok = reference if tokenizer_key(meta) == tokenizer_key(datas[0].tokenizer) else _load(meta)
+        tok = reference if tokenizer_key(meta) == tokenizer_key(datas[0].tokenizer) else load_data_tokenizer(meta)
         sets = []
         for data, texts, again, holds in zip(datas, held, repeated, holding, strict=True):
             if again or not holds:
@@ -115,11 +115,13 @@ def _text_set(texts: EvalTexts, tok, meta: dict, seq_len: int) -> EvalSet:
     return text_set(texts, tok, meta, seq_len)
 
 
-def _framing(tokenizer: dict) -> int:
+def framing_tokens(tokenizer: dict) -> int:
+    """Tokens the tokenize stage adds around each document (BOS, EOD) for this sidecar."""
     return (tokenizer.get("bos_id") is not None) + (tokenizer.get("eod_id") is not None)
 
 
-def _load(tokenizer: dict):
+def load_data_tokenizer(tokenizer: dict):
+    """The tokenizer a DATA's sidecar names; ``EvalSetError`` when it cannot be loaded here."""
     try:
         return load_tokenizer(tokenizer["tokenizer_spec"] or tokenizer["tokenizer"])
     except (ValueError, OSError) as error:

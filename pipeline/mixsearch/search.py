@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.ablate.evalsets import check_names
-from pipeline.ablate.evaltexts import training_inputs
+from pipeline.ablate.evaltexts import file_texts, training_inputs
+from pipeline.ablate.groups import framing_tokens, load_data_tokenizer
 from pipeline.formats.experiments import SearchFolder
 from pipeline.mix.inventory import Inventory, take_inventory
 from pipeline.mix.plan import resolve_weights
@@ -84,6 +85,9 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
         named = resolve_weights(options.baseline, inventory, None, "--baseline")
         baseline["baseline"] = np.array([named[name] for name in space.sources])
     settings.target_tokens, settings.runs_key = target, runs_key(inventory)
+    reference = load_data_tokenizer(inventory.tokenizer)
+    for path in settings.eval_files:  # an unreadable eval file is named before the first trial, not after it
+        file_texts(path, reference, framing_tokens(inventory.tokenizer), settings.eval_tokens)
     warnings = [*training_inputs(settings.eval_files, settings.runs), *_merged_sources(inventory)]
     for warning in warnings:  # said again at the end, with the result
         progress(warning)
