@@ -128,8 +128,10 @@ def _search(corpus, *words: str, out: Path) -> tuple[int, str]:
 
 
 def test_mistakes_in_the_arguments_are_refused_in_one_line_before_any_training(corpus, tmp_path, trainings):
-    """Each mistake is found before the first trial: a typo in --baseline, weights that leave
-    nothing to minimize, two eval files of one name, an --out that is a user's folder."""
+    """Each mistake is found before the first trial and nothing is written: more --trials than
+    the sampler draws, weights that leave nothing to minimize, a typo in --baseline, two eval
+    files of one name, an epoch limit no mixture meets, a --prior that forgets sources, runs
+    of one source, an --out that is a user's folder."""
     eval_file = str(corpus["eval"])
     (tmp_path / "other").mkdir()
     twin = shutil.copy(corpus["eval"], tmp_path / "other" / corpus["eval"].name)
