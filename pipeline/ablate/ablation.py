@@ -18,14 +18,16 @@ from pathlib import Path
 import numpy as np
 
 from pipeline import __version__
-from pipeline.ablate.data import open_data
+from pipeline.ablate.data import AblationData, AblationDataError, open_data
+from pipeline.ablate.evalsets import check_names
+from pipeline.ablate.evaltexts import training_inputs
 from pipeline.ablate.groups import TokenizerGroup, build_groups
 from pipeline.ablate.multiple_choice import MultipleChoiceSet
 from pipeline.ablate.presets import PRESETS
 from pipeline.ablate.projection import project
 from pipeline.ablate.trial import TrialPlan, choose_device, describe_device, run_trial
 from pipeline.ablate.verdict import verdict_lines
-from pipeline.formats.experiments import AblationFolder, find_trial, write_record
+from pipeline.formats.experiments import AblationFolder, LedgerError, find_trial, write_record
 from pipeline.loader.cache import fingerprint
 from pipeline.util.atomic import write_json_atomic
 
@@ -85,11 +87,15 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
     """Open every DATA, group it by tokenizer, build each group's eval sets and vocabulary."""
     if options.preset not in PRESETS:
         raise ValueError(f"unknown model preset {options.preset!r}; choose one of {', '.join(PRESETS)}")
+    check_names(options.eval_files, options.choice_files)
     cache = AblationFolder(options.out).loader_cache
     datas = [
         open_data(path, name, options.held_out, cache)
         for path, name in zip(options.data, data_names(options.data), strict=True)
     ]
+    _check_distinct(datas)
+    for warning in training_inputs(options.eval_files, [run for data in datas for run in data.runs()]):
+        progress(warning)
     for data in datas:
         if data.sample:
             progress(
@@ -97,10 +103,25 @@ def prepare(options: AblationOptions, progress: Callable[[str], None]) -> list[T
             )
     seq_len = options.seq_len or PRESETS[options.preset].seq_len
     groups = build_groups(
-        datas, options.eval_files, options.choice_files, seq_len, options.eval_tokens, options.remap_vocab, progress
-    )
+        datas, options.eval_files, options.choice_files, seq_len, options.eval_tokens, options.remap_vocab, progress,
+        held_out_weighed=options.held_out_weight > 0,
+    )  # fmt: skip
     _announce(groups, progress)
     return groups
+
+
+def _check_distinct(datas: list[AblationData]) -> None:
+    """Refuse a DATA without tokens, and two DATA of the same tokens (one folder given twice,
+    or a copy): a trial is keyed by its data's content, so theirs would be one trial and the
+    verdict would have one DATA where the command line named two."""
+    seen: dict[str, AblationData] = {}
+    for data in datas:
+        if data.tokens <= 0:
+            raise AblationDataError(f"{data.path}: no tokens (were all its documents dropped?): nothing to train on")
+        if data.fingerprint in seen:
+            first = seen[data.fingerprint].path
+            raise AblationDataError(f"{data.path} holds the same tokens as {first}: give each DATA once")
+        seen[data.fingerprint] = data
 
 
 def _announce(groups: list[TokenizerGroup], progress: Callable[[str], None]) -> None:
@@ -112,17 +133,17 @@ def _announce(groups: list[TokenizerGroup], progress: Callable[[str], None]) -> 
         for eval_set in group.sets:
             if isinstance(eval_set, MultipleChoiceSet):
                 progress(f"eval set {eval_set.name} ({group.name}): {eval_set.questions:,} questions")
-                if group is groups[0]:
-                    for problem in eval_set.problems:
-                        progress(f"  skipped {problem}")
-                    if eval_set.skipped > len(eval_set.problems):
-                        progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
-                continue
-            size = f", {eval_set.text_bytes:,} bytes of text" if eval_set.text_bytes is not None else ", no text"
-            progress(
-                f"eval set {eval_set.name} ({group.name}): {eval_set.tokens:,} tokens from "
-                f"{eval_set.documents:,} documents{size}"
-            )
+            else:
+                size = f", {eval_set.text_bytes:,} bytes of text" if eval_set.text_bytes is not None else ", no text"
+                progress(
+                    f"eval set {eval_set.name} ({group.name}): {eval_set.tokens:,} tokens from "
+                    f"{eval_set.documents:,} documents{size}"
+                )
+            if group is groups[0]:
+                for problem in eval_set.problems:
+                    progress(f"  skipped {problem}")
+                if eval_set.skipped > len(eval_set.problems):
+                    progress(f"  and {eval_set.skipped - len(eval_set.problems):,} more malformed rows skipped")
         if group.vocab.used is not None:
             progress(
                 f"vocabulary ({group.name}): the {group.vocab.size:,} of {group.vocab.vocab_size:,} token ids "
@@ -178,7 +199,10 @@ def run_ablation(options: AblationOptions, progress: Callable[[str], None] = pri
     for seed in seeds:
         for data, group, own in datas:
             trial = "trial-" + fingerprint("trial", {**settings, **own}, data.fingerprint, seed)[:16]
-            record = find_trial(options.ledger_dir, trial)
+            try:
+                record = find_trial(options.ledger_dir, trial)
+            except LedgerError as error:  # a damaged record of this very trial: nothing of it can be trusted
+                raise LedgerError(f"{error}; delete that file to train {data.name} seed {seed} again") from None
             if record is not None:
                 progress(f"{data.name} seed {seed}: done before ({record['date']}), read from the ledger")
             else:

@@ -131,6 +131,15 @@ class AblationData:
         epochs = max(1, math.ceil(tokens / max(1, self.train_tokens)))
         return WithoutHeldOut(ShuffledEpochs(seed, epochs), self.held_out, mask_key)
 
+    def runs(self) -> list[Path]:
+        """The prep runs whose tokens this DATA trains on (none known for a bare shard folder)."""
+        if self.kind == "run":
+            return [self.path]
+        if self.kind == "mix":
+            runs = _mix_record(self.path).get("runs")
+            return [Path(run) for run in runs if isinstance(run, str)] if isinstance(runs, list) else []
+        return []
+
     def held_out_documents(self) -> np.ndarray:
         return np.flatnonzero(self.held_out)
 

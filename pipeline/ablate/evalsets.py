@@ -29,7 +29,8 @@ same map, and no token falls outside it), and the ledger records both sizes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -53,6 +54,7 @@ class EvalSet:
     text: np.ndarray | None = None  # bool [windows, seq_len]: a token of the text itself
     text_bytes: int | None = None  # UTF-8 bytes of the documents' text
     skipped: int = 0  # records of an eval file that could not be read
+    problems: list[str] = field(default_factory=list)  # the first few of them, with their line
 
     @property
     def tokens(self) -> int:
@@ -65,6 +67,21 @@ class EvalSet:
             "text_bytes": self.text_bytes,
             "skipped_records": self.skipped,
         }
+
+
+def check_names(eval_files: list[Path], choice_files: list[Path]) -> None:
+    """Refuse two eval files of one name: a set is named by its file's name (``eval:NAME``,
+    ``mc:NAME``), which keys its weight and its losses, so the second would silently take
+    the first's place."""
+    for option, prefix, files in (("--eval", "eval", eval_files), ("--eval-mc", "mc", choice_files)):
+        seen: dict[str, Path] = {}
+        for path in files:
+            if path.name in seen:
+                raise EvalSetError(
+                    f"{option} {seen[path.name]} and {path} would both be eval set {prefix}:{path.name}: "
+                    "give each file once, under a name of its own"
+                )
+            seen[path.name] = path
 
 
 def windows(name: str, tokens: np.ndarray, lengths: np.ndarray, seq_len: int) -> EvalSet:
@@ -119,7 +136,7 @@ def text_set(texts: EvalTexts, tok, tokenizer: dict, seq_len: int) -> EvalSet:
     )
     text_bytes = sum(len(text.encode("utf-8")) for text in texts.texts)
     eval_set = pack(texts.name, framed, lengths, tokenizer, seq_len, text_bytes)
-    eval_set.skipped = texts.skipped
+    eval_set.skipped, eval_set.problems = texts.skipped, texts.problems
     return eval_set
 
 

@@ -18,7 +18,7 @@ Two sources of texts:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -27,9 +27,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from pipeline.ablate.data import AblationData
+from pipeline.ablate.multiple_choice import REPORTED
 from pipeline.formats.layout import Layout, part_files
 from pipeline.formats.token_shards import docs_path
+from pipeline.kernels.hashing import file_sha256
 from pipeline.readers import InputSpec, read_input
+from pipeline.util.records import RecordError, read_json
 
 ENCODE_CHUNK = 64  # documents encoded at a time while choosing
 
@@ -43,6 +46,7 @@ class EvalTexts:
     name: str
     texts: list[str]
     skipped: int = 0  # records of an eval file that could not be read
+    problems: list[str] = field(default_factory=list)  # the first few of them, with their line
 
 
 def framed_counts(tokenizer, texts: list[str], framing: int) -> np.ndarray:
@@ -98,22 +102,54 @@ def _cut(text: str, count: int, budget: int, tokenizer, framing: int) -> str:
 def file_texts(path: Path, tokenizer, framing: int, max_tokens: int) -> EvalTexts:
     """The texts of an ``--eval`` file, read around bad records, chosen to fit ``max_tokens``."""
     name = f"eval:{path.name}"
-    bad = [0]
+    bad, problems = [0], []
 
     def texts() -> Iterator[str]:
         for chunk in read_input(path, InputSpec(source="eval", file_key=path.name)):
-            bad[0] += chunk.bad.num_rows if chunk.bad is not None else 0
+            if chunk.bad is not None:
+                bad[0] += chunk.bad.num_rows
+                for row in chunk.bad.slice(0, REPORTED - len(problems)).to_pylist():
+                    problems.append(f"{path.name} line {row.get('line')}: {row.get('reason')}")
             if chunk.docs is not None and chunk.docs.num_rows:
                 yield from chunk.docs.column("text").to_pylist()
 
     try:
         chosen = choose(name, texts(), tokenizer, framing, max_tokens)
-        chosen.skipped = bad[0]  # of the records read before the budget was full
+        chosen.skipped, chosen.problems = bad[0], problems  # of the records read before the budget was full
     except ValueError as error:  # a file whose format cannot be told from its name
         raise EvalTextError(f"{name}: {error}") from None
     if not chosen.texts:
-        raise EvalTextError(f"{path}: no readable text (JSON lines or Parquet with a 'text' field expected)")
+        found = f"; {'; '.join(problems)}" if problems else ", the file is empty"
+        raise EvalTextError(f"{path}: no readable text (JSON lines or Parquet with a 'text' field expected{found})")
     return chosen
+
+
+def training_inputs(eval_files: list[Path], runs: list[Path]) -> list[str]:
+    """A warning per ``--eval`` file whose bytes are an input of one of ``runs`` (whose
+    ``manifest.json`` records each input's sha256): only a DATA's held-out documents are
+    kept out of training, so such a file's loss measures memorization, not the data."""
+    inputs: dict[str, str] = {}  # sha256 -> where it was an input
+    for run in dict.fromkeys(Path(run).resolve() for run in runs):
+        try:
+            manifest = read_json(Layout(run).manifest)
+        except (OSError, RecordError):  # no manifest (a copied tokens folder): nothing to compare with
+            continue
+        listed = manifest.get("inputs") if isinstance(manifest, dict) else None
+        for item in listed if isinstance(listed, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("sha256"), str):
+                inputs.setdefault(item["sha256"], f"{item.get('path')} of {run} (source {item.get('source')})")
+    warnings = []
+    for path in eval_files:
+        try:
+            found = inputs.get(file_sha256(path)) if inputs else None
+        except OSError:  # unreadable or remote: reading it for the eval set says what is wrong
+            continue
+        if found:
+            warnings.append(
+                f"warning: --eval {path} is the training input {found}: its loss measures memorization, "
+                "not the data; evaluate on text none of the DATA trained on"
+            )
+    return warnings
 
 
 def held_out_texts(data: AblationData, tokenizer, framing: int, max_tokens: int) -> EvalTexts | None:

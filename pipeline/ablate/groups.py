@@ -49,26 +49,34 @@ def build_groups(
     max_tokens: int,
     remap_vocab: bool,
     progress: Callable[[str], None],
+    held_out_weighed: bool = True,
 ) -> list[TokenizerGroup]:
     """Group the DATA by tokenizer (first appearance first) and make each group's eval sets
-    (held-out, ``--eval`` texts, ``--eval-mc`` questions)."""
+    (held-out, ``--eval`` texts, ``--eval-mc`` questions). A DATA that holds out no document
+    is refused when the held-out sets weigh in the objective, else it goes without one
+    (``prep mix search``'s small trial mixtures, whose held-out sets are not compared)."""
     by_key: dict[tuple, list[AblationData]] = {}
     for data in datas:
         by_key.setdefault(tokenizer_key(data.tokenizer), []).append(data)
-    reference, framing = _load(datas[0].tokenizer), _framing(datas[0].tokenizer)
-    for data in datas:
-        if not data.held_out.any():
+    reference, framing = load_data_tokenizer(datas[0].tokenizer), framing_tokens(datas[0].tokenizer)
+    holding = [bool(data.held_out.any()) for data in datas]
+    for data, holds in zip(datas, holding, strict=True):
+        if not holds and held_out_weighed:
             raise EvalSetError(f"held-out:{data.name}: no document of {data.path} is held out; raise --held-out")
-    held = [held_out_texts(data, reference, framing, max_tokens) for data in datas]
+        if not holds:
+            progress(f"held-out:{data.name}: no document of {data.path} is held out, so it has no held-out set")
+    held = [
+        held_out_texts(data, reference, framing, max_tokens) if holds else None for data, holds in zip(datas, holding)
+    ]
     repeated = _repeated_texts(held, progress)
     files = [file_texts(path, reference, framing, max_tokens) for path in eval_files]
     groups = []
     for members in by_key.values():
         meta = members[0].tokenizer
-        tok = reference if tokenizer_key(meta) == tokenizer_key(datas[0].tokenizer) else _load(meta)
+        tok = reference if tokenizer_key(meta) == tokenizer_key(datas[0].tokenizer) else load_data_tokenizer(meta)
         sets = []
-        for data, texts, again in zip(datas, held, repeated, strict=True):
-            if again:
+        for data, texts, again, holds in zip(datas, held, repeated, holding, strict=True):
+            if again or not holds:
                 continue
             if texts is not None:
                 sets.append(_text_set(texts, tok, meta, seq_len))
@@ -107,11 +115,13 @@ def _text_set(texts: EvalTexts, tok, meta: dict, seq_len: int) -> EvalSet:
     return text_set(texts, tok, meta, seq_len)
 
 
-def _framing(tokenizer: dict) -> int:
+def framing_tokens(tokenizer: dict) -> int:
+    """Tokens the tokenize stage adds around each document (BOS, EOD) for this sidecar."""
     return (tokenizer.get("bos_id") is not None) + (tokenizer.get("eod_id") is not None)
 
 
-def _load(tokenizer: dict):
+def load_data_tokenizer(tokenizer: dict):
+    """The tokenizer a DATA's sidecar names; ``EvalSetError`` when it cannot be loaded here."""
     try:
         return load_tokenizer(tokenizer["tokenizer_spec"] or tokenizer["tokenizer"])
     except (ValueError, OSError) as error:

@@ -44,7 +44,8 @@ def _shares(text: str, where: str) -> dict[str, float]:
 @click.option("--max-epochs", type=Finite(min=0, min_open=True), default=4.0, show_default=True,
               help="No proposal repeats a source more at --target-tokens.")  # fmt: skip
 @click.option("--bound", "bounds", multiple=True, help="A source's share range, e.g. code=0.05:0.5 (repeatable).")
-@click.option("--prior", help='Centre of the sampling instead of the natural shares, e.g. "--code 0.3 --web 0.6".')
+@click.option("--prior", help='Centre of the sampling instead of the natural shares, relative weights of every '
+              'source, e.g. "--code 0.3 --web 0.6 --math 0.1".')  # fmt: skip
 @click.option("--concentration", type=Finite(min=0, min_open=True), default=3.0, show_default=True,
               help="Dirichlet concentration: higher samples closer to the centre.")  # fmt: skip
 @click.option("--model", "preset", type=click.Choice(list(PRESETS)), default="tiny", show_default=True,

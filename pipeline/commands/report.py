@@ -42,6 +42,7 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
 
     The page has no scripts and loads nothing: open it anywhere, or attach it to a ticket.
     """
+    from pipeline.formats.experiments import SearchFolder
     from pipeline.formats.unreadable import UnreadableFile
     from pipeline.mix.inventory import MixError
     from pipeline.report.experiments import LedgerError, find_ledger, write_experiments_report
@@ -68,3 +69,5 @@ def report(run_dir: Path, mix_dir: Path | None, out: Path) -> None:
     except OSError as error:  # a file of the run or mixture that cannot be read
         raise click.ClickException(f"cannot read {error.filename or run_dir}: {error.strerror or error}") from None
     click.echo(f"wrote {path}")
+    if ledger is not None and SearchFolder(run_dir).trial("key").parent.is_dir():
+        click.echo(f"{run_dir}: a mix search cut short (no search.json): its finished trials drawn; run it again")

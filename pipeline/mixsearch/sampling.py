@@ -37,6 +37,7 @@ class Space:
     low: np.ndarray
     high: np.ndarray  # the bounds, tightened by the epoch limit
     centre: np.ndarray  # shares, summing to 1
+    empty: tuple[str, ...] = ()  # sources with no tokens, left out (their share is 0)
 
     @property
     def natural(self) -> np.ndarray:
@@ -70,14 +71,26 @@ def make_space(
     max_epochs: float,
     prior: dict[str, float] | None = None,
 ) -> Space:
-    """The allowed region; ``SamplingError`` names the constraint that leaves no mixture."""
-    sources = sorted(tokens)
+    """The allowed region; ``SamplingError`` names the constraint that leaves no mixture.
+
+    A source with no tokens (every document dropped) is left out: no mixture can draw from
+    it, and ``prep mix`` refuses any share of it above 0."""
     for name in [*bounds, *(prior or {})]:
         if name not in tokens:
-            raise SamplingError(f"unknown source {name!r} (the runs have: {', '.join(sources)})")
-    counts = np.array([tokens[name] for name in sources], dtype=np.int64)
-    if counts.sum() <= 0:
+            raise SamplingError(f"unknown source {name!r} (the runs have: {', '.join(sorted(tokens))})")
+    empty = tuple(sorted(name for name, count in tokens.items() if count <= 0))
+    for name in empty:
+        if bounds.get(name, (0.0, 1.0))[0] > 0:
+            raise SamplingError(f"--bound {name}: source {name!r} has no tokens, so it cannot have a share above 0")
+    sources = sorted(name for name in tokens if name not in empty)
+    if not sources:
         raise SamplingError("the runs hold no tokens")
+    if len(sources) == 1:
+        raise SamplingError(
+            f"the runs hold one source with tokens ({sources[0]}): there is no mixture to search; "
+            "give runs of two or more sources"
+        )
+    counts = np.array([tokens[name] for name in sources], dtype=np.int64)
     low = np.array([bounds.get(name, (0.0, 1.0))[0] for name in sources])
     high = np.array([bounds.get(name, (0.0, 1.0))[1] for name in sources])
     high = np.minimum(high, max_epochs * counts / target_tokens)  # the repetition limit
@@ -90,15 +103,22 @@ def make_space(
     if low.sum() > 1 + 1e-9 or high.sum() < 1 - 1e-9:
         raise SamplingError(
             f"no mixture fits: the minimum shares sum to {low.sum():.4g} and the maximum shares (after "
-            f"--max-epochs at --target-tokens) to {high.sum():.4g}; a mixture's shares sum to 1"
+            f"--max-epochs at --target-tokens) to {high.sum():.4g}; a mixture's shares sum to 1: loosen --bound, "
+            "raise --max-epochs or lower --target-tokens"
         )
     centre = counts / counts.sum()
     if prior:
-        named = np.array([prior.get(name, 0.0) for name in sources])
+        missing = [name for name in sources if name not in prior]
+        if missing:  # a Dirichlet parameter of FLOOR: every trial would give them shares near 0
+            raise SamplingError(
+                f"--prior names no share for {', '.join(missing)}, so every trial would give it almost none: "
+                f"give each source a share (relative weights), e.g. --{missing[0]} 1"
+            )
+        named = np.array([prior[name] for name in sources])
         if named.sum() <= 0:
             raise SamplingError("--prior: the shares sum to 0")
         centre = named / named.sum()
-    return Space(sources, counts, low, high, centre)
+    return Space(sources, counts, low, high, centre, empty)
 
 
 def sample(space: Space, count: int, concentration: float, seed: int, around: np.ndarray | None = None) -> np.ndarray:

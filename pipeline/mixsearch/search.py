@@ -12,16 +12,20 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.ablate.evalsets import check_names
+from pipeline.ablate.evaltexts import file_texts, training_inputs
+from pipeline.ablate.groups import framing_tokens, load_data_tokenizer
 from pipeline.formats.experiments import SearchFolder
-from pipeline.mix.inventory import take_inventory
+from pipeline.mix.inventory import Inventory, take_inventory
 from pipeline.mix.plan import resolve_weights
 from pipeline.mixsearch.fit import MODELS, Objective
 from pipeline.mixsearch.propose import command_weights, mix_command, propose, trusted
-from pipeline.mixsearch.sampling import make_space, sample
-from pipeline.mixsearch.trials import TrialSettings, run_trials, validate
-from pipeline.util.atomic import write_json_atomic
+from pipeline.mixsearch.sampling import BATCH, ROUNDS, make_space, sample
+from pipeline.mixsearch.trials import TrialSettings, run_trials, runs_key, validate
+from pipeline.util.atomic import is_temporary, write_json_atomic
 
 MIN_TRIALS = 4  # fewer healthy trials than this leave a leave-one-out error meaningless
+MAX_TRIALS = BATCH * ROUNDS  # the most mixtures one call of ``sample`` can return
 
 
 class SearchError(ValueError):
@@ -65,17 +69,32 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
     settings = options.settings
     if not settings.eval_files:
         raise SearchError("give at least one --eval FILE: the search minimizes the loss on it")
-    if options.trials < MIN_TRIALS:
-        raise SearchError(f"--trials {options.trials}: at least {MIN_TRIALS} are needed to fit and cross-validate")
+    if not MIN_TRIALS <= options.trials <= MAX_TRIALS:
+        raise SearchError(f"--trials {options.trials:,}: give {MIN_TRIALS} to {MAX_TRIALS:,} (at least enough to fit)")
+    if not any(settings.weights.get(f"eval:{path.name}", 1.0) > 0 for path in settings.eval_files):
+        raise SearchError("every --eval file has weight 0: give one a positive weight, the search minimizes their loss")
+    check_names(settings.eval_files, [])
+    check_out(settings.out)
     inventory = take_inventory(settings.runs)
     tokens = {name: source.tokens for name, source in inventory.sources.items()}
     target = options.target_tokens or sum(tokens.values())
     space = make_space(tokens, options.bounds, target, options.max_epochs, options.prior)
     shares = sample(space, options.trials, options.concentration, settings.seed)
-    settings.target_tokens = target
+    baseline = {}  # resolved before any training: a typo in it must not cost the trials
+    if options.baseline is not None:
+        named = resolve_weights(options.baseline, inventory, None, "--baseline")
+        baseline["baseline"] = np.array([named[name] for name in space.sources])
+    settings.target_tokens, settings.runs_key = target, runs_key(inventory)
+    reference = load_data_tokenizer(inventory.tokenizer)
+    for path in settings.eval_files:  # an unreadable eval file is named before the first trial, not after it
+        file_texts(path, reference, framing_tokens(inventory.tokenizer), settings.eval_tokens)
+    warnings = [*training_inputs(settings.eval_files, settings.runs), *_merged_sources(inventory)]
+    for warning in warnings:  # said again at the end, with the result
+        progress(warning)
     records, trained = run_trials(settings, space.sources, shares, progress)
     healthy = [i for i, record in enumerate(records) if record["health"]["status"] == "ok"]
-    notes = []
+    notes = [*warnings]
+    notes += [f"source {name!r} has no tokens: left out of the search (share 0)" for name in space.empty]
     if len(healthy) < len(records):
         notes.append(f"{len(records) - len(healthy)} trial(s) were unhealthy and left out of the fit")
     if len(healthy) < MIN_TRIALS:
@@ -87,10 +106,7 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
     chosen = min(fits, key=lambda fit: fit.error)
     proposal = propose(space, chosen.predict, fitted, options.candidates, settings.seed + 1)
     natural = space.natural
-    mixtures = {"proposal": proposal, "natural": natural}
-    if options.baseline is not None:
-        named = resolve_weights(options.baseline, inventory, None, "--baseline")
-        mixtures["baseline"] = np.array([named[name] for name in space.sources])
+    mixtures = {"proposal": proposal, "natural": natural, **baseline}
     predicted = {label: float(chosen.predict(row)[0]) for label, row in mixtures.items()}
     if not space.allowed(natural):
         notes.append("the natural mixture is outside the bounds or --max-epochs: it is shown for reference only")
@@ -110,6 +126,38 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
         result.verdict, result.trained = validation.verdict, result.trained + validation.trained
     write_json_atomic(SearchFolder(settings.out).summary, describe(result, settings))
     return result
+
+
+def _merged_sources(inventory: Inventory) -> list[str]:
+    """A note per source name that two runs share: like ``prep mix``, the search pools their
+    shards into one source, which a user who meant two sources must be told."""
+    notes = []
+    for name, source in inventory.sources.items():
+        runs = list(dict.fromkeys(str(Path(prefix).parents[2]) for prefix in source.shards))  # RUN/tokens/NAME/shard
+        if len(runs) > 1:
+            notes.append(
+                f"source {name!r} is in {len(runs)} runs ({', '.join(runs)}): searched as one source, as prep mix "
+                "pools them; rename one in its run's config to search them apart"
+            )
+    return notes
+
+
+def check_out(out: Path) -> None:
+    """Refuse an ``--out`` that is a file or a folder holding anything a search does not
+    write: a search writes its trials and ledger there and replaces ``search.json``, so a
+    user's folder would be filled (or a file of theirs overwritten). A folder with a
+    search's entries only (one cut short before ``search.json``) is resumed."""
+    folder = SearchFolder(out)
+    if folder.out.exists() and not folder.out.is_dir():
+        raise SearchError(f"--out {out}: a file, not a folder; give a new folder for the search")
+    ours = {folder.summary.name, folder.ledger.name, folder.validation.name, folder.trial("key").parent.name}
+    if folder.out.is_dir():
+        foreign = sorted(p.name for p in folder.out.iterdir() if p.name not in ours and not is_temporary(p.name))
+        if foreign:
+            raise SearchError(
+                f"--out {out}: a folder that is not a prep mix search (it holds {', '.join(foreign[:3])}); "
+                "give a new folder, or a search's own to resume it"
+            )
 
 
 def _objective(fit: Objective, measured: dict[str, np.ndarray]) -> np.ndarray:

@@ -5,8 +5,9 @@ trial's budget, trained by ``run_ablation`` with one seed, so the proxy, its loa
 its eval sets and its ledger are the ablation's own. Every trial uses the same seed, and
 since every mixture lists every source's shards, the same vocabulary: each starts from
 the same weights. Records go to one ledger under ``--out``; a trial's mixture folder is
-named by a hash of its shares, so a search run again (or with more ``--trials``) finds its
-finished trials there and trains only the rest. A mixture folder is complete once its
+named by a hash of its shares and of what the runs hold, so a search run again (or with
+more ``--trials``) finds its finished trials there and trains only the rest, and a run
+rebuilt in place gets new mixtures. A mixture folder is complete once its
 ``mix.json`` exists (written last, atomically), so one cut short is simply made again.
 
 The trial mixture is not held to ``--max-epochs``: the repetition limit is about the big
@@ -28,6 +29,7 @@ from pipeline.formats.experiments import SearchFolder
 from pipeline.formats.mix import MixLayout
 from pipeline.loader.cache import fingerprint
 from pipeline.mix.build import plan_mixture
+from pipeline.mix.inventory import Inventory
 from pipeline.mix.output import write_mix
 
 ANY_REPETITION = 1e9  # the trial mixture's own --max-epochs (see the module docstring)
@@ -51,6 +53,7 @@ class TrialSettings:
     threads: int | None = None
     workers: int = 1
     target_tokens: int | None = None
+    runs_key: str = ""  # what the runs hold (``runs_key``): a trial mixture is planned from it
     extra: dict = field(default_factory=dict)  # further AblationOptions (seq_len, batch_size, lr)
 
     def options(self, data: list[Path], out: Path, seeds: int = 1) -> AblationOptions:
@@ -89,8 +92,19 @@ def make_mixture(settings: TrialSettings, sources: list[str], shares: np.ndarray
     return folder
 
 
+def runs_key(inventory: Inventory) -> str:
+    """The runs' shards and documents (ids and token counts), for a trial mixture's key: a run
+    rebuilt in place must not resume onto mixtures planned from its old shards."""
+    held = [
+        (name, source.shards, fingerprint(source.lengths.tobytes(), source.id_hashes.tobytes()))
+        for name, source in sorted(inventory.sources.items())
+    ]
+    return fingerprint("runs", held)
+
+
 def trial_folder(settings: TrialSettings, sources: list[str], shares: np.ndarray) -> Path:
-    key = fingerprint("mixture", sources, [round(float(s), 12) for s in shares], settings.tokens, settings.seed)
+    rounded = [round(float(s), 12) for s in shares]
+    key = fingerprint("mixture", sources, rounded, settings.tokens, settings.seed, settings.runs_key)
     return SearchFolder(settings.out).trial(key[:10])
 
 
