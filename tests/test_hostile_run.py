@@ -371,7 +371,7 @@ def test_a_failed_write_is_one_line_and_the_run_resumes(tmp_path):
     assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(clean), "-q").returncode == 0
     out = tmp_path / "out"
     result = prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q", "-w", "2", preexec_fn=_limit_file_size)
-    assert_one_line_refusal(result, "File too large")
+    assert_one_line_refusal(result, "largest size this process may write", "raise `ulimit -f`", "again to resume")
     assert prep("run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q").returncode == 0
     assert tree_digest(clean) == tree_digest(out)
 

@@ -507,25 +507,3 @@ def test_a_resumed_run_keeps_the_partitions_its_start_chose(tmp_path, monkeypatc
     run_pipeline(config, out, workers=1, quiet=True)  # the filter phase reads the decisions per range
     assert json.loads(layout.state.read_text())["sized"] == {"0": {"partitions": 2}}
     assert tree_digest(out) == tree_digest(clean)
-
-
-def test_a_write_past_the_file_size_limit_says_what_to_raise_and_that_the_run_resumes(tmp_path):
-    """Arrow's writers raise a bare OSError ("Error writing bytes to file. Detail: [errno
-    27] File too large"): the command printed that, with no word on what to do or that a
-    rerun resumes, which a full disk's line says."""
-    import resource
-
-    def limit_file_size():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (200 * 1024, resource.RLIM_INFINITY))
-
-    out = tmp_path / "out"
-    command = [sys.executable, "-m", "pipeline", "run", str(LIGHT_SAMPLE_CONFIG), "--out", str(out), "-q", "-w", "1"]
-    done = subprocess.run(command, capture_output=True, text=True, preexec_fn=limit_file_size, cwd=REPO)
-    assert done.returncode == 1, done.stderr
-    assert (
-        done.stderr.strip().splitlines()[-1].startswith("Error: a file reached the largest size this process may write")
-    ), done.stderr
-    assert "raise `ulimit -f`, then run the same command again to resume" in done.stderr
-    assert "Traceback" not in done.stderr
-    done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    assert done.returncode == 0, done.stderr
