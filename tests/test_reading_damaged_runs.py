@@ -11,7 +11,9 @@ import json
 import os
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -20,6 +22,7 @@ from click.testing import CliRunner
 import pipeline.commands.document_lookup as lookup
 from pipeline.commands.main import main
 from pipeline.formats.documents import LEDGER_SCHEMA
+from pipeline.formats.token_shards import ShardWriter, sidecar, sidecar_path, write_sidecar
 from pipeline.report import ledger
 
 SCRIPT = "<script>alert(1)</script>"
@@ -281,3 +284,24 @@ def test_report_examples_are_the_same_read_in_small_batches(tmp_path, monkeypatc
     assert ledger.examples([path]) == whole
     assert sorted(whole) == ["dedup:exact-duplicate", "length:too-short", "quality:c4:x"]
     assert all(e.text == f"text {int(e.id[1:])}" for examples in whole.values() for e in examples)
+
+
+# --- token shards ----------------------------------------------------------------------------
+
+
+def test_shards_inspect_escapes_what_a_sidecar_names(tmp_path):
+    """A sidecar's tokenizer name went to the terminal raw (an escape sequence in it would
+    retitle or clear it); it is now escaped as `prep show` escapes a document."""
+    prefix = tmp_path / "web" / "shard-000"
+    prefix.parent.mkdir()
+    writer = ShardWriter(f"{prefix}.bin", f"{prefix}.idx", np.dtype(np.int32))
+    writer.add_documents(np.arange(1, 6), np.array([5]))
+    writer.close()
+    tokenizer = SimpleNamespace(name="tok\x07\u202e<b>", spec="test", vocab_size=100, vocab_sha256="0" * 64)
+    meta = sidecar(
+        tokenizer=tokenizer, dtype=np.int32, eod_id=0, bos_id=None, documents=1, tokens=5, bin_sha256="0" * 64
+    )
+    write_sidecar(sidecar_path(prefix), meta)
+    result = invoke("shards", "inspect", prefix)
+    assert result.exit_code == 0, result.output
+    assert r"tokenizer  tok\x07\u202e<b>" in result.output and not RAW_CONTROLS.search(result.output)
