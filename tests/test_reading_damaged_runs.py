@@ -305,3 +305,12 @@ def test_shards_inspect_escapes_what_a_sidecar_names(tmp_path):
     result = invoke("shards", "inspect", prefix)
     assert result.exit_code == 0, result.output
     assert r"tokenizer  tok\x07\u202e<b>" in result.output and not RAW_CONTROLS.search(result.output)
+
+
+def test_rejects_cuts_a_huge_id_instead_of_padding_every_line_to_it(tmp_path):
+    """One id of a megabyte made every line of the listing a megabyte wide (21 MB for 21 rows)."""
+    run = make_run(tmp_path / "run", [ledger_row("x" * 1_000_000)] + [ledger_row(f"r{i}") for i in range(20)])
+    result = invoke("rejects", run)
+    assert result.exit_code == 0, result.output
+    assert len(result.output) < 10_000, len(result.output)
+    assert "x" * 100 + " ... (1,000,000 chars)" in result.output
