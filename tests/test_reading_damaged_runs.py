@@ -120,6 +120,15 @@ def edit_manifest(run: Path, edit) -> None:
             lambda run: (run / "cost.json").write_text(json.dumps({"cpu_seconds": {"total": -1.5}})),
             "cost.json: cpu_seconds.total is -1.5, expected a number of at least 0",
         ),
+        (
+            lambda run: (run / "cost.json").write_text(json.dumps({"workers": "w" * 1_000_000})),
+            "cost.json: workers is a string, expected an integer",
+        ),
+        # Every chart, table and caption repeats a source's name: a page of several megabytes.
+        (
+            lambda run: edit_manifest(run, lambda m: m["sources"].update({"s" * 1_000_000: m["sources"]["web"]})),
+            "manifest.json: a source or stage is named with 1,000,000 characters",
+        ),
     ],
 )
 def test_a_damaged_record_is_one_line_naming_the_file_and_key(tmp_path, damage, message):
@@ -213,6 +222,7 @@ def test_the_page_escapes_hostile_strings_and_stays_small(tmp_path):
     edit_manifest(
         run, lambda m: m["sources"].update({SCRIPT: {"input": 0, "output": 0, "rejected": 0, "rejected_by": {}}})
     )
+    edit_manifest(run, lambda m: m.update(config_file=hostile + "c" * 1_000_000))
     result = invoke("report", run, "-o", tmp_path / "page.html")
     assert result.exit_code == 0, result.output
     page = (tmp_path / "page.html").read_text(encoding="utf-8")

@@ -55,24 +55,32 @@ MANIFEST = {
 }
 COST = {
     "cpu_seconds": Optional(Each(float)),
+    "workers": Optional(int),
     "projection": Optional((None, {"core_hours": float, "note": str})),
 }
 
 
 # The most a count or a number of seconds the report draws may be: a 64-bit count.
 MAX_COUNT = 2**63
+# The longest source or stage name the report draws (a config allows 64 characters): every
+# chart, table and caption repeats it, so a megabyte one made pages of several megabytes.
+MAX_NAME_CHARS = 200
 
 
 def load_json(path: Path, shape: object) -> dict | None:
     """The record in ``path`` checked against ``shape``, or None when there is no file.
 
-    Every number ``shape`` names is a count or a number of seconds, so it is also checked
+    Source and stage names are checked to be at most MAX_NAME_CHARS long, and every
+    number ``shape`` names is a count or a number of seconds, so it is also checked
     to lie in [0, MAX_COUNT]: a negative one (a manifest edited by hand) drew bars off the
     page's left edge, and one beyond (JSON integers have no bound) ended the report in an
     ``OverflowError`` naming no file."""
     if not path.exists():
         return None
     record = read_record(path, shape)
+    for name in (*record.get("sources", ()), *record.get("stages", ())):
+        if len(name) > MAX_NAME_CHARS:  # a config refuses such names: an edited manifest
+            raise RecordError(f"{printable_path(path)}: a source or stage is named with {len(name):,} characters")
     for where, value, kind in _numbers(record, shape):
         if not 0 <= value <= MAX_COUNT:
             shown = f"{value:,}" if value < MAX_COUNT else "beyond 64 bits"

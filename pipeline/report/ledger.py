@@ -123,15 +123,16 @@ def _example(row: dict) -> Example:
         text = bytes(row["raw"][: EXAMPLE_CHARS * 4]).decode("utf-8", errors="replace")
     where = f"{row['file']}:{row['line']}" if row["file"] is not None else ""
     return Example(
-        id=_clip(row["id"], ID_CHARS),
-        where=_clip(where, EXAMPLE_CHARS),
-        detail=_clip(row["detail"], EXAMPLE_CHARS),
-        text=_clip(text, EXAMPLE_CHARS),
+        id=clip(row["id"], ID_CHARS),
+        where=clip(where, EXAMPLE_CHARS),
+        detail=clip(row["detail"], EXAMPLE_CHARS),
+        text=clip(text, EXAMPLE_CHARS),
     )
 
 
-def _clip(text: str | None, limit: int) -> str:
-    """``text`` (None: empty) cut at ``limit`` characters, then "…"."""
+def clip(text: str | None, limit: int) -> str:
+    """``text`` (None: empty) cut at ``limit`` characters, then "…": for any string of a
+    run's files that the page shows, so that a megabyte one cannot make the page that large."""
     text = text or ""
     return text[:limit] + ("…" if len(text) > limit else "")
 

@@ -279,7 +279,9 @@ def cpu(ctx: Context) -> Section | None:
     )
     projection = ctx.cost.get("projection")
     if projection:
-        caption += f" Projected full run: {projection['core_hours']:,} core-hours ({projection['note']})."
+        caption += (
+            f" Projected full run: {projection['core_hours']:,} core-hours ({ledger.clip(projection['note'], 300)})."
+        )
     return Section("cpu", "CPU time per stage", caption, _bars(bars, "CPU seconds per stage", " s"))
 
 
