@@ -260,7 +260,7 @@ def test_report_on_a_parquet_file_of_another_kind_in_a_run_is_one_line(tmp_path)
     pq.write_table(pa.table({"id": ["a"], "score": [1]}), foreign)
     result = CliRunner().invoke(main, ["report", str(run), "-o", str(tmp_path / "r.html")])
     assert result.exit_code == 1 and result.output.count("\n") == 1, result.output
-    assert result.output.startswith(f"Error: {foreign}: cannot read it (Field"), result.output
+    assert result.output == f"Error: {foreign}: cannot read it (not a file prep wrote: no text column 'text')\n"
 
 
 def test_a_damaged_parquet_file_in_a_run_is_named(tmp_path):

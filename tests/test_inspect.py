@@ -176,9 +176,9 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     write_ledger(
         tmp_path / "rejects" / "code" / "r.parquet", [rejected("twin", "length", "too-short", "data/code/y.jsonl", 4)]
     )
-    reads = []
-    real_read = lookup.pq.read_table
-    monkeypatch.setattr(lookup.pq, "read_table", lambda path, **kw: reads.append(kw) or real_read(path, **kw))
+    groups = []
+    real_may_hold = lookup._may_hold
+    monkeypatch.setattr(lookup, "_may_hold", lambda *a: groups.append(real_may_hold(*a)) or groups[-1])
 
     result = invoke_show(tmp_path, "twin")
     assert result.exit_code == 0, result.output
@@ -192,8 +192,8 @@ def test_show_lists_every_document_with_the_id_and_where_each_is(tmp_path, monke
     assert "rule 'exact-duplicate' (web, data/web/x.jsonl:12)" in out and "detail: survivor twin" in out
     assert "rule 'too-short' (web, data/code/y.jsonl:4)" in out
     assert "first copy" in out and "second copy" in out
-    # Every file is searched through Parquet's row-group statistics, not read whole.
-    assert len(reads) == 5 and all(kw == {"filters": [("id", "=", "twin")]} for kw in reads)
+    # Every row group is searched through Parquet's statistics: those of "other-*" ids are not read.
+    assert len(groups) == 8 and groups.count(False) == 4, groups
 
     single = invoke_show(tmp_path, "other-01")  # once kept, once rejected: a rejected twin
     assert single.output.startswith("2 documents have id 'other-01': 1 kept, 1 rejected\n")
@@ -244,14 +244,14 @@ def test_show_names_a_file_it_cannot_read(tmp_path, monkeypatch):
     bad.unlink()
 
     # Root reads through chmod 000, so a permission failure is simulated where the OS would raise it.
-    real_read = lookup.pq.read_table
+    real_open = lookup.pq.ParquetFile
 
     def denied(path, **kw):
         if Path(path).name == "a.parquet":
             raise PermissionError(13, "Permission denied", str(path))
-        return real_read(path, **kw)
+        return real_open(path, **kw)
 
-    monkeypatch.setattr(lookup.pq, "read_table", denied)
+    monkeypatch.setattr(lookup.pq, "ParquetFile", denied)
     assert_one_line_error(invoke_show(tmp_path, "doc"), f"cannot read {tmp_path}/docs/web/a.parquet: Permission denied")
 
 

@@ -38,8 +38,8 @@ class Match:
 def find_documents(run: Path, doc_id: str) -> list[Match]:
     """Every document with ``doc_id``, kept ones first: an id can repeat (two inputs with the
     same ids, or a document kept once and dropped as a duplicate elsewhere), and showing only
-    the first would hide the others. Each file is read with a filter on ``id``, so Parquet
-    skips the row groups whose statistics rule the id out and reads little of most files."""
+    the first would hide the others. Each file skips the row groups whose statistics rule
+    the id out (``read_rows``), so little of most files is read."""
     found = []
     layout = Layout(run)
     for kind, folder, columns in (("kept", layout.docs_folder, SHOWN), ("rejected", layout.rejects_folder, LISTED)):
@@ -71,12 +71,35 @@ def read_rows(path: Path, doc_id: str, columns: tuple[str, ...]) -> list[dict]:
     A file that cannot be read (permissions, a dangling link, a truncated or foreign file)
     is an ``UnreadableRun`` naming it."""
     try:
-        refuse_special(path)  # a FIFO would block the read for good
-        table = pq.read_table(path, filters=[("id", "=", doc_id)])
-        _check_columns(table.schema, columns)
-        return table.to_pylist()
+        # Checked first: a file of another kind, without a text ``id``, failed inside the
+        # filter with Arrow's "No match for FieldRef.Name(id)" or "Function 'equal' has no
+        # kernel", and a damaged one with its path repeated in Arrow's message.
+        parquet = _checked_file(path, columns)
+        rows = []
+        for group in range(parquet.metadata.num_row_groups):
+            if _may_hold(parquet, group, doc_id):
+                for batch in parquet.iter_batches(batch_size=SHOW_BATCH_ROWS, row_groups=[group]):
+                    rows += batch.filter(pc.equal(batch.column("id"), doc_id)).to_pylist()
+        return rows
     except (OSError, pa.ArrowException) as error:
         raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
+
+
+# Rows ``read_rows`` holds at a time: a whole row group (``pq.read_table`` with a filter
+# reads one, then filters) of a million ledger rows with their text took a gigabyte.
+SHOW_BATCH_ROWS = 4096
+
+
+def _may_hold(parquet: pq.ParquetFile, group: int, doc_id: str) -> bool:
+    """Whether row group ``group`` may hold ``doc_id``: False only when the ``id`` column's
+    statistics rule it out, so most row groups of most files are never read."""
+    meta = parquet.metadata.row_group(group)
+    for index in range(meta.num_columns):
+        if meta.column(index).path_in_schema == "id":
+            stats = meta.column(index).statistics
+            if stats is not None and stats.has_min_max and isinstance(stats.min, str):
+                return stats.min <= doc_id <= stats.max
+    return True
 
 
 # What ``prep rejects`` shows of a rejected row (the text stays in the file).
@@ -111,7 +134,9 @@ def rejected_rows(run: Path, *, stage: str | None, reason: str | None, limit: in
 
 def _checked_file(path: Path, columns: tuple[str, ...]) -> pq.ParquetFile:
     """A Parquet file of the run, opened and checked (``_check_columns``); raises what a
-    damaged file raises, or ``ArrowInvalid``."""
+    damaged file raises, or ``ArrowInvalid``. A dangling link or a link loop raises the
+    OS's error, whose reason is one line (Arrow's repeats the path)."""
+    os.stat(path)
     refuse_special(path)  # a FIFO would block the read for good
     parquet = pq.ParquetFile(path)
     _check_columns(parquet.schema_arrow, columns)
@@ -134,12 +159,12 @@ def ledger_counts(run: Path, column: str) -> dict[str, int]:
     what ``prep rejects`` offers when a filter matches nothing."""
     counts: dict[str, int] = {}
     for path in _listed(Layout(run).rejects_folder, run):
-        try:
-            values = _checked_file(path, LISTED).read(columns=[column]).column(column)
+        try:  # batch by batch, as ``rejected_rows``: a ledger file can hold millions of rows
+            for batch in _checked_file(path, LISTED).iter_batches(columns=[column]):
+                for item in pc.value_counts(batch.column(column)).to_pylist():
+                    counts[str(item["values"])] = counts.get(str(item["values"]), 0) + item["counts"]
         except (OSError, pa.ArrowException) as error:
             raise UnreadableRun(f"cannot read {printable(path)}: {printable(error_line(error))}") from None
-        for item in pc.value_counts(values).to_pylist():
-            counts[str(item["values"])] = counts.get(str(item["values"]), 0) + item["counts"]
     return counts
 
 

@@ -12,6 +12,9 @@ from pipeline.commands.document_lookup import UnreadableRun, ledger_counts, reje
 from pipeline.commands.show import field_text
 from pipeline.util.printable import printable
 
+# The most characters of an id, stage or reason the listing shows (`prep show ID` shows it whole).
+CELL_CHARS = 100
+
 
 @click.command(short_help="List the documents a run dropped: stage, reason and why.")
 @click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
@@ -30,7 +33,8 @@ def rejects(run: Path, stage: str | None, reason: str | None, limit: int) -> Non
     except UnreadableRun as error:  # no run, or a file of it that cannot be read
         raise click.ClickException(str(error)) from None
     more, rows = len(rows) > limit, rows[:limit]
-    cells = [[printable(row[name] or "") for name in ("id", "stage", "reason")] for row in rows]
+    # Cut as a detail is: one id of a megabyte padded every line of the listing to its width.
+    cells = [[field_text(row[name] or "", CELL_CHARS) for name in ("id", "stage", "reason")] for row in rows]
     widths = [max(len(cell[k]) for cell in [["id", "stage", "reason"], *cells]) for k in range(3)]
     click.echo("  ".join(name.ljust(width) for name, width in zip(("id", "stage", "reason"), widths)) + "  detail")
     for cell, row in zip(cells, rows):

@@ -14,6 +14,7 @@ import click
 from pipeline.commands.shard_inspect import DecodeError, decode_document, describe_shard, resolve_shards
 from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import IncompatibleShards, ShardError, shard_prefix
+from pipeline.util.printable import printable, printable_path
 
 
 def _shards(path: str) -> list[str]:
@@ -53,7 +54,7 @@ def _inspect(path: str, decode_k: int | None, verify: bool, as_json: bool) -> No
             raise click.BadParameter(str(e)) from None
         except DecodeError as e:
             raise click.ClickException(str(e)) from e
-        click.echo(text, nl=False)
+        click.echo(printable(text, text=True), nl=False)  # a document's escapes would act on the terminal
         return
     infos = [describe_shard(p, verify) for p in prefixes]
     if as_json:
@@ -71,14 +72,15 @@ def _print_info(info: dict[str, Any]) -> None:
     tokenizer = info["tokenizer"] or "unknown (no sidecar)"
     if info["vocab_sha256"]:
         tokenizer += f"  (vocab sha256 {info['vocab_sha256'][:16]}...)"
-    click.echo(info["shard"])
+    click.echo(printable_path(info["shard"]))
     click.echo(f"  documents  {info['documents']:,}")
     click.echo(
         f"  tokens     {info['tokens']:,}  (per document: min {info['min_tokens']}, "
         f"mean {info['mean_tokens']:.1f}, max {info['max_tokens']})"
     )
     click.echo(f"  dtype      {info['dtype']}")
-    click.echo(f"  tokenizer  {tokenizer}")
+    # The sidecar's name for its tokenizer is a file's words, shown as ``prep show`` shows a document's.
+    click.echo(f"  tokenizer  {printable(tokenizer)}")
     click.echo(f"  eod id     {info['eod_id']}    bos id {info['bos_id']}")
     if "bin_sha256" in info:
         verdict = "matches its sidecar" if info["bin_sha256_matches"] else "not checked: no checksum in a sidecar"

@@ -34,8 +34,11 @@ def mixture_tokens(mix_dir: Path) -> int:
         tokens = read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
     except RecordError as error:
         raise MixError(str(error)) from None
-    if tokens < 0:  # a damaged mix.json: it printed negative GPU-hours
-        raise MixError(f"{mix_json}: tokens is {tokens:,}, not a count of tokens")
+    # A damaged mix.json: a negative count printed negative GPU-hours, and one beyond 64 bits
+    # (JSON integers have no bound) ended in an OverflowError naming no file.
+    if not 0 <= tokens < 2**63:
+        shown = f"{tokens:,}" if tokens < 0 else "beyond 64 bits"
+        raise MixError(f"{mix_json}: tokens is {shown}, not a count of tokens")
     return tokens
 
 

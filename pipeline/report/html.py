@@ -12,6 +12,7 @@ from pathlib import Path
 from pipeline import __version__
 from pipeline.formats.layout import Layout
 from pipeline.report.collect import COST, MANIFEST, load_json
+from pipeline.report.ledger import clip
 from pipeline.report.sections import Context, Section, build_sections
 from pipeline.report.svg import esc
 from pipeline.util.atomic import atomic_path
@@ -47,7 +48,7 @@ def render_report(run_dir: Path, mix_dir: Path | None = None) -> str:
 def page(ctx: Context, sections: list[Section]) -> str:
     b = ctx.manifest["balance"]
     meta = (
-        f"{esc(ctx.layout.out.resolve())} · config {esc(ctx.manifest.get('config_file', '?'))} · "
+        f"{esc(ctx.layout.out.resolve())} · config {esc(clip(ctx.manifest.get('config_file', '?'), 300))} · "
         f"prep {esc(__version__)} · "
         f"{b['input']:,} documents in, {b['output']:,} kept, {b['rejected']:,} rejected"
     )

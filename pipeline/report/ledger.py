@@ -8,6 +8,7 @@ of at most ``MAX_DUPLICATE_ROWS`` duplicate rows.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from pipeline.kernels.hashing import hash_strings
 
 EXAMPLES_PER_RULE = 3
 EXAMPLE_CHARS = 300
+ID_CHARS = 100
+NO_RULE = "(none)"
 DUPLICATE_REASONS = ("exact-duplicate", "near-duplicate")
 MAX_DUPLICATE_ROWS = 1_000_000
 BATCH_ROWS = 65_536
@@ -31,14 +34,30 @@ BATCH_ROWS = 65_536
 
 @dataclass(frozen=True)
 class Example:
-    id: str
-    where: str  # file:line of the input
+    id: str  # at most ID_CHARS characters, then "…"
+    where: str  # file:line of the input; this and the rest at most EXAMPLE_CHARS characters, then "…"
     detail: str
-    text: str  # at most EXAMPLE_CHARS characters, then "…"
+    text: str
 
 
 def ledger_files(layout: Layout, sources: list[str]) -> list[Path]:
     return [p for source in sources for p in layout.reject_files(source)]
+
+
+def text_file(path: Path, columns: tuple[str, ...]) -> pq.ParquetFile:
+    """``path`` opened, with ``ArrowInvalid`` (which ``reading`` turns into one line naming
+    the file) unless each of ``columns`` is text: a Parquet file of another kind in the
+    run's folders ended the report in Arrow's "Function 'utf8_length' has no kernel
+    matching input types (int64)", or a TypeError naming no file. Stat'ed first, so that a
+    dangling link or a link loop is the OS's reason, not Arrow's sentence repeating the path."""
+    os.stat(path)
+    parquet = pq.ParquetFile(path)
+    schema = parquet.schema_arrow
+    for name in columns:
+        kind = schema.field(name).type if name in schema.names else None
+        if kind is None or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise pa.ArrowInvalid(f"not a file prep wrote: no text column {name!r}")
+    return parquet
 
 
 def examples(files: list[Path]) -> dict[str, list[Example]]:
@@ -52,8 +71,11 @@ def examples(files: list[Path]) -> dict[str, list[Example]]:
     for file_index, path in enumerate(files):
         with reading(path):
             row = 0
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["id", "stage", "reason"]):
-                rules = pc.binary_join_element_wise(batch.column("stage"), batch.column("reason"), ":")
+            parquet = text_file(path, ("id", "stage", "reason", "text", "detail", "file"))
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=["id", "stage", "reason"]):
+                # A row without a stage or reason (a ledger edited by hand) is listed under "(none)".
+                stages, reasons = (pc.fill_null(batch.column(name), NO_RULE) for name in ("stage", "reason"))
+                rules = pc.binary_join_element_wise(stages, reasons, ":")
                 hashes = hash_strings(batch.column("id"))
                 for rule in pc.unique(rules).to_pylist():
                     rows = np.flatnonzero(pc.equal(rules, rule).to_numpy(zero_copy_only=False))
@@ -77,26 +99,42 @@ def _read_rows(path: Path, wanted: set[int]) -> dict[int, Example]:
 
 
 def _rows_of(parquet: pq.ParquetFile, wanted: set[int]) -> dict[int, Example]:
+    """Batch by batch within each row group that holds a wanted row: a whole row group
+    (a million rows of text, as a writer may make it) took a gigabyte to read for three rows."""
     found, start = {}, 0
+    columns = ["id", "file", "line", "detail", "text", "raw"]
     for group in range(parquet.metadata.num_row_groups):
         size = parquet.metadata.row_group(group).num_rows
-        inside = sorted(r for r in wanted if start <= r < start + size)
-        if inside:
-            table = parquet.read_row_group(group, columns=["id", "file", "line", "detail", "text", "raw"])
-            for r in inside:
-                found[r] = _example(table.slice(r - start, 1).to_pylist()[0])
-        start += size
+        if any(start <= r < start + size for r in wanted):
+            for batch in parquet.iter_batches(batch_size=BATCH_ROWS, row_groups=[group], columns=columns):
+                for r in sorted(r for r in wanted if start <= r < start + batch.num_rows):
+                    found[r] = _example(batch.slice(r - start, 1).to_pylist()[0])
+                start += batch.num_rows
+        else:
+            start += size
     return found
 
 
 def _example(row: dict) -> Example:
+    """Every field clipped: an id, a file name or a detail of a megabyte (a ledger from
+    hostile input, or edited) made the page that large, once per example."""
     text = row["text"]
     if text is None and row["raw"] is not None:  # undecodable input: show what bytes it had
         text = bytes(row["raw"][: EXAMPLE_CHARS * 4]).decode("utf-8", errors="replace")
-    text = text or ""
-    clipped = text[:EXAMPLE_CHARS] + ("…" if len(text) > EXAMPLE_CHARS else "")
     where = f"{row['file']}:{row['line']}" if row["file"] is not None else ""
-    return Example(id=row["id"] or "", where=where, detail=row["detail"] or "", text=clipped)
+    return Example(
+        id=clip(row["id"], ID_CHARS),
+        where=clip(where, EXAMPLE_CHARS),
+        detail=clip(row["detail"], EXAMPLE_CHARS),
+        text=clip(text, EXAMPLE_CHARS),
+    )
+
+
+def clip(text: str | None, limit: int) -> str:
+    """``text`` (None: empty) cut at ``limit`` characters, then "…": for any string of a
+    run's files that the page shows, so that a megabyte one cannot make the page that large."""
+    text = text or ""
+    return text[:limit] + ("…" if len(text) > limit else "")
 
 
 @dataclass
@@ -118,7 +156,9 @@ def duplicate_clusters(files: list[Path], max_rows: int = MAX_DUPLICATE_ROWS) ->
     wanted = pa.array(DUPLICATE_REASONS)
     for path in files:
         with reading(path):
-            for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=["reason", "detail"]):
+            for batch in text_file(path, ("reason", "detail")).iter_batches(
+                batch_size=BATCH_ROWS, columns=["reason", "detail"]
+            ):
                 mask = pc.is_in(batch.column("reason"), value_set=wanted)
                 details = pc.filter(batch.column("detail"), mask).to_pylist()
                 if read + len(details) > max_rows:
@@ -140,7 +180,7 @@ def survivor(detail: str | None) -> str:
         return ""
     try:
         value = json.loads(detail)
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
         return detail
     return str(value.get("survivor", detail)) if isinstance(value, dict) else detail
 

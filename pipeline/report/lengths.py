@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.unreadable import reading
+from pipeline.report.ledger import text_file
 
 SAMPLE_ROWS = 200_000
 BINS_PER_DECADE = 10
@@ -67,8 +68,8 @@ def rows_in(files: list[Path]) -> int:
 
 
 def _rows(path: Path) -> int:
-    with reading(path):
-        return pq.ParquetFile(path).metadata.num_rows
+    with reading(path):  # the first read of each file: checked here
+        return text_file(path, ("text",)).metadata.num_rows
 
 
 def char_lengths(files: list[Path], fraction: float) -> Histogram:
@@ -77,7 +78,7 @@ def char_lengths(files: list[Path], fraction: float) -> Histogram:
     seen = total = 0
     for path in files:
         with reading(path):
-            parquet = pq.ParquetFile(path)
+            parquet = text_file(path, ("text",))
             rows = parquet.metadata.num_rows
             total += rows
             quota = math.ceil(rows * fraction)

@@ -279,7 +279,9 @@ def cpu(ctx: Context) -> Section | None:
     )
     projection = ctx.cost.get("projection")
     if projection:
-        caption += f" Projected full run: {projection['core_hours']:,} core-hours ({projection['note']})."
+        caption += (
+            f" Projected full run: {projection['core_hours']:,} core-hours ({ledger.clip(projection['note'], 300)})."
+        )
     return Section("cpu", "CPU time per stage", caption, _bars(bars, "CPU seconds per stage", " s"))
 
 
@@ -310,8 +312,26 @@ def rejected_examples(ctx: Context) -> Section | None:
     return Section("examples", "Rejected examples", caption, "".join(parts))
 
 
+def absent_folders(ctx: Context) -> None:
+    """Name, under "not in this run", each source folder the manifest counts documents in
+    that the run folder lacks (deleted, not copied, a file in its place): the charts read
+    from those folders would otherwise just draw fewer documents, without saying why."""
+    for what, folder_of, count in (
+        ("kept documents", ctx.layout.docs, "output"),
+        ("rejects", ctx.layout.rejects, "rejected"),
+    ):
+        for source, counts in ctx.manifest["sources"].items():
+            folder = folder_of(source)
+            if counts[count] and not folder.is_dir():
+                ctx.missing.append(
+                    f"the {counts[count]:,} {what} of {source}: {folder} is not a folder, so the lengths, "
+                    "languages, scores and examples leave them out"
+                )
+
+
 def build_sections(ctx: Context) -> list[Section]:
     """All sections in page order; those without data are left out (see ``ctx.missing``)."""
+    absent_folders(ctx)
     built = [
         balance(ctx),
         drops_per_stage(ctx),

@@ -17,6 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pipeline.util.printable import printable
+
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000", "#999999")
 FONT = "font-family:system-ui,sans-serif;font-size:12px"
@@ -26,8 +28,12 @@ MAX_LABEL_CHARS = 40
 
 
 def esc(value: object) -> str:
-    """Text made safe for SVG/HTML content and attribute values."""
-    return html.escape(str(value), quote=True)
+    """Text made safe for SVG/HTML content and attribute values: markup escaped, and the
+    control characters and bidi overrides of ``printable`` written as visible escapes (a
+    rejected document's id or text is untrusted input; raw, a U+202E in it reversed what
+    the page showed after it, and C0 controls are not allowed in HTML). Newlines and tabs
+    stay, for the ``<pre>`` of a document's text."""
+    return html.escape(printable(value, text=True), quote=True)
 
 
 def fmt(value: float) -> str:

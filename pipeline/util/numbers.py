@@ -17,7 +17,9 @@ def is_number(value: object) -> bool:
     """An int or a finite float (a bool is neither, though Python counts it as an int)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
-    return math.isfinite(value)
+    # An int is always finite; math.isfinite converts it to a float first, which raised
+    # OverflowError for one beyond 1e308 (a record's 400-digit count).
+    return isinstance(value, int) or math.isfinite(value)
 
 
 def finite(value: float, name: str, *, above: float | None = None, at_least: float | None = None) -> float:
