@@ -7,7 +7,9 @@ Config loading alone where it can tell (fast); a run where only the run can.
 
 from __future__ import annotations
 
-from pipeline.engine.config import load_config
+import pytest
+
+from pipeline.engine.config import ConfigError, load_config
 
 DOC = '{"id": "a", "text": "a document of a few words"}\n'
 
@@ -32,3 +34,67 @@ def test_a_leading_wildcard_in_a_config_of_the_current_folder_stays_in_that_fold
     config = load_config("run.toml")
     assert [str(f) for f in config.sources["web"].files] == ["a.jsonl", "sub/b.jsonl"]
     assert [str(f) for f in config.sources["top"].files] == ["sub/b.jsonl"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('[sources."a/b"]\npaths = ["a.jsonl"]\n', ", line 1: source name 'a/b' is not allowed"),
+        ('[sources.".."]\npaths = ["a.jsonl"]\n', ", line 1: source name '..' is not allowed"),
+        ('[sources.".prep"]\npaths = ["a.jsonl"]\n', ", line 1: source name '.prep' is not allowed"),
+        ('[sources."w b"]\npaths = ["a.jsonl"]\n', ", line 1: source name 'w b' is not allowed"),
+        ('[sources."wéb"]\npaths = ["a.jsonl"]\n', ", line 1: source name 'wéb' is not allowed"),
+        (
+            '[sources.Web]\npaths = ["a.jsonl"]\n\n[sources.web]  # again\npaths = ["a.jsonl"]\n',
+            ", line 4: sources 'Web' and 'web' differ only in case",
+        ),
+        ('[sources.web]\npaths = ["~/a.jsonl"]\n', ", line 1: .* matches no file .*; ~ is not expanded in a config"),
+        ("[sources.web]\npaths = []\n", ", line 1: sources.web.paths must be a non-empty list"),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[sources.code]\npaths = ["none/*.jsonl"]\n',
+            ", line 3: sources.code: 'none/\\*.jsonl' matches no file",
+        ),
+        ('[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "tokenise"\n', ", line 3: unknown stage"),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "length"\n'
+            '[[stages]]\nname = "length"\nmin_chars = "9"\n',
+            ", line 5: stages\\[1\\] \\(length\\): min_chars = '9' is not a valid int",
+        ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "tokenize"\n[[stages]]\nname = "dedup"\n',
+            ", line 3: stage 'tokenize' writes the final output and must be the last stage",
+        ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "tokenize"\nbos = {a = 1}\n',
+            ", line 3: stages\\[0\\] \\(tokenize\\): bos = \\{'a': 1\\} is not a valid bool",
+        ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "length"\nsources = [1]\n',
+            ", line 3: stages\\[0\\] \\(length\\): sources must be a non-empty list",
+        ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "length"\nsources = []\n',
+            ", line 3: stages\\[0\\] \\(length\\): sources must be a non-empty list",
+        ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[sources.code]\npaths = ["a.jsonl"]\n[[stages]]\nname = "length"\n'
+            'sources = ["web"]\n[stages.per_source.code]\nmin_chars = 3\n',
+            ", line 5: stages\\[0\\] \\(length\\): per_source.code is for a source the stage skips",
+        ),
+        ('[run]\nblock_bytes = 0\n[sources.web]\npaths = ["a.jsonl"]\n', ": \\[run\\] block_bytes must be a positive"),
+        ("[sources.web]\npaths = ['a.jsonl']\n[[stages]]\nname = 'dedup'\nmin_similarity = nan\n", ": stages\\[0\\]"),
+    ],
+)
+def test_a_bad_config_is_refused_naming_the_file_the_line_and_the_key(tmp_path, text, message):
+    config = write(tmp_path, text)
+    with pytest.raises(ConfigError, match=f"^{config}{message}"):
+        load_config(config, tmp_path / "out")
+
+
+def test_a_byte_order_mark_and_windows_line_ends_are_read_as_toml(tmp_path):
+    """Notepad's UTF-8 starts with a BOM, which tomllib calls an "Invalid statement"."""
+    text = '[sources.web]\r\npaths = ["a.jsonl"]\r\n[[stages]]\r\nname = "length"\r\nmin_chars = 3\r\n'
+    config = write(tmp_path, "\ufeff" + text)
+    loaded = load_config(config)
+    assert loaded.stages[0].options == {"min_chars": 3}
+    assert loaded.canonical() == load_config(write(tmp_path, text.replace("\r\n", "\n"), "plain.toml")).canonical()
