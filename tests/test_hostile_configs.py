@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline.engine.config import ConfigError, load_config
+from pipeline.engine.run import run_pipeline
 
 DOC = '{"id": "a", "text": "a document of a few words"}\n'
 
@@ -98,3 +99,26 @@ def test_a_byte_order_mark_and_windows_line_ends_are_read_as_toml(tmp_path):
     loaded = load_config(config)
     assert loaded.stages[0].options == {"min_chars": 3}
     assert loaded.canonical() == load_config(write(tmp_path, text.replace("\r\n", "\n"), "plain.toml")).canonical()
+
+
+def test_a_stage_repeated_with_the_same_options_counts_as_its_own(tmp_path):
+    """Equal ``StageConfig``s were one to ``config.stages.index``: the repeat's counts went
+    to the first, and the summary warned that the repeat "saw no documents"."""
+    config = write(
+        tmp_path, '[sources.web]\npaths = ["a.jsonl"]\n' + '[[stages]]\nname = "length"\nmin_chars = 3\n' * 2
+    )
+    manifest = run_pipeline(config, tmp_path / "out", quiet=True, workers=1)
+    assert [manifest["stages"][label]["input"] for label in ("length#1", "length#2")] == [1, 1]
+
+
+@pytest.mark.parametrize("out", ["", "a.jsonl", "run.toml"])
+def test_an_out_that_is_empty_or_a_file_is_refused_and_the_file_is_untouched(tmp_path, monkeypatch, out):
+    """An input file or the config as --out was refused as "matches only a prep run's
+    output"; an empty --out was the current folder."""
+    config = write(tmp_path, '[sources.web]\npaths = ["*.jsonl"]\n')
+    monkeypatch.chdir(tmp_path)
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    message = "--out is empty" if out == "" else f"--out {out} exists and is not a folder"
+    with pytest.raises(ConfigError, match=f"^{message}"):
+        run_pipeline(config, out, quiet=True, workers=1)
+    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before

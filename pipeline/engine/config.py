@@ -89,6 +89,10 @@ class StageConfig:
     options: dict[str, Any]
     sources: list[str] | None  # None: every source
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Its place in [[stages]]: a stage repeated with the same options is still a second
+    # stage to ``config.stages.index``, which labels it; without it, the repeat's counts
+    # went to the first ("dedup#2 saw no documents").
+    index: int = 0
 
     def applies_to(self, source: str) -> bool:
         return self.sources is None or source in self.sources
@@ -385,7 +389,7 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
     options = {k: v for k, v in table.items() if k not in STAGE_KEYS}
     for scope, values in [(where, options)] + [(f"{where}.per_source.{s}", v) for s, v in per_source.items()]:
         _check_options(cls, scope, {**options, **values})
-    return StageConfig(name=name, options=options, sources=limited, per_source=per_source)
+    return StageConfig(name=name, options=options, sources=limited, per_source=per_source, index=index)
 
 
 def _check_options(cls, where: str, values: dict[str, Any]) -> None:
