@@ -8,7 +8,9 @@ Config loading alone where it can tell (fast); a run where only the run can.
 from __future__ import annotations
 
 import pytest
+from click.testing import CliRunner
 
+from pipeline.commands.main import main
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
 
@@ -122,3 +124,22 @@ def test_an_out_that_is_empty_or_a_file_is_refused_and_the_file_is_untouched(tmp
     with pytest.raises(ConfigError, match=f"^{message}"):
         run_pipeline(config, out, quiet=True, workers=1)
     assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+
+
+@pytest.mark.parametrize(
+    "flags, message",
+    [
+        (["-w", "0"], "'-w': 0 is not in the range x>=1"),
+        (["-w", "-1"], "'-w': -1 is not in the range x>=1"),
+        (["--sample", "0"], "'--sample': 0.0 is not in the range 0<x<=1"),
+        (["--sample", "1.5"], "'--sample': 1.5 is not in the range 0<x<=1"),
+        (["--sample", "nan"], "'--sample': nan is not a finite number"),
+        (["--sample", "0.5", "--sample-seed", str(2**64)], f"'--sample-seed': {2**64} is not in the range"),
+        (["--sample", "1", "--sample-seed", "5"], "give a --sample below 1"),
+    ],
+)
+def test_bad_run_flags_are_one_line_before_any_work(tmp_path, flags, message):
+    config = write(tmp_path, '[sources.web]\npaths = ["a.jsonl"]\n')
+    result = CliRunner().invoke(main, ["run", str(config), "--out", str(tmp_path / "out"), *flags])
+    assert result.exit_code == 2 and message in result.output.splitlines()[-1], result.output
+    assert not (tmp_path / "out").exists()
