@@ -7,6 +7,10 @@ Config loading alone where it can tell (fast); a run where only the run can.
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -143,3 +147,18 @@ def test_bad_run_flags_are_one_line_before_any_work(tmp_path, flags, message):
     result = CliRunner().invoke(main, ["run", str(config), "--out", str(tmp_path / "out"), *flags])
     assert result.exit_code == 2 and message in result.output.splitlines()[-1], result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_an_out_named_through_a_link_to_the_input_folder_is_never_an_input(tmp_path, monkeypatch):
+    """The output's own Parquet files, matched by the source's ``**``, are left out
+    however --out is spelt: through a link, the config in the current folder."""
+    folder = tmp_path / "data"
+    (folder / "out" / "docs" / "web").mkdir(parents=True)
+    for path in (folder / "a.parquet", folder / "out" / "docs" / "web" / "00000.parquet"):
+        pq.write_table(pa.table({"id": ["a"], "text": ["a document"]}), path)
+    (tmp_path / "link").symlink_to(folder)
+    write(folder, '[sources.web]\npaths = ["**/*.parquet"]\n')
+    monkeypatch.chdir(folder)
+    assert load_config("run.toml", tmp_path / "link" / "out").sources["web"].files == [Path("a.parquet")]
+    with pytest.raises(ConfigError, match="'\\*\\*/\\*.parquet' matches only a prep run's output"):
+        load_config("run.toml", tmp_path / "link")
