@@ -88,6 +88,11 @@ def test_a_leading_wildcard_in_a_config_of_the_current_folder_stays_in_that_fold
             'sources = ["web"]\n[stages.per_source.code]\nmin_chars = 3\n',
             ", line 5: stages\\[0\\] \\(length\\): per_source.code is for a source the stage skips",
         ),
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\n[[stages]]\nname = "length"\n'
+            '[stages.per_source.web]\nsources = ["web"]\n',
+            ", line 3: stages\\[0\\] \\(length\\): per_source.web.sources: sources is the stage's, not an option",
+        ),
         ('[run]\nblock_bytes = 0\n[sources.web]\npaths = ["a.jsonl"]\n', ": \\[run\\] block_bytes must be a positive"),
         ("[sources.web]\npaths = ['a.jsonl']\n[[stages]]\nname = 'dedup'\nmin_similarity = nan\n", ": stages\\[0\\]"),
     ],

@@ -386,6 +386,11 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
             raise _unknown(f"source in {where}.per_source", source, sources)
         if limited is not None and source not in limited:  # options that would never be used
             raise ConfigError(f"{where}: per_source.{source} is for a source the stage skips (sources = {limited})")
+        # A stage's own key here was "unknown option 'sources'; did you mean 'sources'?"
+        if own := sorted(STAGE_KEYS & set(per_source[source])):
+            raise ConfigError(
+                f"{where}: per_source.{source}.{own[0]}: {own[0]} is the stage's, not an option a source sets"
+            )
     options = {k: v for k, v in table.items() if k not in STAGE_KEYS}
     for scope, values in [(where, options)] + [(f"{where}.per_source.{s}", v) for s, v in per_source.items()]:
         _check_options(cls, scope, {**options, **values})
