@@ -46,6 +46,11 @@ def test_a_leading_wildcard_in_a_config_of_the_current_folder_stays_in_that_fold
 @pytest.mark.parametrize(
     "text, message",
     [
+        (
+            '[sources.web]\npaths = ["a.jsonl"]\nformat = = "jsonl"\n',
+            ": not valid TOML: Invalid value \\(at line 3, column 10\\)",
+        ),
+        ("", ": no \\[sources.<name>\\] table"),
         ('[sources."a/b"]\npaths = ["a.jsonl"]\n', ", line 1: source name 'a/b' is not allowed"),
         ('[sources.".."]\npaths = ["a.jsonl"]\n', ", line 1: source name '..' is not allowed"),
         ('[sources.".prep"]\npaths = ["a.jsonl"]\n', ", line 1: source name '.prep' is not allowed"),
@@ -167,3 +172,9 @@ def test_an_out_named_through_a_link_to_the_input_folder_is_never_an_input(tmp_p
     assert load_config("run.toml", tmp_path / "link" / "out").sources["web"].files == [Path("a.parquet")]
     with pytest.raises(ConfigError, match="'\\*\\*/\\*.parquet' matches only a prep run's output"):
         load_config("run.toml", tmp_path / "link")
+
+
+def test_a_config_that_is_a_folder_is_one_line(tmp_path):
+    (tmp_path / "run.toml").mkdir()
+    with pytest.raises(ConfigError, match=f"^config file {tmp_path / 'run.toml'} is a folder"):
+        load_config(tmp_path / "run.toml")
