@@ -127,17 +127,20 @@ def test_a_stage_repeated_with_the_same_options_counts_as_its_own(tmp_path):
     assert [manifest["stages"][label]["input"] for label in ("length#1", "length#2")] == [1, 1]
 
 
-@pytest.mark.parametrize("out", ["", "a.jsonl", "run.toml"])
-def test_an_out_that_is_empty_or_a_file_is_refused_and_the_file_is_untouched(tmp_path, monkeypatch, out):
+@pytest.mark.parametrize("out", ["", "a.jsonl", "run.toml", "dangling"])
+def test_an_out_that_is_empty_a_file_or_a_dangling_link_is_refused_and_nothing_is_written(tmp_path, monkeypatch, out):
     """An input file or the config as --out was refused as "matches only a prep run's
-    output"; an empty --out was the current folder."""
+    output"; an empty --out was the current folder; a dangling link "File exists"."""
     config = write(tmp_path, '[sources.web]\npaths = ["*.jsonl"]\n')
     monkeypatch.chdir(tmp_path)
-    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
-    message = "--out is empty" if out == "" else f"--out {out} exists and is not a folder"
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    before = sorted(tmp_path.iterdir())
+    messages = {"": "--out is empty", "dangling": f"--out dangling is a link to {tmp_path / 'gone'}, which does not"}
+    message = messages.get(out, f"--out {out} exists and is not a folder")
     with pytest.raises(ConfigError, match=f"^{message}"):
         run_pipeline(config, out, quiet=True, workers=1)
-    assert {path.name: path.read_bytes() for path in tmp_path.iterdir()} == before
+    assert sorted(tmp_path.iterdir()) == before
+    assert (tmp_path / "a.jsonl").read_text() == DOC
 
 
 @pytest.mark.parametrize(

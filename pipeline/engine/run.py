@@ -88,11 +88,16 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
 def _check_out(out: str | Path) -> None:
     """Refuse an --out that can hold no run, before the config's inputs are listed: an
     input file or the config given as --out was refused as "matches only a prep run's
-    output", and an empty --out ran into the current folder."""
+    output", an empty --out ran into the current folder, and a dangling link was "File
+    exists"."""
     if not str(out).strip():
         raise ConfigError("--out is empty: name the folder the run writes")
-    if not is_remote(str(out)) and Path(out).exists() and not Path(out).is_dir():
+    if is_remote(str(out)):
+        return
+    if Path(out).exists() and not Path(out).is_dir():
         raise ConfigError(f"--out {out} exists and is not a folder")
+    if Path(out).is_symlink() and not Path(out).exists():  # mkdir says only "File exists"
+        raise ConfigError(f"--out {out} is a link to {os.readlink(out)}, which does not exist")
 
 
 def _planned_units(config: Config) -> list[Unit]:
