@@ -33,6 +33,7 @@ Shape::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -225,10 +226,11 @@ def _header_line(text: str, header: tuple[str, int]) -> str:
     return f", line {lines[occurrence]}" if occurrence < len(lines) else ""
 
 
-def _in_table(header: tuple[str, int], check: typing.Callable[[], Any]) -> Any:
-    """``check()``, its refusal tied to the table ``header`` finds."""
+@contextlib.contextmanager
+def _in_table(header: tuple[str, int]) -> typing.Iterator[None]:
+    """A refusal within, tied to the table ``header`` finds."""
     try:
-        return check()
+        yield
     except _TableError:
         raise
     except ConfigError as error:
@@ -255,18 +257,18 @@ def _checked(path: Path, raw: dict, out: str | Path | None) -> Config:
         raise ConfigError("[sources.<name>] must be tables and [[stages]] an array of tables")
     sources: dict[str, SourceConfig] = {}
     for name, table in raw.get("sources", {}).items():
-        checked = lambda: _source(_checked_name(name, sources), table, path.parent, out)  # noqa: E731, B023
-        sources[name] = _in_table(_source_header(name), checked)
+        with _in_table(_source_header(name)):
+            sources[name] = _source(_checked_name(name, sources), table, path.parent, out)
     if not sources:
         raise ConfigError("no [sources.<name>] table; a run needs at least one source of documents")
-    stages = [
-        _in_table(_stage_header(i), lambda: _stage(i, table, sources))  # noqa: B023
-        for i, table in enumerate(raw.get("stages", []))
-    ]
-    for i, stage in enumerate(stages[:-1]):
-        if registry()[stage.name].terminal:
-            message = f"stage {stage.name!r} writes the final output and must be the last stage"
-            raise _TableError(message, _stage_header(i))
+    stages = []
+    for i, table in enumerate(raw.get("stages", [])):
+        with _in_table(_stage_header(i)):
+            stages.append(_stage(i, table, sources))
+    for stage in stages[:-1]:
+        with _in_table(_stage_header(stage.index)):
+            if registry()[stage.name].terminal:
+                raise ConfigError(f"stage {stage.name!r} writes the final output and must be the last stage")
     return Config(path=path, raw=raw, sources=sources, stages=stages, run=run)
 
 
