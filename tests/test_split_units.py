@@ -215,7 +215,7 @@ def test_a_run_stopped_between_pieces_resumes_to_the_same_bytes(runs, tmp_path):
 @pytest.mark.parametrize("value", ["-1", '"64MB"', "true", "1.5"])
 def test_a_bad_split_or_pack_size_is_a_one_line_error(tmp_path, key, value):
     config = write_config(tmp_path / "c.toml", f'[run]\n{key} = {value}\n[sources.web]\npaths = ["*.toml"]\n')
-    with pytest.raises(ConfigError, match=rf"^\[run\] {key} must be a non-negative integer, not .+$"):
+    with pytest.raises(ConfigError, match=rf"^{config}: \[run\] {key} must be a non-negative integer, not .+$"):
         load_config(config)
 
 

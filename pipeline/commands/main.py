@@ -230,7 +230,7 @@ def run(
     """
     seed_given = click.get_current_context().get_parameter_source("sample_seed") is not ParameterSource.DEFAULT
     if seed_given and sample == 1.0:
-        raise click.UsageError("--sample-seed picks which documents --sample keeps: give --sample too (e.g. 0.05)")
+        raise click.UsageError("--sample-seed picks the documents --sample keeps: give a --sample below 1 (e.g. 0.05)")
     options = dict(
         workers=workers,
         strict=strict,

@@ -33,6 +33,7 @@ Shape::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import re
@@ -89,6 +90,10 @@ class StageConfig:
     options: dict[str, Any]
     sources: list[str] | None  # None: every source
     per_source: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Its place in [[stages]]: a stage repeated with the same options is still a second
+    # stage to ``config.stages.index``, which labels it; without it, the repeat's counts
+    # went to the first ("dedup#2 saw no documents").
+    index: int = 0
 
     def applies_to(self, source: str) -> bool:
         return self.sources is None or source in self.sources
@@ -180,37 +185,90 @@ def _check_keys(table: dict, allowed: typing.Iterable[str], kind: str) -> None:
 
 def load_config(path: str | Path, out: str | Path | None = None) -> Config:
     """The config at ``path``, its sources' files listed. ``out``, the run's output
-    folder, is never an input (see ``_not_output``)."""
+    folder, is never an input (see ``_not_output``). Every refusal names the config file,
+    and the line of the ``[sources.<name>]`` or ``[[stages]]`` table at fault where the
+    table is written as one."""
     path = Path(path)
     if not path.exists():
         raise ConfigError(f"config file {path} does not exist")
     if (special := not_a_file(path)) is not None:  # a FIFO would block the read for good
         raise ConfigError(f"config file {path} is {special}")
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8-sig")  # the BOM a Windows editor writes is no TOML statement
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML: {error}") from None
     except UnicodeDecodeError as error:
         raise ConfigError(f"{path}: not UTF-8 text, as TOML must be (byte offset {error.start})") from None
     except RecursionError:
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
+    try:
+        return _checked(path, raw, out)
+    except _TableError as error:
+        raise ConfigError(f"{path}{_header_line(text, error.header)}: {error}") from None
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+class _TableError(ConfigError):
+    """A refusal about one table; ``header`` matches the line that opens it."""
+
+    def __init__(self, message: str, header: tuple[str, int]):
+        super().__init__(message)
+        self.header = header
+
+
+def _header_line(text: str, header: tuple[str, int]) -> str:
+    """ ", line N" for the ``occurrence``-th line ``header`` matches, or "" (a table
+    written inline, or as dotted keys, has no line of its own)."""
+    pattern, occurrence = header
+    lines = [n for n, line in enumerate(text.splitlines(), 1) if re.fullmatch(pattern, line)]
+    return f", line {lines[occurrence]}" if occurrence < len(lines) else ""
+
+
+@contextlib.contextmanager
+def _in_table(header: tuple[str, int]) -> typing.Iterator[None]:
+    """A refusal within, tied to the table ``header`` finds."""
+    try:
+        yield
+    except _TableError:
+        raise
+    except ConfigError as error:
+        raise _TableError(str(error), header) from None
+
+
+def _source_header(name: str) -> tuple[str, int]:
+    quoted = "|".join(re.escape(form) for form in (name, f'"{name}"', f"'{name}'"))
+    return rf"\s*\[\s*sources\s*\.\s*(?:{quoted})\s*\]\s*(?:#.*)?", 0
+
+
+def _stage_header(index: int) -> tuple[str, int]:
+    return r"\s*\[\[\s*stages\s*\]\]\s*(?:#.*)?", index
+
+
+def _checked(path: Path, raw: dict, out: str | Path | None) -> Config:
     if non_finite := first_non_finite(raw):  # TOML's nan and inf pass every range check a stage makes
-        raise ConfigError(f"{path}: {non_finite} is not a finite number (no option takes nan or inf)")
+        raise ConfigError(f"{non_finite} is not a finite number (no option takes nan or inf)")
     if huge := first_beyond_int64(raw):
-        raise ConfigError(f"{path}: {huge} is beyond the 64-bit integers an option takes")
+        raise ConfigError(f"{huge} is beyond the 64-bit integers an option takes")
     _check_keys(raw, TOP_KEYS, "top-level key")
     run = _run_settings(raw.get("run", {}))
     if not isinstance(raw.get("sources", {}), dict) or not isinstance(raw.get("stages", []), list):
-        raise ConfigError(f"{path}: [sources.<name>] must be tables and [[stages]] an array of tables")
-    sources = {
-        _checked_name(name): _source(name, table, path.parent, out) for name, table in raw.get("sources", {}).items()
-    }
+        raise ConfigError("[sources.<name>] must be tables and [[stages]] an array of tables")
+    sources: dict[str, SourceConfig] = {}
+    for name, table in raw.get("sources", {}).items():
+        with _in_table(_source_header(name)):
+            sources[name] = _source(_checked_name(name, sources), table, path.parent, out)
     if not sources:
-        raise ConfigError(f"{path}: no [sources.<name>] table; a run needs at least one source of documents")
-    stages = [_stage(i, table, sources) for i, table in enumerate(raw.get("stages", []))]
+        raise ConfigError("no [sources.<name>] table; a run needs at least one source of documents")
+    stages = []
+    for i, table in enumerate(raw.get("stages", [])):
+        with _in_table(_stage_header(i)):
+            stages.append(_stage(i, table, sources))
     for stage in stages[:-1]:
-        if registry()[stage.name].terminal:
-            raise ConfigError(f"stage {stage.name!r} writes the final output and must be the last stage")
+        with _in_table(_stage_header(stage.index)):
+            if registry()[stage.name].terminal:
+                raise ConfigError(f"stage {stage.name!r} writes the final output and must be the last stage")
     return Config(path=path, raw=raw, sources=sources, stages=stages, run=run)
 
 
@@ -229,12 +287,19 @@ def _run_settings(table: dict) -> RunSettings:
     return settings
 
 
-def _checked_name(name: str) -> str:
-    """A source name, refused unless it is safe as a folder name on every system."""
+def _checked_name(name: str, earlier: typing.Iterable[str]) -> str:
+    """A source name, refused unless it is safe as a folder name on every system: two
+    names that differ only in case (``Web``, ``web``) would share their folders on a
+    disk that ignores case, as macOS's and Windows' do."""
     if not NAME_PATTERN.fullmatch(name) or ".." in name:
         raise ConfigError(
             f"source name {name!r} is not allowed: use 1-64 letters, digits, '_', '-' or '.', "
             "starting with a letter or digit (it names folders under --out)"
+        )
+    if same := [other for other in earlier if other.lower() == name.lower()]:
+        raise ConfigError(
+            f"sources {same[0]!r} and {name!r} differ only in case, so their folders under --out would be one "
+            "on a disk that ignores case; rename one"
         )
     return name
 
@@ -310,8 +375,8 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
     where = f"{where} ({name})"
     limited = table.get("sources")
     if limited is not None:
-        if not isinstance(limited, list):
-            raise ConfigError(f"{where}: sources must be a list of source names")
+        if not isinstance(limited, list) or not limited or not all(isinstance(s, str) for s in limited):
+            raise ConfigError(f"{where}: sources must be a non-empty list of source names (leave it out: every source)")
         for source in limited:
             if source not in sources:
                 raise _unknown(f"source in {where}", source, sources)
@@ -321,10 +386,17 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
     for source in per_source:
         if source not in sources:
             raise _unknown(f"source in {where}.per_source", source, sources)
+        if limited is not None and source not in limited:  # options that would never be used
+            raise ConfigError(f"{where}: per_source.{source} is for a source the stage skips (sources = {limited})")
+        # A stage's own key here was "unknown option 'sources'; did you mean 'sources'?"
+        if own := sorted(STAGE_KEYS & set(per_source[source])):
+            raise ConfigError(
+                f"{where}: per_source.{source}.{own[0]}: {own[0]} is the stage's, not an option a source sets"
+            )
     options = {k: v for k, v in table.items() if k not in STAGE_KEYS}
     for scope, values in [(where, options)] + [(f"{where}.per_source.{s}", v) for s, v in per_source.items()]:
         _check_options(cls, scope, {**options, **values})
-    return StageConfig(name=name, options=options, sources=limited, per_source=per_source)
+    return StageConfig(name=name, options=options, sources=limited, per_source=per_source, index=index)
 
 
 def _check_options(cls, where: str, values: dict[str, Any]) -> None:

@@ -35,7 +35,7 @@ from pipeline.engine.run_record import entries, previous_run, refuse_foreign, re
 from pipeline.engine.run_state import check_inputs, same_inputs, write_state
 from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
-from pipeline.engine.storage import RunStore
+from pipeline.engine.storage import RunStore, is_remote
 from pipeline.engine.unit import segment_task
 from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work, keeps_work
@@ -59,6 +59,7 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
     """
     wall_start = time.monotonic()
     start_counting()
+    _check_out(out)
     config = load_config(config_path, out)
     options = RunOptions.from_flags(config, **flags)
     if options.executor == "local" and options.workers > 1:
@@ -68,8 +69,6 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
     sizes = _input_sizes(units)
     fingerprint = _fingerprint(config, units, options)
     store = RunStore(str(out), fingerprint["fingerprint"])
-    if not store.remote and Path(out).exists() and not Path(out).is_dir():
-        raise ConfigError(f"--out {out} exists and is not a folder")
     with contextlib.ExitStack() as held:
         try:
             refuse_foreign(store, options.force)  # before the lock, which would leave .prep/ in a folder not prep's
@@ -84,6 +83,21 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
             for line in worker_notes(options.asked_workers, len(units), os.cpu_count() or 1):
                 print(json.dumps({"note": line}) if options.progress == "json" else line, file=sys.stderr)
         return _run_claimed(config, options, store, units, sizes, wall_start)
+
+
+def _check_out(out: str | Path) -> None:
+    """Refuse an --out that can hold no run, before the config's inputs are listed: an
+    input file or the config given as --out was refused as "matches only a prep run's
+    output", an empty --out ran into the current folder, and a dangling link was "File
+    exists"."""
+    if not str(out).strip():
+        raise ConfigError("--out is empty: name the folder the run writes")
+    if is_remote(str(out)):
+        return
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--out {out} exists and is not a folder")
+    if Path(out).is_symlink() and not Path(out).exists():  # mkdir says only "File exists"
+        raise ConfigError(f"--out {out} is a link to {os.readlink(out)}, which does not exist")
 
 
 def _planned_units(config: Config) -> list[Unit]:

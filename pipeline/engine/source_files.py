@@ -53,14 +53,18 @@ def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None,
         raise SourceFilesError(f"sources.{name}: {pattern!r}: {error}") from None
     if not found:
         raise SourceFilesError(
-            f"sources.{name}: {pattern!r} matches no file" + ("" if remote else f" (looked for {full}{_hint(full)})")
+            f"sources.{name}: {pattern!r} matches no file"
+            + ("" if remote else f" (looked for {full}{_hint(pattern, full)})")
         )
     return _matched_inputs(name, pattern, _not_output(found, walk_root(full), out, real))
 
 
-def _hint(full: str) -> str:
+def _hint(pattern: str, full: str) -> str:
     """Why a local pattern that names something on disk matched no file: a plain folder
-    (its files are the inputs), or a file whose name holds a wildcard character."""
+    (its files are the inputs), or a file whose name holds a wildcard character; or why
+    one that names nothing might: a ``~``, which only a shell expands."""
+    if pattern.startswith("~"):
+        return "; ~ is not expanded in a config: write the folder's full path"
     if os.path.isdir(full):
         return "; it is a folder: name its files, with a pattern such as /*.jsonl after it"
     if has_magic(full) and os.path.lexists(full):

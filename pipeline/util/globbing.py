@@ -63,9 +63,13 @@ def glob_reporting(pattern: str) -> tuple[list[Path], list[Path]]:
 
 
 def walk_root(pattern: str) -> str:
-    """The folder a pattern's wildcards start from: its parts before the first one."""
+    """The folder a pattern's wildcards start from: its parts before the first one. A
+    relative pattern that starts with one (``**/*.jsonl``, from a config in the current
+    folder) starts from the current folder: it was "/", so the walk read the whole disk."""
     parts = pattern.split("/")
     fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
+    if fixed == 0:
+        return "."
     return "/".join(parts[:fixed]) or "/"
 
 
@@ -107,7 +111,7 @@ def _walk(root: str, hidden_ok: bool) -> tuple[list[str], list[str]]:
                 raise GlobError(f"{root}: the walk met more than {MAX_WALK_ENTRIES:,} entries; narrow the pattern")
             if child.name.startswith(".") and not hidden_ok:
                 continue
-            path = os.path.join(folder, child.name)
+            path = child.name if folder == "." else os.path.join(folder, child.name)  # as glob writes it
             found.append(path)
             try:
                 if child.is_dir():  # follows a link, which the seen-set check bounds
