@@ -33,7 +33,6 @@ Shape::
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import re
@@ -42,13 +41,15 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pipeline.engine.config_error import ConfigError
+from pipeline.engine.config_lines import TableError, header_line, in_table, source_header, stage_header
 from pipeline.engine.input_files import not_a_file
+from pipeline.engine.option_types import hint_name, matches_hint
 from pipeline.engine.source_files import SourceFilesError, source_files
 from pipeline.engine.stage_registry import registry
 from pipeline.formats.rpv2_layout import ListingError, documents_of
@@ -57,11 +58,6 @@ from pipeline.readers.redpajama_v2 import THRESHOLDS
 from pipeline.stage import GlobalStage
 from pipeline.util.numbers import first_beyond_int64, first_non_finite
 from pipeline.util.suggest import nearest_hint
-
-
-class ConfigError(ValueError):
-    """A config the run cannot start with; the message says what to change."""
-
 
 # Source names become folder names (docs/<source>, tokens/<source>): a safe charset keeps
 # every path a run builds inside --out, whatever the config says.
@@ -204,46 +200,10 @@ def load_config(path: str | Path, out: str | Path | None = None) -> Config:
         raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
     try:
         return _checked(path, raw, out)
-    except _TableError as error:
-        raise ConfigError(f"{path}{_header_line(text, error.header)}: {error}") from None
+    except TableError as error:
+        raise ConfigError(f"{path}{header_line(text, error.header)}: {error}") from None
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
-
-
-class _TableError(ConfigError):
-    """A refusal about one table; ``header`` matches the line that opens it."""
-
-    def __init__(self, message: str, header: tuple[str, int]):
-        super().__init__(message)
-        self.header = header
-
-
-def _header_line(text: str, header: tuple[str, int]) -> str:
-    """ ", line N" for the ``occurrence``-th line ``header`` matches, or "" (a table
-    written inline, or as dotted keys, has no line of its own)."""
-    pattern, occurrence = header
-    lines = [n for n, line in enumerate(text.splitlines(), 1) if re.fullmatch(pattern, line)]
-    return f", line {lines[occurrence]}" if occurrence < len(lines) else ""
-
-
-@contextlib.contextmanager
-def _in_table(header: tuple[str, int]) -> typing.Iterator[None]:
-    """A refusal within, tied to the table ``header`` finds."""
-    try:
-        yield
-    except _TableError:
-        raise
-    except ConfigError as error:
-        raise _TableError(str(error), header) from None
-
-
-def _source_header(name: str) -> tuple[str, int]:
-    quoted = "|".join(re.escape(form) for form in (name, f'"{name}"', f"'{name}'"))
-    return rf"\s*\[\s*sources\s*\.\s*(?:{quoted})\s*\]\s*(?:#.*)?", 0
-
-
-def _stage_header(index: int) -> tuple[str, int]:
-    return r"\s*\[\[\s*stages\s*\]\]\s*(?:#.*)?", index
 
 
 def _checked(path: Path, raw: dict, out: str | Path | None) -> Config:
@@ -257,16 +217,16 @@ def _checked(path: Path, raw: dict, out: str | Path | None) -> Config:
         raise ConfigError("[sources.<name>] must be tables and [[stages]] an array of tables")
     sources: dict[str, SourceConfig] = {}
     for name, table in raw.get("sources", {}).items():
-        with _in_table(_source_header(name)):
+        with in_table(source_header(name)):
             sources[name] = _source(_checked_name(name, sources), table, path.parent, out)
     if not sources:
         raise ConfigError("no [sources.<name>] table; a run needs at least one source of documents")
     stages = []
     for i, table in enumerate(raw.get("stages", [])):
-        with _in_table(_stage_header(i)):
+        with in_table(stage_header(i)):
             stages.append(_stage(i, table, sources))
     for stage in stages[:-1]:
-        with _in_table(_stage_header(stage.index)):
+        with in_table(stage_header(stage.index)):
             if registry()[stage.name].terminal:
                 raise ConfigError(f"stage {stage.name!r} writes the final output and must be the last stage")
     return Config(path=path, raw=raw, sources=sources, stages=stages, run=run)
@@ -405,36 +365,9 @@ def _check_options(cls, where: str, values: dict[str, Any]) -> None:
     for key, value in values.items():
         if key not in fields:
             raise _unknown(f"option in {where}", key, list(fields) + sorted(STAGE_KEYS))
-        if not _type_ok(value, hints[key]):
-            raise ConfigError(f"{where}: {key} = {value!r} is not a valid {_type_name(hints[key])}")
+        if not matches_hint(value, hints[key]):
+            raise ConfigError(f"{where}: {key} = {value!r} is not a valid {hint_name(hints[key])}")
     try:
         cls.Options(**values)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"{where}: {error}") from None
-
-
-def _type_ok(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_type_ok(value, arg) for arg in typing.get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if origin in (list, tuple):
-        args = typing.get_args(hint)
-        return isinstance(value, list) and (not args or all(_type_ok(v, args[0]) for v in value))
-    if origin is dict:
-        key_type, value_type = typing.get_args(hint) or (Any, Any)
-        return isinstance(value, dict) and all(_type_ok(v, value_type) for v in value.values())
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _type_name(hint: Any) -> str:
-    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
