@@ -332,3 +332,19 @@ def test_a_mix_stopped_before_its_mix_json_is_replaced_by_the_next(three_sources
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in out.iterdir()) == ["mix.json", "order_document.npy", "order_source.npy"]
+
+
+def test_a_run_that_has_not_finished_is_refused(three_sources):
+    """A run killed part-way holds the shards of the units it finished: prep mix planned
+    over them without a word, a mixture of part of each source. A run's record without its
+    manifest (written last) is a run not finished."""
+    from pipeline.formats.layout import Layout
+
+    layout = Layout(three_sources)
+    layout.state.parent.mkdir(parents=True, exist_ok=True)
+    layout.state.write_text("{}")
+    args = ["mix", str(three_sources), "--tokens", "2M", "--dry-run"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1 and "is a prep run that has not finished" in result.output, result.output
+    layout.manifest.write_text("{}")
+    assert CliRunner().invoke(main, args).exit_code == 0

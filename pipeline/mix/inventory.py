@@ -92,6 +92,11 @@ def take_inventory(runs: list[Path]) -> Inventory:
     shards_by_source: dict[str, list[str]] = {}
     seen: dict[Path, str] = {}
     for run in runs:
+        if Layout(run).state.exists() and not Layout(run).manifest.exists():  # its manifest is written last
+            raise MixError(
+                f"{run} is a prep run that has not finished (its shards so far hold part of its sources): "
+                "run the same command again to finish it, then mix"
+            )
         tokens = Layout(run).tokens_folder
         if not tokens.is_dir():
             raise MixError(f"{run} has no tokens/ folder: run a config whose last stage is tokenize first")
