@@ -109,11 +109,16 @@ class Tokenize(Stage):
             if self.max_batch_bytes < 1:
                 raise ValueError("max_batch_bytes must be >= 1")
             # A file is loaded (once a process) when the config is read, so that an unknown
-            # name or an unreadable file is refused before the run claims --out, where a
-            # corrected config would be refused as a different run's. A named encoding is
-            # known by its name: its ranks load when the stage first encodes.
-            if self.tokenizer not in NAMED_ENCODINGS:
-                load_tokenizer(self.tokenizer)
+            # name, an unreadable file or an eos past its vocabulary is refused before the
+            # run claims --out, where a corrected config would be refused as a different
+            # run's. A named encoding is known by its name: its ranks load when the stage
+            # first encodes.
+            if self.tokenizer in NAMED_ENCODINGS:
+                vocab = NAMED_ENCODINGS[self.tokenizer].vocab_size
+            else:
+                vocab = load_tokenizer(self.tokenizer).vocab_size
+            if self.eos is not None and self.eos >= vocab:
+                raise ValueError(f"eos {self.eos} is outside {self.tokenizer}'s vocabulary of {vocab}")
 
     @classmethod
     def added_columns(cls, options: Tokenize.Options) -> tuple[str, ...]:
@@ -134,8 +139,6 @@ class Tokenize(Stage):
             self.eod_id = options.eos if options.eos is not None else tok.eos_id
             if self.eod_id is None:
                 raise ValueError(f"tokenizer {tok.name} has no EOS token: set the tokenize stage's eos to an id")
-            if self.eod_id >= tok.vocab_size:
-                raise ValueError(f"eos {self.eod_id} is outside {tok.name}'s vocabulary of {tok.vocab_size}")
         self.bos_id: int | None = None
         if options.bos:
             if tok.bos_id is None:

@@ -181,3 +181,16 @@ def test_a_config_that_is_a_folder_is_one_line(tmp_path):
     (tmp_path / "run.toml").mkdir()
     with pytest.raises(ConfigError, match=f"^config file {tmp_path / 'run.toml'} is a folder"):
         load_config(tmp_path / "run.toml")
+
+
+@pytest.mark.parametrize("tokenizer, vocab", [("gpt2", 50257), ("cl100k_base", 100277), ("o200k_base", 200019)])
+def test_an_eos_past_the_vocabulary_is_refused_before_the_run_claims_its_folder(tmp_path, tokenizer, vocab):
+    """It was refused by the stage's setup, after the run had recorded itself in --out:
+    the corrected config was then refused there as "a different config" until --force."""
+    stages = f'[[stages]]\nname = "tokenize"\ntokenizer = "{tokenizer}"\neos = {vocab}\n'
+    config = write(tmp_path, f'[sources.web]\npaths = ["a.jsonl"]\n{stages}')
+    with pytest.raises(ConfigError, match=rf"eos {vocab} is outside {tokenizer}'s vocabulary of {vocab}"):
+        run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert not (tmp_path / "out").exists()
+    write(tmp_path, f'[sources.web]\npaths = ["a.jsonl"]\n{stages.replace(f"eos = {vocab}", f"eos = {vocab - 1}")}')
+    run_pipeline(config, tmp_path / "out", workers=1, quiet=True)

@@ -77,6 +77,12 @@ class NamedEncoding:
     extra: str | None = None  # prep's optional extra that installs ``package``
     normal_form: str | None = None  # "NFC": its tokenizer normalizes text so before encoding
 
+    @property
+    def vocab_size(self) -> int:
+        """Ids the encoding gives, known without loading its ranks: its special tokens
+        follow the ranks, unless the encoding says otherwise."""
+        return self.explicit_n_vocab or max(self.special_tokens.values()) + 1
+
 
 NAMED_ENCODINGS: dict[str, NamedEncoding] = {
     "gpt2": NamedEncoding(
