@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,12 @@ class TrainingError(ValueError):
 # line ends into segments no longer than this (bytes), keeping the newlines so the model
 # learns code and paragraph layout.
 SEGMENT_BYTES = 8192
+# The pieces every model holds whatever the sample: 256 byte pieces (byte fallback) and
+# unk, bos, eos. The sample's characters come on top.
+FIXED_PIECES = 256 + 3
+# SentencePiece's own words for a vocabulary size the sample cannot fit, and ours for them.
+_TOO_SMALL = re.compile(r"Vocabulary size is smaller than required_chars\. \d+ vs (\d+)")
+_TOO_LARGE = re.compile(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)")
 
 
 def run_doc_files(run_dir: Path, sources: tuple[str, ...] = ()) -> list[Path]:
@@ -122,6 +129,11 @@ def train_sentencepiece(
     """
     import sentencepiece as spm
 
+    if vocab_size < FIXED_PIECES:
+        raise TrainingError(
+            f"--vocab-size {vocab_size} is too small: every model holds 256 byte pieces and 3 control "
+            f"pieces, so at least {FIXED_PIECES}, plus the sample's characters"
+        )
     files = run_doc_files(run_dir, sources)
     threshold = hash_threshold(files, fraction, max_chars)
     if threshold is None:
@@ -148,10 +160,27 @@ def train_sentencepiece(
             pad_id=-1,
             minloglevel=2,
         )
-    except RuntimeError as e:  # SentencePiece reports a vocabulary too large for the sample here
-        raise TrainingError(f"SentencePiece training failed: {e}") from e
+    except RuntimeError as e:  # SentencePiece reports a vocabulary the sample cannot fit here
+        raise TrainingError(_training_failure(str(e), vocab_size, run_dir)) from None
     data = model.getvalue()
     out = Path(out)
     with atomic_path(out) as tmp:
         tmp.write_bytes(data)
     return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
+
+
+def _training_failure(message: str, vocab_size: int, run_dir: Path) -> str:
+    """SentencePiece's complaint (a C++ check and its source line) as what the user can do."""
+    if found := _TOO_SMALL.search(message):
+        return (
+            f"--vocab-size {vocab_size} is too small for the sample of {run_dir}: its characters, 256 byte "
+            f"pieces and 3 control pieces need at least {found[1]}"
+        )
+    if found := _TOO_LARGE.search(message):
+        return (
+            f"--vocab-size {vocab_size} is more pieces than the sample of {run_dir} holds (at most {found[1]}): "
+            "lower it, or train on more text (--sample, --max-chars)"
+        )
+    if "sentences_.empty()" in message:
+        return f"the sample of {run_dir} has no text (its documents are empty)"
+    return f"SentencePiece training failed: {message.strip().splitlines()[0] if message.strip() else 'no reason given'}"
