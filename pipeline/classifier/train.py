@@ -22,6 +22,7 @@ complaints too.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
@@ -39,12 +40,14 @@ from pipeline.classifier.metrics import classification_metrics, positive_label
 from pipeline.classifier.predict import score_lines
 from pipeline.classifier.sampling import Quota, Selector, held_out, keys
 from pipeline.classifier.shuffle import ShuffledLines, temp_file
-from pipeline.engine.executor import _uninterrupted
 from pipeline.formats import fasttext_model
 from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preprocess
 from pipeline.kernels.hashing import file_sha256, id_hashes
 from pipeline.util.atomic import atomic_path, write_json_atomic
 from pipeline.util.printable import error_line, printable, printable_path
+from pipeline.util.processes import start_uninterrupted
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def default_threads() -> int:
@@ -92,6 +95,13 @@ def train(
     out = Path(out)
     if out.is_dir():
         raise ClassifierError(f"--out {printable_path(out)} is a folder; name the model file (MODEL.bin)")
+    if out.exists():  # a model is replaced (atomically); a file of the user's never is
+        try:
+            fasttext_model.check_model_file(out)
+        except fasttext_model.ModelError:
+            raise ClassifierError(
+                f"--out {printable_path(out)} exists and is not a fastText model: name another file, or remove it"
+            ) from None
     names = ", ".join(printable_path(s.origin) for s in sources)
     log(f"reading {len(sources)} input(s), {sum(len(s.files) for s in sources)} file(s): {names}")
     selector, available = Selector(), None
@@ -202,9 +212,9 @@ def _fit(train_file: Path, model_file: Path, hyper: Hyperparameters, verbose: in
 
     context = multiprocessing.get_context("spawn")  # a fresh process: no fork of pyarrow's threads
     receive, send = context.Pipe(duplex=False)
-    args = (str(train_file), str(model_file), hyper.fasttext_args(), verbose, send)
+    args = (os.getpid(), str(train_file), str(model_file), hyper.fasttext_args(), verbose, send)
     child = context.Process(target=_fit_in_child, args=args, daemon=True)
-    _uninterrupted(child.start)  # a Ctrl-C reaches this process alone, which stops the child
+    start_uninterrupted(child.start)  # a Ctrl-C reaches this process alone, which stops the child
     send.close()
     try:
         child.join()
@@ -220,18 +230,20 @@ def _fit(train_file: Path, model_file: Path, hyper: Hyperparameters, verbose: in
         raise ClassifierError(f"fastText could not train: {complaint}")
     if child.exitcode != 0:
         code = child.exitcode
-        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        if code > 0:  # a Python error in the child, whose traceback is above
+            raise ClassifierError(f"fastText's training process failed (exit code {code})")
         raise ClassifierError(
-            f"fastText stopped with {how} while training (out of memory, or more --threads than the "
-            "system lets it start?): lower --threads, --dim or --bucket"
+            f"fastText stopped with signal {signal.Signals(-code).name} while training (out of memory, or more "
+            "--threads than the system lets it start?): lower --threads, --dim or --bucket"
         )
     return fasttext.load_model(str(model_file))
 
 
-def _fit_in_child(train_file: str, model_file: str, args: dict, verbose: int, send) -> None:
+def _fit_in_child(parent: int, train_file: str, model_file: str, args: dict, verbose: int, send) -> None:
     """Train and save; a complaint fastText raises goes back to the parent as one line."""
     import fasttext  # fasttext-community
 
+    _die_with(parent)
     try:
         fasttext.train_supervised(input=train_file, verbose=verbose, **args).save_model(model_file)
     except MemoryError:
@@ -240,6 +252,17 @@ def _fit_in_child(train_file: str, model_file: str, args: dict, verbose: int, se
         send.send(error_line(error))
     else:
         send.send(None)
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG):
+    a prep killed with SIGKILL, which cannot stop its child, left fastText training on."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child trains to its end
+        return
+    if os.getppid() != parent:  # it died before the request
+        os._exit(1)
 
 
 def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:
