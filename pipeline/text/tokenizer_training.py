@@ -20,7 +20,7 @@ import numpy as np
 from pipeline.formats.layout import Layout
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import id_hashes
-from pipeline.text.tokenizers import default_threads
+from pipeline.text.tokenizers import SentencePieceTokenizer, TokenizerError, default_threads
 from pipeline.util.atomic import atomic_path
 
 
@@ -134,6 +134,14 @@ def train_sentencepiece(
             f"--vocab-size {vocab_size} is too small: every model holds 256 byte pieces and 3 control "
             f"pieces, so at least {FIXED_PIECES}, plus the sample's characters"
         )
+    out = Path(out)
+    if out.exists():  # a model is replaced (atomically); a file of the user's never is
+        try:
+            SentencePieceTokenizer(str(out), out)
+        except (TokenizerError, OSError):
+            raise TrainingError(
+                f"--out {out} exists and is not a SentencePiece model: name another file, or remove it"
+            ) from None
     files = run_doc_files(run_dir, sources)
     threshold = hash_threshold(files, fraction, max_chars)
     if threshold is None:
@@ -163,7 +171,6 @@ def train_sentencepiece(
     except RuntimeError as e:  # SentencePiece reports a vocabulary the sample cannot fit here
         raise TrainingError(_training_failure(str(e), vocab_size, run_dir)) from None
     data = model.getvalue()
-    out = Path(out)
     with atomic_path(out) as tmp:
         tmp.write_bytes(data)
     return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
