@@ -178,6 +178,14 @@ def test_a_damaged_model_is_one_line_in_eval_and_in_a_run(tmp_path, model, cut):
     one_line_error(prep("run", config, "--out", tmp_path / "run", "-w", "1"), "damaged.bin")
 
 
+def test_a_model_of_another_fasttext_version_says_so(tmp_path, model):
+    data = bytearray(model.read_bytes())
+    data[4:8] = (11).to_bytes(4, "little")
+    (tmp_path / "old.bin").write_bytes(data)
+    labeled(tmp_path)
+    one_line_error(prep("classifier", "eval", tmp_path / "old.bin", tmp_path / "data.jsonl"), "file version 11")
+
+
 # -- prep tokenizer train ------------------------------------------------------------------------
 
 

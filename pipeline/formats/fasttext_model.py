@@ -55,8 +55,14 @@ def check_model_file(path: str | os.PathLike) -> Path:
             header = file.read(8)
     except OSError as error:
         raise ModelError(f"cannot read model {path}: {error.strerror}") from None
-    if len(header) < 8 or struct.unpack("<ii", header) != (MAGIC, VERSION):
+    if len(header) < 8 or struct.unpack("<i", header[:4])[0] != MAGIC:
         raise ModelError(f"{path} is not a fastText model (no fastText header)")
+    version = struct.unpack("<i", header[4:])[0]
+    if version != VERSION:
+        raise ModelError(
+            f"{path} is a fastText model of file version {version}; prep reads version {VERSION} "
+            "(fastText 0.9 and later): save it again with a recent fastText"
+        )
     _check_dictionary(path)
     return path
 
