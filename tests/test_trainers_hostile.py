@@ -22,6 +22,7 @@ from conftest import REPO, write_jsonl
 
 from pipeline.commands.main import main
 from pipeline.formats.fasttext_model import sidecar_path
+from pipeline.util.processes import ChildDied, run_in_child
 
 FAST = ["--epoch", "2", "--dim", "4", "--bucket", "100", "--threads", "1"]
 
@@ -118,6 +119,33 @@ def test_sigkill_mid_training_leaves_no_model_and_no_trainer(tmp_path):
     done = prep("classifier", "train", "--data", tmp_path / "data.jsonl", "--out", out, *FAST)
     assert done.exit_code == 0, done.output
     assert sorted(json.loads(sidecar_path(out).read_text())["labels"]) == ["a", "b"]
+
+
+def test_a_child_that_aborts_is_an_error_not_a_crash():
+    """What both trainers run in: a C++ abort in the child is ChildDied here."""
+    with pytest.raises(ChildDied, match="signal SIGABRT"):
+        run_in_child(os.abort)
+    assert run_in_child(max, 3, 7) == 7
+
+
+def test_ctrl_c_stops_a_child_that_ignores_it(tmp_path):
+    """The child starts with Ctrl-C ignored, as in a C++ loop that never checks for it
+    (SentencePiece's trainer ran on for minutes); Ctrl-C here kills it."""
+    script = "import time; from pipeline.util.processes import run_in_child; run_in_child(time.sleep, 600)"
+    process = subprocess.Popen(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(3)  # the child has started
+    process.send_signal(signal.SIGINT)
+    try:
+        _, errors = process.communicate(timeout=30)  # the child held stderr open while it lived
+    finally:
+        process.kill()
+    assert process.returncode != 0 and "KeyboardInterrupt" in errors
 
 
 # -- labels ------------------------------------------------------------------------------------

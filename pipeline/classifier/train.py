@@ -22,10 +22,7 @@ complaints too.
 
 from __future__ import annotations
 
-import ctypes
-import multiprocessing
 import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -45,9 +42,7 @@ from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preproc
 from pipeline.kernels.hashing import file_sha256, id_hashes
 from pipeline.util.atomic import atomic_path, write_json_atomic
 from pipeline.util.printable import error_line, printable, printable_path
-from pipeline.util.processes import start_uninterrupted
-
-PR_SET_PDEATHSIG = 1  # linux/prctl.h
+from pipeline.util.processes import ChildDied, run_in_child
 
 
 def default_threads() -> int:
@@ -210,59 +205,31 @@ def _fit(train_file: Path, model_file: Path, hyper: Hyperparameters, verbose: in
     process (the module's docstring says why) and loaded back."""
     import fasttext  # fasttext-community
 
-    context = multiprocessing.get_context("spawn")  # a fresh process: no fork of pyarrow's threads
-    receive, send = context.Pipe(duplex=False)
-    args = (os.getpid(), str(train_file), str(model_file), hyper.fasttext_args(), verbose, send)
-    child = context.Process(target=_fit_in_child, args=args, daemon=True)
-    start_uninterrupted(child.start)  # a Ctrl-C reaches this process alone, which stops the child
-    send.close()
     try:
-        child.join()
-    finally:  # Ctrl-C, or any other way out: the child must not train on
-        if child.exitcode is None:
-            child.kill()
-            child.join()
-    try:
-        complaint = receive.recv()
-    except EOFError:  # the child died before it could say
-        complaint = None
+        complaint = run_in_child(_fit_in_child, str(train_file), str(model_file), hyper.fasttext_args(), verbose)
+    except ChildDied as died:
+        if died.exitcode > 0:  # a Python error in the child, whose traceback is above
+            raise ClassifierError(f"fastText's training process failed ({died.how})") from None
+        raise ClassifierError(
+            f"fastText stopped with {died.how} while training (out of memory, or more --threads than the "
+            "system lets it start?): lower --threads, --dim or --bucket"
+        ) from None
     if complaint is not None:
         raise ClassifierError(f"fastText could not train: {complaint}")
-    if child.exitcode != 0:
-        code = child.exitcode
-        if code > 0:  # a Python error in the child, whose traceback is above
-            raise ClassifierError(f"fastText's training process failed (exit code {code})")
-        raise ClassifierError(
-            f"fastText stopped with signal {signal.Signals(-code).name} while training (out of memory, or more "
-            "--threads than the system lets it start?): lower --threads, --dim or --bucket"
-        )
     return fasttext.load_model(str(model_file))
 
 
-def _fit_in_child(parent: int, train_file: str, model_file: str, args: dict, verbose: int, send) -> None:
-    """Train and save; a complaint fastText raises goes back to the parent as one line."""
+def _fit_in_child(train_file: str, model_file: str, args: dict, verbose: int) -> str | None:
+    """Train and save; None, or the complaint fastText raised as one line."""
     import fasttext  # fasttext-community
 
-    _die_with(parent)
     try:
         fasttext.train_supervised(input=train_file, verbose=verbose, **args).save_model(model_file)
     except MemoryError:
-        send.send("out of memory for its vectors ((words + --bucket) x --dim floats): lower --dim or --bucket")
+        return "out of memory for its vectors ((words + --bucket) x --dim floats): lower --dim or --bucket"
     except (RuntimeError, ValueError) as error:
-        send.send(error_line(error))
-    else:
-        send.send(None)
-
-
-def _die_with(parent: int) -> None:
-    """Have the kernel kill this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG):
-    a prep killed with SIGKILL, which cannot stop its child, left fastText training on."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux: the child trains to its end
-        return
-    if os.getppid() != parent:  # it died before the request
-        os._exit(1)
+        return error_line(error)
+    return None
 
 
 def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:

@@ -4,6 +4,8 @@
 A library function so that tests and scripts train without click; problems the user can
 fix (no kept documents, an empty sample, a vocabulary too large for the sample) are a
 ``TrainingError`` whose message says so, which the command prints as its one error line.
+SentencePiece trains in a child process (``util.processes.run_in_child``): its C++ loop
+does not answer Ctrl-C, and it can end the process that runs it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import id_hashes
 from pipeline.text.tokenizers import SentencePieceTokenizer, TokenizerError, default_threads
 from pipeline.util.atomic import atomic_path
+from pipeline.util.processes import ChildDied, run_in_child
 
 
 class TrainingError(ValueError):
@@ -127,8 +130,6 @@ def train_sentencepiece(
     The model keeps text as it is (identity normalisation, whitespace kept, bytes as a
     fallback), so decoding gives back the exact text, as pretraining needs.
     """
-    import sentencepiece as spm
-
     if vocab_size < FIXED_PIECES:
         raise TrainingError(
             f"--vocab-size {vocab_size} is too small: every model holds 256 byte pieces and 3 control "
@@ -146,34 +147,47 @@ def train_sentencepiece(
     threshold = hash_threshold(files, fraction, max_chars)
     if threshold is None:
         raise TrainingError(f"the sample of {run_dir} is empty")
+    options = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=0.9995,
+        byte_fallback=True,
+        split_digits=True,
+        allow_whitespace_only_pieces=True,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        max_sentence_length=SEGMENT_BYTES,
+        num_threads=threads or default_threads(),
+        unk_id=0,
+        bos_id=1,
+        eos_id=2,
+        pad_id=-1,
+        minloglevel=2,
+    )
+    try:  # SentencePiece's C++ trainer does not answer Ctrl-C: it trains in a child process
+        data, complaint = run_in_child(_train_in_child, files, threshold, options, seed)
+    except ChildDied as died:
+        raise TrainingError(f"SentencePiece stopped with {died.how} while training (out of memory?)") from None
+    if complaint is not None:
+        raise TrainingError(_training_failure(complaint, vocab_size, run_dir))
+    with atomic_path(out) as tmp:
+        tmp.write_bytes(data)
+    return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
+
+
+def _train_in_child(files: list[Path], threshold: int, options: dict, seed: int) -> tuple[bytes | None, str | None]:
+    """(the model, None), or (None, SentencePiece's complaint)."""
+    import sentencepiece as spm
+
     spm.set_random_generator_seed(seed)
     model = io.BytesIO()
     try:
         spm.SentencePieceTrainer.train(
-            sentence_iterator=sample_segments(files, threshold),
-            model_writer=model,
-            vocab_size=vocab_size,
-            model_type=model_type,
-            character_coverage=0.9995,
-            byte_fallback=True,
-            split_digits=True,
-            allow_whitespace_only_pieces=True,
-            remove_extra_whitespaces=False,
-            normalization_rule_name="identity",
-            max_sentence_length=SEGMENT_BYTES,
-            num_threads=threads or default_threads(),
-            unk_id=0,
-            bos_id=1,
-            eos_id=2,
-            pad_id=-1,
-            minloglevel=2,
+            sentence_iterator=sample_segments(files, threshold), model_writer=model, **options
         )
     except RuntimeError as e:  # SentencePiece reports a vocabulary the sample cannot fit here
-        raise TrainingError(_training_failure(str(e), vocab_size, run_dir)) from None
-    data = model.getvalue()
-    with atomic_path(out) as tmp:
-        tmp.write_bytes(data)
-    return {"model": str(out), "sha256": hashlib.sha256(data).hexdigest(), "files": len(files)}
+        return None, str(e)
+    return model.getvalue(), None
 
 
 def _training_failure(message: str, vocab_size: int, run_dir: Path) -> str:

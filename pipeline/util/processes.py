@@ -1,11 +1,16 @@
-"""Starting child processes that a Ctrl-C must not reach: the process that starts them
-stops them instead (the run's workers, ``prep classifier train``'s fastText trainer)."""
+"""Child processes that a Ctrl-C must not reach: the process that starts them stops them
+instead (the run's workers; the C++ trainers behind ``prep classifier train`` and
+``prep tokenizer train``, through ``run_in_child``)."""
 
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
+import os
 import signal
 from collections.abc import Callable
 from multiprocessing import resource_tracker
+from typing import Any
 
 
 def start_uninterrupted(start: Callable[[], None]) -> None:
@@ -36,3 +41,53 @@ def start_uninterrupted(start: Callable[[], None]) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held Ctrl-C arrives here
     if held:
         signal.raise_signal(signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+class ChildDied(Exception):
+    """The child process ended without an answer; ``how`` says how ("signal SIGABRT")."""
+
+    def __init__(self, exitcode: int):
+        self.exitcode = exitcode
+        self.how = f"signal {signal.Signals(-exitcode).name}" if exitcode < 0 else f"exit code {exitcode}"
+        super().__init__(self.how)
+
+
+def run_in_child(function: Callable[..., Any], *args: Any) -> Any:
+    """``function(*args)``'s answer, computed in a fresh process: for the C++ trainers
+    (fastText, SentencePiece) whose long loops do not answer Ctrl-C and whose failures can
+    abort the process that runs them. A Ctrl-C (or any exception) here kills the child;
+    the child dies with this process, even one killed by SIGKILL; ``ChildDied`` when it
+    ended without answering. ``function`` and its answer must pickle."""
+    context = multiprocessing.get_context("spawn")  # no fork of this process' threads
+    receive, send = context.Pipe(duplex=False)
+    child = context.Process(target=_answer, args=(os.getpid(), send, function, args), daemon=True)
+    start_uninterrupted(child.start)  # a Ctrl-C reaches this process alone, which stops the child
+    send.close()
+    try:
+        answer = receive.recv()  # before joining: a large answer fills the pipe first
+    except EOFError:  # it died before it could answer
+        child.join()
+        raise ChildDied(child.exitcode) from None
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+    return answer
+
+
+def _answer(parent: int, send, function: Callable[..., Any], args: tuple) -> None:
+    _die_with(parent)
+    send.send(function(*args))
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this process when ``parent`` dies (Linux's PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: the child runs to its end
+        return
+    if os.getppid() != parent:  # it died before the request
+        os._exit(1)
