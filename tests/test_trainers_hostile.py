@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -185,13 +186,17 @@ def test_out_never_replaces_a_file_that_is_not_a_model(tmp_path, model):
 # -- damaged models --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cut", [100, 2000, -100, "zeroed tail"])
+@pytest.mark.parametrize("cut", [100, 2000, -100, "zeroed tail", "weights not numbers", "tail not numbers"])
 def test_a_damaged_model_is_one_line_in_eval_and_in_a_run(tmp_path, model, cut):
     """A model cut inside its vectors loaded, and failed on the first document with
     fastText's "Vector::mul: size mismatch", naming no file."""
     data = model.read_bytes()
     if cut == "zeroed tail":
         data = data[:-300] + bytes(300)
+    elif cut == "weights not numbers":  # fastText's "Encountered NaN.", as a Python error
+        data = data[:-32] + struct.pack("<8f", *[float("nan")] * 8)  # the output vectors: 2 labels x dim 4
+    elif cut == "tail not numbers":  # and the output's header: std::bad_alloc, as a Python error
+        data = data[:-64] + struct.pack("<16f", *[float("nan")] * 16)
     else:
         data = data[:cut]
     damaged = tmp_path / "damaged.bin"

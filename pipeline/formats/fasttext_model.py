@@ -95,10 +95,13 @@ def _check_dictionary(path: Path) -> None:
                 raise ModelError(f"{path} is cut short inside its fastText dictionary")
             at = end + 10  # the word's NUL, its int64 count and its int8 type
         at += max(pruned, 0) * 8  # pairs of int32
-        for _ in ("input", "output"):  # each: a "quantized" byte, then the matrix
+        for which in ("input", "output"):  # each: a "quantized" byte, then the matrix
             if at + 1 + _MATRIX_SHAPE.size > len(data):
                 raise ModelError(f"{path} is cut short before its fastText vectors")
-            if data[at]:  # a quantized (.ftz) matrix: its layout is not walked here
+            quantized = data[at]
+            if quantized > 1 or (quantized and which == "output"):  # fastText quantizes the input first
+                raise ModelError(f"{path} is damaged (fastText's quantized flag of its {which} vectors)")
+            if quantized:  # a quantized (.ftz) model: its layout is not walked here
                 return
             rows, columns = _MATRIX_SHAPE.unpack_from(data, at + 1)
             at += 1 + _MATRIX_SHAPE.size + rows * columns * 4
@@ -122,7 +125,7 @@ def _load(path: str, *version: int):
 
     try:
         return fasttext.load_model(path)
-    except ValueError as error:  # a header that looks right over a damaged body
+    except (ValueError, MemoryError) as error:  # a header that looks right over a damaged body
         raise ModelError(f"{path} is not a readable fastText model: {error}") from None
 
 
