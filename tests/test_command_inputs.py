@@ -275,7 +275,7 @@ def test_a_damaged_parquet_file_in_a_run_is_named(tmp_path):
     kept.write_bytes(b"PAR1 cut short")
     (run / "manifest.json").write_text(json.dumps(MANIFEST))
     for words in (["report", str(run), "-o", str(tmp_path / "r.html")], ["tokenizer", "train", str(run)]):
-        extra = ["--vocab-size", "50", "--out", str(tmp_path / "t.model")] if words[0] == "tokenizer" else []
+        extra = ["--vocab-size", "300", "--out", str(tmp_path / "t.model")] if words[0] == "tokenizer" else []
         result = CliRunner().invoke(main, [*words, *extra])
         assert result.exit_code == 1 and result.output.startswith(f"Error: {kept}: cannot read it ("), result.output
         assert result.output.count("\n") == 1, result.output

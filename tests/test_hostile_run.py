@@ -349,12 +349,12 @@ def test_sigterm_stops_the_run_and_its_workers_and_the_run_resumes(tmp_path):
 
 def test_a_sigterm_while_workers_start_is_delivered_once_they_have():
     """Raised in the middle of a start, it left a process the pool could neither join nor kill."""
-    from pipeline.engine.executor import _uninterrupted
+    from pipeline.util.processes import start_uninterrupted
 
     events = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: events.append("SIGTERM"))
     try:
-        _uninterrupted(lambda: (os.kill(os.getpid(), signal.SIGTERM), events.append("started")))
+        start_uninterrupted(lambda: (os.kill(os.getpid(), signal.SIGTERM), events.append("started")))
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert events == ["started", "SIGTERM"]

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from conftest import LIGHT_SAMPLE_CONFIG, REPO
 
-from pipeline.engine.executor import _uninterrupted
+from pipeline.util.processes import start_uninterrupted
 
 RESUME = "finished units are kept; run the same command again to resume"
 
@@ -174,7 +174,7 @@ def test_a_ctrl_c_while_workers_start_is_delivered_once_they_have():
 
     previous = {signum: signal.signal(signum, lambda n, frame: events.append(n)) for signum in (2, 15)}
     try:
-        _uninterrupted(start)
+        start_uninterrupted(start)
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

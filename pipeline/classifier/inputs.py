@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pipeline.formats.documents import ID, TEXT
+from pipeline.formats.fasttext_model import LABEL_PREFIX
 from pipeline.formats.layout import Layout
 from pipeline.readers import InputSpec, detect_format, read_input
 from pipeline.util.globbing import GlobError, glob_local, has_magic
@@ -76,7 +77,8 @@ def fasttext_can_hold(label: str) -> bool:
 
 
 def check_label(label: str, where: str) -> str:
-    """``label`` if fastText can hold it as a label."""
+    """``label`` without a ``__label__`` prefix, if fastText can hold it as a label."""
+    label = label.removeprefix(LABEL_PREFIX)
     if not fasttext_can_hold(label):
         raise ClassifierError(f"{where}: label {printable(repr(label))} is empty or holds whitespace")
     return label
@@ -89,7 +91,7 @@ def labeled_files(patterns: tuple[str, ...] | list[str]) -> list[Source]:
 
 def labeled_source(origin: str, label: str) -> Source:
     """The documents ``origin`` names, all under ``label``: a run folder or a glob of files."""
-    check_label(label, "--positive-label/--negative-label")
+    label = check_label(label, "--positive-label/--negative-label")
     path = Path(origin)
     if path.is_dir():
         layout = Layout(path)
@@ -169,7 +171,9 @@ def _read_file(path: Path, label: str | None, log: ReadLog) -> Iterator[Batch]:
 
 def _labeled(docs: pa.RecordBatch, skipped: Counter) -> tuple[pa.RecordBatch, list[str]]:
     """The records with a label fastText can hold, and their labels as text (a number or
-    a boolean reads as its JSON text). The others are skipped and counted, as an
+    a boolean reads as its JSON text; a ``__label__`` prefix, as in fastText's own
+    files, is dropped: the model adds its own, and ``__label____label__x`` would be
+    a label no config could name). The others are skipped and counted, as an
     unreadable record is: ``no-label``, or ``bad-label`` (a list or an object, empty text,
     whitespace inside)."""
     if LABEL not in docs.schema.names:
@@ -177,6 +181,7 @@ def _labeled(docs: pa.RecordBatch, skipped: Counter) -> tuple[pa.RecordBatch, li
         return docs.slice(0, 0), []
     try:
         labels = pc.cast(docs.column(LABEL), pa.string()).to_pylist()  # a boolean reads "true"/"false"
+        labels = [None if value is None else value.removeprefix(LABEL_PREFIX) for value in labels]
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # not one value in the batch is text or a number
         skipped["bad-label"] += docs.num_rows
         return docs.slice(0, 0), []

@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.formats.fasttext_model import LABEL_PREFIX
+
 BINS = 10
 DIGITS = 6
 
 
 def positive_label(labels: list[str], wanted: str | None = None, recorded: str | None = None) -> str:
     """The label whose probability AUC and calibration are about: ``wanted`` (which must be
-    one of ``labels``), else the one a sidecar recorded, else ``positive``, else the first
-    in sorted order."""
+    one of ``labels``; a ``__label__`` prefix is dropped, as from the data's labels), else
+    the one a sidecar recorded, else ``positive``, else the first in sorted order."""
     if wanted is not None:
+        wanted = wanted.removeprefix(LABEL_PREFIX)
         if wanted not in labels:
             raise ValueError(f"--positive-label {wanted!r} is not a label of the model ({', '.join(sorted(labels))})")
         return wanted

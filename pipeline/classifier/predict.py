@@ -64,7 +64,12 @@ def evaluate(
         for batch in read_documents(sources, read_log)
         for label, text in zip(batch.labels, batch.texts)
     )
-    truth, probs = score_lines(model, documents)
+    try:
+        truth, probs = score_lines(model, documents)
+    except RuntimeError as error:  # fastText's "Encountered NaN.": weights that are not numbers
+        raise ClassifierError(
+            f"{printable_path(model_path)} is damaged: fastText cannot score with it ({error})"
+        ) from None
     if not truth:
         raise ClassifierError("no documents in " + ", ".join(s.origin for s in sources))
     for line in skipped_lines(read_log):

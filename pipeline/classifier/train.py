@@ -7,10 +7,13 @@ sidecar and its held-out metrics out.
    one preprocessing the ``classify`` stage also uses) into a ``__label__<label> <text>``
    line: held-out documents (by a second hash of the id) to one temporary file, the rest
    to fastText's training file, in hash order (``shuffle.ShuffledLines``).
-3. fastText's own trainer (``fasttext.train_supervised``) reads the training file.
+3. fastText's own trainer (``fasttext.train_supervised``) reads the training file, in a
+   child process that saves the model under a temporary name beside ``out``: fastText's
+   C++ loop does not answer Ctrl-C, and a thread it cannot start aborts its process, so
+   the parent waits, kills the child on Ctrl-C and reports how it died otherwise.
 4. The held-out lines are scored (``predict.score_lines``) and measured (``metrics``).
-5. The model is written under a temporary name and renamed; the sidecar (what trained it
-   on what, the counts, the metrics and the model's sha256) likewise, just before it.
+5. The model's temporary file is renamed; the sidecar (what trained it on what, the
+   counts, the metrics and the model's sha256) is written atomically just before.
 
 Temporary files live beside the model (``.<name>.<tag>.<random>.tmp``) and are removed
 whatever happens. Problems the user can fix are ``ClassifierError``; fastText's own
@@ -39,6 +42,7 @@ from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preproc
 from pipeline.kernels.hashing import file_sha256, id_hashes
 from pipeline.util.atomic import atomic_path, write_json_atomic
 from pipeline.util.printable import error_line, printable, printable_path
+from pipeline.util.processes import ChildDied, run_in_child
 
 
 def default_threads() -> int:
@@ -86,6 +90,13 @@ def train(
     out = Path(out)
     if out.is_dir():
         raise ClassifierError(f"--out {printable_path(out)} is a folder; name the model file (MODEL.bin)")
+    if out.exists():  # a model is replaced (atomically); a file of the user's never is
+        try:
+            fasttext_model.check_model_file(out)
+        except fasttext_model.ModelError:
+            raise ClassifierError(
+                f"--out {printable_path(out)} exists and is not a fastText model: name another file, or remove it"
+            ) from None
     names = ", ".join(printable_path(s.origin) for s in sources)
     log(f"reading {len(sources)} input(s), {sum(len(s.files) for s in sources)} file(s): {names}")
     selector, available = Selector(), None
@@ -99,47 +110,45 @@ def train(
     read_log = ReadLog()
     shuffled = ShuffledLines(out)
     heldout_file = train_file = None
-    try:
-        heldout_file = temp_file(out, "heldout")
-        counts = _split(sources, read_log, selector, holdout, shuffled, heldout_file)
-        for line in skipped_lines(read_log):
-            log(line)
-        positive = _check_counts(counts, positive, names)
-        train_file = shuffled.close()
-        train_count = sum(c["train"] for c in counts.values())
-        log(
-            f"training fastText on {train_count:,} documents ({shuffled.bytes / 1e6:,.1f} MB), "
-            f"holding out {sum(c['heldout'] for c in counts.values()):,}: epoch {hyper.epoch}, lr {hyper.lr:g}, "
-            f"wordNgrams {hyper.word_ngrams}, dim {hyper.dim}, {hyper.threads} thread(s)"
-        )
-        started = time.monotonic()
-        model = _fit(train_file, hyper, verbose)
-        log(f"trained in {time.monotonic() - started:.1f} s")
-        metrics = _heldout_metrics(model, heldout_file, positive)
-    finally:
-        shuffled.discard()
-        for path in (heldout_file, train_file):
-            if path is not None:
-                path.unlink(missing_ok=True)
-    for label, count in counts.items():  # documents of the label before --max-per-label
-        count["available"] = available[label] if available is not None else count["train"] + count["heldout"]
-    sidecar = {
-        "prep_version": __version__,
-        "preprocessing": PREPROCESSING,
-        "labels": fasttext_model.labels(model),
-        "positive_label": positive,
-        "hyperparameters": hyper.fasttext_args(),
-        "sampling": {"max_per_label": max_per_label, "holdout": holdout, "by": "id hash"},
-        "inputs": describe(sources, read_log),
-        "counts": counts,
-        "skipped": {file: dict(sorted(kinds.items())) for file, kinds in read_log.skipped.items()},
-        "heldout_metrics": metrics,
-    }
-    with atomic_path(out) as model_tmp:
-        model.save_model(str(model_tmp))
-        sidecar["model_sha256"] = file_sha256(model_tmp)
-        side = fasttext_model.sidecar_path(out)
-        write_json_atomic(side, sidecar)
+    with atomic_path(out) as model_file:
+        try:
+            heldout_file = temp_file(out, "heldout")
+            counts = _split(sources, read_log, selector, holdout, shuffled, heldout_file)
+            for line in skipped_lines(read_log):
+                log(line)
+            positive = _check_counts(counts, positive, names)
+            train_file = shuffled.close()
+            train_count = sum(c["train"] for c in counts.values())
+            log(
+                f"training fastText on {train_count:,} documents ({shuffled.bytes / 1e6:,.1f} MB), "
+                f"holding out {sum(c['heldout'] for c in counts.values()):,}: epoch {hyper.epoch}, "
+                f"lr {hyper.lr:g}, wordNgrams {hyper.word_ngrams}, dim {hyper.dim}, {hyper.threads} thread(s)"
+            )
+            started = time.monotonic()
+            model = _fit(train_file, model_file, hyper, verbose)
+            log(f"trained in {time.monotonic() - started:.1f} s")
+            metrics = _heldout_metrics(model, heldout_file, positive)
+        finally:
+            shuffled.discard()
+            for path in (heldout_file, train_file):
+                if path is not None:
+                    path.unlink(missing_ok=True)
+        for label, count in counts.items():  # documents of the label before --max-per-label
+            count["available"] = available[label] if available is not None else count["train"] + count["heldout"]
+        sidecar = {
+            "prep_version": __version__,
+            "preprocessing": PREPROCESSING,
+            "labels": fasttext_model.labels(model),
+            "positive_label": positive,
+            "hyperparameters": hyper.fasttext_args(),
+            "sampling": {"max_per_label": max_per_label, "holdout": holdout, "by": "id hash"},
+            "inputs": describe(sources, read_log),
+            "counts": counts,
+            "skipped": {file: dict(sorted(kinds.items())) for file, kinds in read_log.skipped.items()},
+            "heldout_metrics": metrics,
+            "model_sha256": file_sha256(model_file),
+        }
+        write_json_atomic(fasttext_model.sidecar_path(out), sidecar)
     log(f"wrote {printable_path(out)} ({out.stat().st_size / 1e6:,.1f} MB) and its sidecar")
     return sidecar
 
@@ -191,13 +200,36 @@ def _check_counts(counts: dict[str, dict[str, int]], wanted_positive: str | None
     return positive_label(list(counts), wanted_positive)
 
 
-def _fit(train_file: Path, hyper: Hyperparameters, verbose: int):
+def _fit(train_file: Path, model_file: Path, hyper: Hyperparameters, verbose: int):
+    """The model fastText trains on ``train_file``, saved to ``model_file`` by a child
+    process (the module's docstring says why) and loaded back."""
     import fasttext  # fasttext-community
 
     try:
-        return fasttext.train_supervised(input=str(train_file), verbose=verbose, **hyper.fasttext_args())
+        complaint = run_in_child(_fit_in_child, str(train_file), str(model_file), hyper.fasttext_args(), verbose)
+    except ChildDied as died:
+        if died.exitcode > 0:  # a Python error in the child, whose traceback is above
+            raise ClassifierError(f"fastText's training process failed ({died.how})") from None
+        raise ClassifierError(
+            f"fastText stopped with {died.how} while training (out of memory, or more --threads than the "
+            "system lets it start?): lower --threads, --dim or --bucket"
+        ) from None
+    if complaint is not None:
+        raise ClassifierError(f"fastText could not train: {complaint}")
+    return fasttext.load_model(str(model_file))
+
+
+def _fit_in_child(train_file: str, model_file: str, args: dict, verbose: int) -> str | None:
+    """Train and save; None, or the complaint fastText raised as one line."""
+    import fasttext  # fasttext-community
+
+    try:
+        fasttext.train_supervised(input=train_file, verbose=verbose, **args).save_model(model_file)
+    except MemoryError:
+        return "out of memory for its vectors ((words + --bucket) x --dim floats): lower --dim or --bucket"
     except (RuntimeError, ValueError) as error:
-        raise ClassifierError(f"fastText could not train: {error_line(error)}") from None
+        return error_line(error)
+    return None
 
 
 def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:

@@ -20,7 +20,12 @@ def tokenizer_group() -> None:
 
 @tokenizer_group.command("train")
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--vocab-size", type=click.IntRange(min=1), required=True, help="Pieces in the model.")
+@click.option(
+    "--vocab-size",
+    type=click.IntRange(min=1, max=2**31 - 1),  # SentencePiece holds it in an int32
+    required=True,
+    help="Pieces in the model (at least 259: 256 bytes, unk, bos, eos; plus the sample's characters).",
+)
 @click.option(
     "--model-type",
     type=click.Choice(["bpe", "unigram"]),
@@ -50,7 +55,12 @@ def tokenizer_group() -> None:
     help="Stop the sample at about this many bytes of text.",
 )
 @click.option("--source", "sources", multiple=True, help="Train on these sources only (repeatable).")
-@click.option("--threads", type=click.IntRange(min=0), default=0, help="Training threads (0: CPUs, at most 8).")
+@click.option(
+    "--threads",
+    type=click.IntRange(min=0, max=1024),  # SentencePiece refuses more
+    default=0,
+    help="Training threads (0: CPUs, at most 8).",
+)
 def train_command(
     run_dir: Path,
     vocab_size: int,

@@ -30,11 +30,11 @@ import time
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
-from multiprocessing import resource_tracker
 from typing import Any
 
 from pipeline.engine.progress import ProgressBar
 from pipeline.engine.retry import take_retries
+from pipeline.util.processes import start_uninterrupted
 from pipeline.util.pyarrow_no_pandas import answer_without_pandas
 
 Task = tuple[Callable[..., Any], tuple]
@@ -76,7 +76,7 @@ def _worker(tasks, results, environment: dict[str, str], doing) -> None:
     waited for at its end. What the worker sent is flushed first; it holds nothing else.
     ``environment`` is the main process's when the pool started (credentials, scratch
     folders), which a worker forked from an older server would not have. It starts with
-    SIGINT ignored and blocked (``_uninterrupted``): ignored it stays, the main process
+    SIGINT ignored and blocked (``start_uninterrupted``): ignored it stays, the main process
     stops the workers; the block is lifted, so that what a task starts inherits no block.
     ``doing`` is shared memory holding the index of the task this worker runs (-1 when
     idle): written at once, it outlives a kill, where a queued "started" message could
@@ -113,36 +113,6 @@ def _portable(error: BaseException) -> BaseException:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-def _uninterrupted(start: Callable[[], None]) -> None:
-    """Start processes with Ctrl-C ignored (a new Python keeps an ignored SIGINT ignored,
-    and the fork server hands its own start-up setting to the workers it forks): a Ctrl-C
-    while they import would otherwise print their tracebacks. The main process stops them.
-
-    A Ctrl-C or SIGTERM meanwhile is held until they have started, then delivered: raised
-    in the middle of a start, a SIGTERM left a process the pool could neither join nor
-    kill, and a worker that read its queues after the driver had removed them; an ignored
-    Ctrl-C was simply lost, and the run went on. SIGINT is held by blocking it (an ignored
-    signal that is blocked stays pending, as multiprocessing's resource tracker relies on;
-    the block is the calling thread's, so one sent to the process while it has other
-    threads may still go to one of them, and be lost as before);
-    the new processes inherit the block, and a worker lifts it (``_worker``). SIGTERM is
-    held by a handler instead, so that they start with its default action. The resource
-    tracker is started first: its own start lifts a block of SIGINT, whoever set it."""
-    held: list[int] = []
-    resource_tracker.ensure_running()
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous_int = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    previous_term = signal.signal(signal.SIGTERM, lambda signum, frame: held.append(signum))
-    try:
-        start()
-    finally:
-        signal.signal(signal.SIGINT, previous_int)
-        signal.signal(signal.SIGTERM, previous_term)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a held Ctrl-C arrives here
-    if held:
-        signal.raise_signal(signal.SIGTERM)
-
-
 def start_fork_server(also_preload: Sequence[str] = ()):
     """The multiprocessing context workers start from, its fork server started now if the
     platform has one (it keeps running, idle, for the next run in this process). The
@@ -157,7 +127,7 @@ def start_fork_server(also_preload: Sequence[str] = ()):
 
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload([PRELOAD, *also_preload])
-    _uninterrupted(forkserver.ensure_running)
+    start_uninterrupted(forkserver.ensure_running)
     return context
 
 
@@ -285,7 +255,7 @@ class LocalExecutor:
         ]
         self._doing += doing
         self._processes += new  # before they start: a SIGTERM raised after the start finds them to stop
-        _uninterrupted(lambda: [process.start() for process in new])
+        start_uninterrupted(lambda: [process.start() for process in new])
 
     def close(self, terminate: bool = False) -> None:
         """End the pool: let workers finish and exit, or (``terminate``) kill them now."""

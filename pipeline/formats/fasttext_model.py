@@ -55,8 +55,14 @@ def check_model_file(path: str | os.PathLike) -> Path:
             header = file.read(8)
     except OSError as error:
         raise ModelError(f"cannot read model {path}: {error.strerror}") from None
-    if len(header) < 8 or struct.unpack("<ii", header) != (MAGIC, VERSION):
+    if len(header) < 8 or struct.unpack("<i", header[:4])[0] != MAGIC:
         raise ModelError(f"{path} is not a fastText model (no fastText header)")
+    version = struct.unpack("<i", header[4:])[0]
+    if version != VERSION:
+        raise ModelError(
+            f"{path} is a fastText model of file version {version}; prep reads version {VERSION} "
+            "(fastText 0.9 and later): save it again with a recent fastText"
+        )
     _check_dictionary(path)
     return path
 
@@ -66,24 +72,43 @@ _ARGS_END = 8 + 12 * 4 + 8
 _COUNTS = struct.Struct("<iiiqq")  # size, nwords, nlabels, ntokens, pruneidx_size
 
 
+_MATRIX_SHAPE = struct.Struct("<qq")  # rows, columns; then rows x columns float32
+
+
 def _check_dictionary(path: Path) -> None:
-    """Walk the dictionary as fastText will read it. fastText reads each word up to its NUL
-    byte without looking for the end of the file, so a model cut inside its dictionary
-    would make it loop forever instead of failing: refuse such a file here."""
+    """Walk the dictionary and the two matrices as fastText will read them. fastText reads
+    each word up to its NUL byte without looking for the end of the file, so a model cut
+    inside its dictionary would make it loop forever instead of failing; one cut inside
+    its matrices loaded, and failed on the first document ("Vector::mul: size mismatch",
+    naming no file). Refuse such a file here."""
     with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
         if len(data) < _ARGS_END + _COUNTS.size:
             raise ModelError(f"{path} is cut short (a fastText model of {len(data)} bytes)")
+        (dim,) = struct.unpack_from("<i", data, 8)  # the first argument
         size, nwords, nlabels, _, pruned = _COUNTS.unpack_from(data, _ARGS_END)
         if not 0 <= nwords <= size or nlabels != size - nwords or pruned < -1:
             raise ModelError(f"{path} is damaged (fastText dictionary counts {size}, {nwords}, {nlabels})")
         at = _ARGS_END + _COUNTS.size
         for _ in range(size):
             end = data.find(b"\0", at)
-            if end < 0 or end + 9 > len(data):
+            if end < 0 or end + 10 > len(data):
                 raise ModelError(f"{path} is cut short inside its fastText dictionary")
-            at = end + 9  # the word's NUL, its int64 count and its int8 type
-        if at + max(pruned, 0) * 8 > len(data):
-            raise ModelError(f"{path} is cut short inside its fastText dictionary")
+            at = end + 10  # the word's NUL, its int64 count and its int8 type
+        at += max(pruned, 0) * 8  # pairs of int32
+        for which in ("input", "output"):  # each: a "quantized" byte, then the matrix
+            if at + 1 + _MATRIX_SHAPE.size > len(data):
+                raise ModelError(f"{path} is cut short before its fastText vectors")
+            quantized = data[at]
+            if quantized > 1 or (quantized and which == "output"):  # fastText quantizes the input first
+                raise ModelError(f"{path} is damaged (fastText's quantized flag of its {which} vectors)")
+            if quantized:  # a quantized (.ftz) model: its layout is not walked here
+                return
+            rows, columns = _MATRIX_SHAPE.unpack_from(data, at + 1)
+            at += 1 + _MATRIX_SHAPE.size + rows * columns * 4
+            if rows < 0 or columns != dim:
+                raise ModelError(f"{path} is damaged (fastText vectors of {columns} numbers, not dim {dim})")
+            if at > len(data):
+                raise ModelError(f"{path} is cut short inside its fastText vectors")
 
 
 def load(path: str):
@@ -100,7 +125,7 @@ def _load(path: str, *version: int):
 
     try:
         return fasttext.load_model(path)
-    except ValueError as error:  # a header that looks right over a damaged body
+    except (ValueError, MemoryError) as error:  # a header that looks right over a damaged body
         raise ModelError(f"{path} is not a readable fastText model: {error}") from None
 
 

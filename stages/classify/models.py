@@ -114,7 +114,12 @@ def score(spec: ModelSpec, texts: pa.Array) -> np.ndarray:
     if not rows:
         return scores
     wanted = fasttext_model.LABEL_PREFIX + spec.label
-    labels, probabilities = model.predict([lines[i] for i in rows], k=-1)
+    try:
+        labels, probabilities = model.predict([lines[i] for i in rows], k=-1)
+    except RuntimeError as error:  # fastText's "Encountered NaN.": weights that are not numbers
+        raise fasttext_model.ModelError(
+            f"classify model {spec.name!r}: {spec.path} is damaged: fastText cannot score with it ({error})"
+        ) from None
     for row, found, probability in zip(rows, labels, probabilities):
         try:
             scores[row] = probability[found.index(wanted)]
