@@ -43,7 +43,15 @@ from pathlib import Path, PurePosixPath
 import pyarrow.fs as pafs
 
 from pipeline.engine import hub
-from pipeline.engine.retry import RangedFile, download, files_under, retrying, sdk_untried, upload
+from pipeline.engine.retry import (
+    RangedFile,
+    download,
+    files_under,
+    retrying,
+    sdk_untried,
+    uninterrupted,
+    upload,
+)
 from pipeline.formats.layout import file_in
 from pipeline.formats.scratch import Scratch
 from pipeline.util.atomic import atomic_path
@@ -256,7 +264,7 @@ class RunStore:
                 tmp.write_text(text)
             return
         fs, _ = filesystem(self.uri)
-        retrying(fs, self._key(rel), _write_text, fs, self._key(rel), text)
+        uninterrupted(retrying, fs, self._key(rel), _write_text, fs, self._key(rel), text)
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""
@@ -352,11 +360,18 @@ def _delete(fs: pafs.FileSystem, key: str) -> None:
 
 
 def in_threads(action: Callable, items: list, threads: int = TRANSFER_THREADS) -> None:
-    """Run ``action`` over ``items`` on a few threads (transfers wait on the network)."""
+    """Run ``action`` over ``items`` on a few threads (transfers wait on the network).
+    The first failure, or a Ctrl-C, ends it at once: the transfers not started are
+    dropped, those under way finish whole on their threads unwaited (``uninterrupted``).
+    Waiting for every queued one, each trying for up to PREP_STORE_RETRY_SECONDS, held
+    a run whose store kept failing for minutes after its first error."""
     if len(items) <= 1:
         for item in items:
             action(item)
         return
-    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+    pool = ThreadPoolExecutor(min(threads, len(items)))
+    try:
         for _ in pool.map(action, items):
             pass
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
