@@ -90,7 +90,9 @@ def scratch() -> Scratch:
 
 def glob_remote(pattern: str) -> list[str]:
     """The files matching a glob URI (``*``, ``?``, ``[...]`` within a folder name, ``**``
-    across folders), sorted. A URI without wildcards matches itself if it is a file."""
+    across folders), sorted. A URI without wildcards matches itself if it is a file.
+    Nothing matched in a bucket that does not exist, or a match that cannot be read, is
+    refused naming it (``_readable``)."""
     if hub.is_hub(pattern):
         return hub.glob(pattern)
     scheme = pattern.split("://", 1)[0]
@@ -98,9 +100,25 @@ def glob_remote(pattern: str) -> list[str]:
     parts = path.split("/")
     fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
     if fixed == len(parts):
-        return [f"{scheme}://{path}"] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
-    regex = re.compile(glob_regex(path))
-    return sorted(f"{scheme}://{i.path}" for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+        found = [path] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
+    else:
+        regex = re.compile(glob_regex(path))
+        found = sorted(i.path for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+    if not found and retrying(fs, parts[0], fs.get_file_info, parts[0]).type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{scheme}://{parts[0]}: no such bucket")
+    return [_readable(f"{scheme}://{key}") for key in found]
+
+
+def _readable(uri: str) -> str:
+    """``uri``, a key a listing gave, refused where pyarrow cannot read it: a key with an
+    empty folder name (``a//b``) is listed, but every request for it fails on "Empty path
+    component", which ended the run naming neither the key nor a way out."""
+    if "//" in uri.split("://", 1)[1]:
+        raise OSError(
+            f"{uri}: prep cannot read a key with an empty folder name ('//'); copy it to a key "
+            "without one, or leave it out of the pattern"
+        )
+    return uri
 
 
 @contextmanager
