@@ -31,10 +31,21 @@ SLOWDOWN_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
     b"<Message>Please reduce your request rate.</Message><RequestId>FAULTS</RequestId></Error>"
 )
+DENIED_BODY = (
+    b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+    b"<Message>Access Denied</Message><RequestId>FAULTS</RequestId></Error>"
+)
 INTERNAL_BODY = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
     b"<Message>We encountered an internal error. Please try again.</Message><RequestId>FAULTS</RequestId></Error>"
 )
+# The errors the proxy answers for the store: status, reason, S3's XML body. Besides the
+# faults of ``FAULTS``, "denied" (credentials refused) for a schedule that asks for it.
+ERRORS = {
+    "slowdown": (503, "Slow Down", SLOWDOWN_BODY),
+    "server-error": (500, "Internal Error", INTERNAL_BODY),
+    "denied": (403, "Forbidden", DENIED_BODY),
+}
 # Headers a proxy answers for itself (hop by hop) instead of passing on.
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "expect", "proxy-connection", "content-length"}
 
@@ -127,13 +138,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._reset()
             return
         body = self._body()
-        if fate in ("slowdown", "server-error"):
-            error = (503, "Slow Down", SLOWDOWN_BODY) if fate == "slowdown" else (500, "Internal Error", INTERNAL_BODY)
-            self._answer(*error[:2], {"Content-Type": "application/xml"}, error[2])
+        if fate in ERRORS:
+            status, reason, error = ERRORS[fate]
+            self._answer(status, reason, {"Content-Type": "application/xml"}, error)
             return
         if fate == "slow":
             time.sleep(self.proxy.schedule.delay)
-        self._answer(*self._forward(body), cut=fate == "reset-response")
+        self._answer(*self._forward(body), cut=fate == "reset-response", short=fate == "short")
 
     do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
 
@@ -165,14 +176,22 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             connection.close()
 
-    def _answer(self, status: int, reason: str, headers: dict, body: bytes, cut: bool = False) -> None:
-        """Send the answer; ``cut``: half of it (of the headers, for an empty body), then reset."""
+    def _answer(
+        self, status: int, reason: str, headers: dict, body: bytes, cut: bool = False, short: bool = False
+    ) -> None:
+        """Send the answer; ``cut``: half of it (of the headers, for an empty body), then
+        reset; ``short``: the headers and half the body, then an orderly close (FIN)."""
         head = [f"HTTP/1.1 {status} {reason}"] + [f"{k}: {v}" for k, v in headers.items()]
         if "Content-Length" not in headers:
             head.append(f"Content-Length: {len(body)}")
         data = ("\r\n".join(head) + "\r\n\r\n").encode()
         if self.command != "HEAD":
             data += body
+        if short and body:
+            self.wfile.write(data[: len(data) - len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if cut:
             self.wfile.write(data[: len(data) // 2 if body and self.command != "HEAD" else len(head[0])])
             self.wfile.flush()

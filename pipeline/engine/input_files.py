@@ -98,6 +98,11 @@ def input_stat(path: str | Path) -> list[int | str]:
         return hub.stat(str(path))
     fs, key = filesystem(str(path))
     info = retrying(fs, key, fs.get_file_info, key)
+    if info.type == pafs.FileType.Directory:  # listed as a file: its key ends in "/", a folder's mark
+        raise FileNotFoundError(
+            f"{path}/: prep cannot read an object whose key ends in '/', which the store takes for a "
+            "folder; copy it to a key without the '/', or leave it out of the pattern"
+        )
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"{path} does not exist")
     return [info.size, info.mtime_ns or 0]

@@ -32,6 +32,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -115,7 +116,10 @@ def retrying(fs: pafs.FileSystem, key: str, action: Callable[..., T], *args, rul
         except OSError as error:
             kind = kind_of(error)
             if kind is None:
-                raise
+                named = _naming(error, f"{fs.type_name}://{key}")
+                if named is error:
+                    raise
+                raise named from error
             wait, elapsed = rules.delay(attempt - 1), time.monotonic() - started
             if attempt >= rules.attempts or elapsed + wait > rules.seconds:
                 raise StoreFailing(
@@ -129,8 +133,22 @@ def retrying(fs: pafs.FileSystem, key: str, action: Callable[..., T], *args, rul
         attempt += 1
 
 
+def _naming(error: OSError, uri: str) -> OSError:
+    """``error``, of its own class, with ``uri`` in front of its message where it lacks the
+    key: pyarrow names none for a read (``AWS Error ACCESS_DENIED during GetObject
+    operation:``, or a key deleted since it was listed), so the run's one line said what
+    failed but not on which file. An error of the local disk (it has an errno: a full
+    disk) names its own file, and keeps its number for the advice the command prints."""
+    if error.errno is not None or uri.split("://", 1)[1].split("/", 1)[-1] in str(error):
+        return error
+    try:
+        return type(error)(f"{uri}: {_first_line(error)}")
+    except TypeError:  # a class that takes other arguments: kept as it is
+        return error
+
+
 def _first_line(error: OSError) -> str:
-    return str(error).splitlines()[0][:300]
+    return (str(error).splitlines() or [type(error).__name__])[0][:300]
 
 
 def start_counting() -> None:
@@ -187,7 +205,26 @@ def _download(fs: pafs.FileSystem, key: str, local: Path) -> None:
 def upload(local: Path, fs: pafs.FileSystem, key: str) -> None:
     """Store ``local`` as ``key``. The object is created when the stream closes (a
     multipart upload completes then), so a failed try leaves nothing and a retry starts over."""
-    retrying(fs, key, _upload, local, fs, key)
+    uninterrupted(retrying, fs, key, _upload, local, fs, key)
+
+
+def uninterrupted(write: Callable[..., T], *args) -> T:
+    """``write(*args)``, a write to the store, where no Ctrl-C can cut it short.
+
+    Why: pyarrow's output stream creates its object when it is closed, and it is closed on
+    every way out of it, an exception's included (it has no abort). A KeyboardInterrupt
+    (prep raises one for Ctrl-C and SIGTERM, and only in the main thread) inside the stream
+    therefore stored the bytes written so far under the final key: an empty marker, which
+    the resumed run failed on. Run on a thread of its own, the write finishes whole (or
+    fails whole) while the interrupt goes on in the main thread, which does not wait for it:
+    the process ends before the object is complete, or after."""
+    if threading.current_thread() is not threading.main_thread():
+        return write(*args)
+    pool = ThreadPoolExecutor(1, thread_name_prefix="prep-store-write")
+    try:
+        return pool.submit(write, *args).result()
+    finally:
+        pool.shutdown(wait=False)
 
 
 def _upload(local: Path, fs: pafs.FileSystem, key: str) -> None:

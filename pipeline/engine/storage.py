@@ -43,7 +43,15 @@ from pathlib import Path, PurePosixPath
 import pyarrow.fs as pafs
 
 from pipeline.engine import hub
-from pipeline.engine.retry import RangedFile, download, files_under, retrying, sdk_untried, upload
+from pipeline.engine.retry import (
+    RangedFile,
+    download,
+    files_under,
+    retrying,
+    sdk_untried,
+    uninterrupted,
+    upload,
+)
 from pipeline.formats.layout import file_in
 from pipeline.formats.scratch import Scratch
 from pipeline.util.atomic import atomic_path
@@ -82,7 +90,9 @@ def scratch() -> Scratch:
 
 def glob_remote(pattern: str) -> list[str]:
     """The files matching a glob URI (``*``, ``?``, ``[...]`` within a folder name, ``**``
-    across folders), sorted. A URI without wildcards matches itself if it is a file."""
+    across folders), sorted. A URI without wildcards matches itself if it is a file.
+    Nothing matched in a bucket that does not exist, or a match that cannot be read, is
+    refused naming it (``_readable``)."""
     if hub.is_hub(pattern):
         return hub.glob(pattern)
     scheme = pattern.split("://", 1)[0]
@@ -90,9 +100,25 @@ def glob_remote(pattern: str) -> list[str]:
     parts = path.split("/")
     fixed = next((i for i, part in enumerate(parts) if has_magic(part)), len(parts))
     if fixed == len(parts):
-        return [f"{scheme}://{path}"] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
-    regex = re.compile(glob_regex(path))
-    return sorted(f"{scheme}://{i.path}" for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+        found = [path] if retrying(fs, path, fs.get_file_info, path).type == pafs.FileType.File else []
+    else:
+        regex = re.compile(glob_regex(path))
+        found = sorted(i.path for i in files_under(fs, "/".join(parts[:fixed])) if regex.fullmatch(i.path))
+    if not found and retrying(fs, parts[0], fs.get_file_info, parts[0]).type == pafs.FileType.NotFound:
+        raise FileNotFoundError(f"{scheme}://{parts[0]}: no such bucket")
+    return [_readable(f"{scheme}://{key}") for key in found]
+
+
+def _readable(uri: str) -> str:
+    """``uri``, a key a listing gave, refused where pyarrow cannot read it: a key with an
+    empty folder name (``a//b``) is listed, but every request for it fails on "Empty path
+    component", which ended the run naming neither the key nor a way out."""
+    if "//" in uri.split("://", 1)[1]:
+        raise OSError(
+            f"{uri}: prep cannot read a key with an empty folder name ('//'); copy it to a key "
+            "without one, or leave it out of the pattern"
+        )
+    return uri
 
 
 @contextmanager
@@ -256,7 +282,7 @@ class RunStore:
                 tmp.write_text(text)
             return
         fs, _ = filesystem(self.uri)
-        retrying(fs, self._key(rel), _write_text, fs, self._key(rel), text)
+        uninterrupted(retrying, fs, self._key(rel), _write_text, fs, self._key(rel), text)
 
     def remove(self, rel: str) -> None:
         """Delete a file or folder of the run (in the store and in this mirror)."""
@@ -352,11 +378,18 @@ def _delete(fs: pafs.FileSystem, key: str) -> None:
 
 
 def in_threads(action: Callable, items: list, threads: int = TRANSFER_THREADS) -> None:
-    """Run ``action`` over ``items`` on a few threads (transfers wait on the network)."""
+    """Run ``action`` over ``items`` on a few threads (transfers wait on the network).
+    The first failure, or a Ctrl-C, ends it at once: the transfers not started are
+    dropped, those under way finish whole on their threads unwaited (``uninterrupted``).
+    Waiting for every queued one, each trying for up to PREP_STORE_RETRY_SECONDS, held
+    a run whose store kept failing for minutes after its first error."""
     if len(items) <= 1:
         for item in items:
             action(item)
         return
-    with ThreadPoolExecutor(min(threads, len(items))) as pool:
+    pool = ThreadPoolExecutor(min(threads, len(items)))
+    try:
         for _ in pool.map(action, items):
             pass
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
