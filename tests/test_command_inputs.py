@@ -363,5 +363,6 @@ def test_a_missing_file_keeps_the_sentence_that_says_why(error, line):
 
 def test_a_sample_seed_without_a_sample_is_refused_not_ignored(tmp_path):
     result = CliRunner().invoke(main, ["run", str(SAMPLE_CONFIG), "--out", str(tmp_path / "out"), "--sample-seed", "3"])
-    assert result.exit_code == 2 and "--sample-seed picks the documents --sample keeps: give a --sample below 1" in result.output
+    assert result.exit_code == 2
+    assert "--sample-seed picks the documents --sample keeps: give a --sample below 1" in result.output
     assert not (tmp_path / "out").exists()
