@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from pipeline.ablate.presets import PRESETS
-from pipeline.commands.options import Count, Finite, WeightedFile
+from pipeline.commands.options import Count, Finite, WeightedFile, training_device_options
 from pipeline.util.extras import require
 
 
@@ -64,14 +64,7 @@ from pipeline.util.extras import require
 @click.option("--batch-size", type=click.IntRange(min=1), help="Windows per step [default: the preset's].")
 @click.option("--lr", type=Finite(min=0, min_open=True), help="Peak learning rate [default: the preset's].")
 @click.option("--workers", type=click.IntRange(min=0), default=1, show_default=True, help="Loader worker processes.")
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-    help="Where to train: auto takes the GPU when torch sees one.",
-)
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
+@training_device_options
 @click.option("--full-vocab", is_flag=True, help="Keep every id of the tokenizer instead of those that occur.")
 @click.option("--ledger", type=click.Path(file_okay=False, path_type=Path), help="Ledger folder [default: OUT/ledger].")
 @click.option("--target-params", type=Count(), default="1B", show_default=True, help="Full run's model size.")

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from pipeline.ablate.presets import PRESETS
-from pipeline.commands.options import Count, Finite, WeightedFile
+from pipeline.commands.options import Count, Finite, WeightedFile, training_device_options
 from pipeline.util.extras import require
 
 
@@ -59,14 +59,7 @@ def _shares(text: str, where: str) -> dict[str, float]:
 @click.option("--seeds", type=click.IntRange(min=0), default=0, show_default=True,
               help="Validate: train the proposed and natural mixtures with this many seeds each (3+).")  # fmt: skip
 @click.option("--baseline", help='Also validate this mixture, in prep mix shares: "--code 0.25 --math 0.08".')
-@click.option(
-    "--device",
-    type=click.Choice(["auto", "cpu", "cuda"]),
-    default="auto",
-    show_default=True,
-    help="Where to train: auto takes the GPU when torch sees one.",
-)
-@click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")
+@training_device_options
 def mix_search(runs, trials, tokens, eval_files, out, target_tokens, max_epochs, bounds, prior, concentration,
                preset, eval_tokens, eval_points, seed, seeds, baseline, device, threads) -> None:  # fmt: skip
     """Find the mixture: train the ablate proxy on sampled mixtures, fit, propose.

@@ -68,3 +68,18 @@ class WeightedFile(click.ParamType):
             self.fail(f"{value}: no such file", param, ctx)
         number = Finite(min=0).convert(weight, param, ctx)
         return Path(base), float(number)
+
+
+def training_device_options(command):
+    """``--device`` and ``--threads``: where the proxy model trains (``prep ablate`` and
+    ``prep mix search`` train the same one)."""
+    command = click.option("--threads", type=click.IntRange(min=1), help="CPU threads for torch [default: torch's].")(
+        command
+    )
+    return click.option(
+        "--device",
+        type=click.Choice(["auto", "cpu", "cuda"]),
+        default="auto",
+        show_default=True,
+        help="Where to train: auto takes the GPU when torch sees one.",
+    )(command)
