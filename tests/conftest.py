@@ -40,6 +40,8 @@ def shared_data() -> Path:
 def s3():
     """An S3 server on loopback; the AWS settings point pyarrow (here and in worker
     processes) at it. Yields a pyarrow S3 file system that may create buckets."""
+    from pipeline.engine import storage
+
     moto_server = pytest.importorskip("moto.server")
     server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
@@ -52,6 +54,9 @@ def s3():
     }
     saved = {k: os.environ.get(k) for k in settings}
     os.environ.update(settings)
+    # prep keeps one file system per bucket per process, holding the endpoint it was made
+    # with: a bucket name an earlier module's server served would reach that dead server.
+    storage._filesystem.cache_clear()
     try:
         yield pafs.S3FileSystem(
             endpoint_override=f"{host}:{port}",
@@ -67,6 +72,7 @@ def s3():
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+        storage._filesystem.cache_clear()
         server.stop()
 
 

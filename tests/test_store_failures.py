@@ -227,17 +227,17 @@ def test_force_deletes_only_what_the_run_wrote(s3, tmp_path):
     """--force into a prefix of the user's writes beside their objects; --force over a run
     of another config deletes that run, and nothing of the user's: not a sibling prefix
     that starts with the same letters, nor a file named like a run's folder."""
-    inputs(s3, "force")
+    inputs(s3, "beside")  # moto's buckets are the process's: test_s3.py has a "force"
     mine = ["run-old/docs/x.parquet", "run.txt", "run/notes.txt", "run/docs-backup/a.parquet", "run/docsx", "run/ü x/y"]
     for key in mine:
-        put(s3, f"force/{key}", b"the user's")
-    first, second = (config(tmp_path, "s3://force/in/*.jsonl", LIGHT.replace("10", n), f"{n}.toml") for n in "12")
+        put(s3, f"beside/{key}", b"the user's")
+    first, second = (config(tmp_path, "s3://beside/in/*.jsonl", LIGHT.replace("10", n), f"{n}.toml") for n in "12")
     with pytest.raises(ConfigError, match="is not empty and was not made by prep run"):
-        run_pipeline(first, "s3://force/run", workers=1, quiet=True)
-    run_pipeline(first, "s3://force/run", workers=1, quiet=True, force=True)
-    put(s3, "force/run/docs/web/99999-stale.parquet", b"a file of the first run")
-    run_pipeline(second, "s3://force/run", workers=1, quiet=True, force=True)
-    left = stored(s3, "force")
+        run_pipeline(first, "s3://beside/run", workers=1, quiet=True)
+    run_pipeline(first, "s3://beside/run", workers=1, quiet=True, force=True)
+    put(s3, "beside/run/docs/web/99999-stale.parquet", b"a file of the first run")
+    run_pipeline(second, "s3://beside/run", workers=1, quiet=True, force=True)
+    left = stored(s3, "beside")
     assert all(left[key] == b"the user's" for key in mine)
     assert "run/docs/web/99999-stale.parquet" not in left
     assert json.loads(left["run/manifest.json"])["config"]["stages"][0]["min_chars"] == 2
