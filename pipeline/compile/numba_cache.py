@@ -1,6 +1,6 @@
 """numba's on-disk cache, kept honest when the code it compiled in changes.
 
-Why: ``@njit(cache=True)`` keys a cached kernel on its own source file's time and size only.
+Why: ``@njit(cache=True)`` keys a cached kernel on its own source file's contents only.
 A kernel that calls a helper from another file has that helper compiled into it, so after
 the helper's file changes (an edit, a ``git checkout``, a ``git pull``) the caller's cache
 still loads, with the old helper inside: the quality signals were once silently wrong that
@@ -11,7 +11,9 @@ hashes the contents of every source file in the folders that hold kernels and wh
 read (``KERNEL_FOLDERS``; about 100 files, a few milliseconds; this room's among them, as
 ``jit`` decides what every kernel compiles to), and when that hash differs
 from the one stamped beside the caches, deletes every cached kernel of those folders
-(``*.nbi``, ``*.nbc``), so each recompiles once on first use. An edit to the engine or a
+(``*.nbi``, ``*.nbc``), so each recompiles once on first use, unless the kernels prep
+ships compiled for these very sources fit this install (``prebuilt``): those are copied
+in instead. A fresh clone has no stamp, so its first import takes that path. An edit to the engine or a
 command leaves the caches alone; ``tests/test_architecture.py`` checks that no kernel
 lives outside these folders.
 
@@ -28,6 +30,7 @@ import hashlib
 import os
 from pathlib import Path
 
+from pipeline.compile.prebuilt import install_prebuilt
 from pipeline.util.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[2]  # the folder holding pipeline/ and stages/
@@ -62,15 +65,19 @@ def sources_digest(files: list[Path], root: Path = ROOT) -> str:
     return digest.hexdigest()
 
 
-def cache_folders(files: list[Path]) -> list[Path]:
-    """Where numba keeps the cached kernels of ``files``."""
-    folders = sorted({path.parent for path in files})
+def cache_folder(source_folder: Path) -> Path:
+    """Where numba keeps the cached kernels of the source files in ``source_folder``."""
     user_dir = os.environ.get("NUMBA_CACHE_DIR")
     if not user_dir:
-        return [folder / "__pycache__" for folder in folders]
+        return source_folder / "__pycache__"
     from numba.core.caching import _CacheLocator
 
-    return sorted({Path(user_dir) / _CacheLocator.get_suitable_cache_subpath(str(path)) for path in files})
+    return Path(user_dir) / _CacheLocator.get_suitable_cache_subpath(str(source_folder / "any.py"))
+
+
+def cache_folders(files: list[Path]) -> list[Path]:
+    """Where numba keeps the cached kernels of ``files``."""
+    return sorted({cache_folder(folder) for folder in {path.parent for path in files}})
 
 
 def clear_stale_caches(root: Path = ROOT) -> bool:
@@ -86,6 +93,7 @@ def clear_stale_caches(root: Path = ROOT) -> bool:
                 cached.unlink(missing_ok=True)
         for mark in marks_folder().glob("*"):  # the warm-up marks of the caches just deleted
             mark.unlink(missing_ok=True)
+        install_prebuilt(root, files, digest, cache_folder)
         stamp.parent.mkdir(exist_ok=True)
         with atomic_path(stamp) as tmp:
             tmp.write_text(digest)
