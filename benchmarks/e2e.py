@@ -21,9 +21,9 @@ prep's side runs ``--prep-runs`` times (3) and its median run is the row: it las
 on a shared machine whose speed drifts by a fifth from minute to minute, which
 datatrove's minutes average out. With prep first in ``--sides`` (the default), its runs are
 split around datatrove's, half before and half after, so they sample the machine over
-the same minutes. prep's kernels are compiled by one untimed prep run
-first (a cold numba cache costs a fresh install's first run 15-21 s in all, which
-`benchmarks.first_run` measures on its own).
+the same minutes. prep's kernels are loaded into numba's cache by one
+untimed prep run first (a fresh install loads the kernels prep ships compiled; where they
+do not fit it compiles them, 10-21 s, which `benchmarks.first_run` measures on its own).
 Each side runs in its own process tree, timed from its start to its exit: prep's is
 ``prep run`` itself, as a user types it. CPU seconds and peak memory are sampled from /proc
 over all its processes together (CPU of processes living under 0.2 s is missed). What the
