@@ -303,6 +303,23 @@ def test_a_live_lease_refuses_a_second_run_and_a_stale_one_is_taken_over(s3, tmp
     assert store.read_text(".prep/lease.json") is None  # released at the end
 
 
+def test_a_run_whose_lease_was_taken_over_stops_and_leaves_the_new_holder_alone(s3, monkeypatch):
+    """A run that went too long without renewing (paused, cut off from the store) finds at
+    its next heartbeat that another run took the folder: it stops, without writing its own
+    lease back over the new holder's."""
+    from pipeline.engine.runlock import OutputBusy, locked_output
+
+    s3.create_dir("lease-taken")
+    monkeypatch.setenv("PREP_LEASE_SECONDS", "1.5")  # a heartbeat every 0.5 s
+    store = RunStore("s3://lease-taken/run")
+    theirs = {"host": "another-machine", "pid": 4242, "started": "now", "command": "prep run", "token": "theirs"}
+    with pytest.raises(OutputBusy, match="taken over by another prep run .*pid 4242 on another-machine"):
+        with locked_output(store):
+            store.write_text(".prep/lease.json", json.dumps({**theirs, "renewed": time.time()}))
+            time.sleep(10)  # the run's work; the heartbeat stops it
+    assert json.loads(store.read_text(".prep/lease.json"))["token"] == "theirs"
+
+
 @pytest.mark.parametrize("value", ["soon", "0", "-5", "nan"])
 def test_a_bad_lease_time_is_refused_by_name(monkeypatch, value):
     from pipeline.engine.runlock import lease_seconds

@@ -13,7 +13,10 @@ fresher than ``LEASE_SECONDS`` (``PREP_LEASE_SECONDS``, default 60) and takes it
 once it is older: a killed run stops renewing, so its lease goes stale within that time
 (at once when the killed run was on the same machine: its process is seen to be gone).
 Taking a lease writes it, waits, and reads it back, so of two runs that start together
-the one whose write landed last wins and the other refuses. This relies on the
+the one whose write landed last wins and the other refuses. The heartbeat reads the lease
+before each renewal: a run whose lease was taken over (it went unrenewed too long: the
+machine paused, the store was out of reach) stops with a one-line error instead of
+writing its lease back over the new holder's and running beside it. This relies on the
 machines' clocks agreeing to within a few seconds (NTP), as S3 lease schemes do.
 """
 
@@ -24,6 +27,7 @@ import fcntl
 import json
 import os
 import secrets
+import signal
 import socket
 import sys
 import threading
@@ -122,18 +126,32 @@ def _lease(store: RunStore) -> Iterator[None]:
     if current.get("token") != token:
         raise _busy(store, current)
     stop = threading.Event()
+    taken: list[dict] = []  # the lease that replaced this run's, once the heartbeat finds one
+    signalling = threading.Lock()  # no interrupt once the block has ended
 
     def heartbeat() -> None:
         while not stop.wait(ttl / 3):
             with contextlib.suppress(OSError):  # a missed beat is retried; ttl allows two
+                current = _read_lease(store)
+                if current.get("token") not in (token, None):
+                    with signalling:
+                        if not stop.is_set():
+                            taken.append(current)
+                            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+                    return
                 write()
 
     thread = threading.Thread(target=heartbeat, name="prep-lease", daemon=True)
     thread.start()
     try:
         yield
+    except KeyboardInterrupt:
+        if taken:
+            raise _lost(store, taken[0]) from None
+        raise
     finally:
-        stop.set()
+        with signalling:
+            stop.set()
         thread.join()
         with contextlib.suppress(OSError):
             if _read_lease(store).get("token") == token:
@@ -165,6 +183,15 @@ def _read_lease(store: RunStore) -> dict:
         return json.loads(text) if text else {}
     except ValueError:
         return {}
+
+
+def _lost(store: RunStore, lease: dict) -> OutputBusy:
+    """This run's lease went unrenewed for too long (the machine paused, the store out of
+    reach) and another run took the folder over: this one stops rather than write beside it."""
+    return OutputBusy(
+        f"{store.uri} was taken over by another prep run ({_describe(lease)}) after this run's lease went "
+        f"{lease_seconds():.0f} s without renewal; this run stopped, its finished units are kept"
+    )
 
 
 def _busy(store: RunStore, lease: dict) -> OutputBusy:
