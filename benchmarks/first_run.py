@@ -10,8 +10,8 @@ sample. ``--steps`` also compiles the run's warm-up steps one after another in o
 process, each step's CPU seconds apart: the compile's own cost, which two workers' wall
 time hides behind the host's scheduling.
 
-The empty cache is a new ``NUMBA_CACHE_DIR``; this process imports ``pipeline`` first, so
-the repository's kernel stamp is current and nothing prebuilt is copied into it. Wall time
+The empty cache is a new ``NUMBA_CACHE_DIR``, stamped current for the repository's kernel
+sources (``empty_cache``) so that nothing prebuilt is copied into it. Wall time
 of the whole ``prep run`` command, as a user sees it, with the CPU seconds of each run
 (the command and its workers) beside it, and the load average before: on a shared
 machine wall time says more about the neighbours than about prep.
@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pipeline  # noqa: F401  (stamps the repository's kernel caches current: see above)
 from benchmarks.proctree import cpu_and_peak_memory
+from pipeline.compile.numba_cache import stamp_current
 from pipeline.compile.prebuilt_build import on_sample
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,6 +64,22 @@ def fresh_copy(folder: Path) -> Path:
         target = folder / name
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(source.read_bytes())
+    return folder
+
+
+def empty_cache(folder: Path) -> Path:
+    """A new ``NUMBA_CACHE_DIR`` stamped current for the repository's kernel sources: prep
+    copies nothing prebuilt into it and compiles every kernel, as a machine does that the
+    shipped kernels do not fit."""
+    saved = os.environ.get("NUMBA_CACHE_DIR")
+    os.environ["NUMBA_CACHE_DIR"] = str(folder)
+    try:
+        stamp_current()
+    finally:
+        if saved is None:
+            del os.environ["NUMBA_CACHE_DIR"]
+        else:
+            os.environ["NUMBA_CACHE_DIR"] = saved
     return folder
 
 
@@ -124,9 +140,10 @@ def main() -> None:
         copy = fresh_copy(root / "clone")
         fresh, fresh_cpu = timed_run(chain_config(args.chain, copy, root), root / "fresh", args.workers, copy)
         config = chain_config(args.chain, REPO, root)
-        cold, cold_cpu = timed_run(config, root / "cold", args.workers, cache=root / "numba-cache")
-        warm, warm_cpu = timed_run(config, root / "warm", args.workers, cache=root / "numba-cache")
-        steps = step_seconds(config, root / "steps-cache") if args.steps else []
+        cache = empty_cache(root / "numba-cache")
+        cold, cold_cpu = timed_run(config, root / "cold", args.workers, cache=cache)
+        warm, warm_cpu = timed_run(config, root / "warm", args.workers, cache=cache)
+        steps = step_seconds(config, empty_cache(root / "steps-cache")) if args.steps else []
     print(f"configs/{args.chain}.toml on the sample, {args.workers} workers (load average {load:.2f} before)")
     print(f"  first run, fresh install       {fresh:6.1f} s   {fresh_cpu:5.1f} CPU-s   (the kernels prep ships)")
     print(f"  first run, empty numba cache   {cold:6.1f} s   {cold_cpu:5.1f} CPU-s   (nothing prebuilt)")

@@ -25,8 +25,9 @@ def _tree(root: Path) -> Path:
     return package
 
 
-def _kernel(package: Path, guard_root: Path | None) -> int:
-    """``kernel(1)`` in a fresh process, after ``clear_stale_caches(guard_root)`` if given."""
+def _kernel(package: Path, guard_root: Path | None, cache_dir: Path | None = None) -> int:
+    """``kernel(1)`` in a fresh process, after ``clear_stale_caches(guard_root)`` if given,
+    with numba's caches in ``cache_dir`` if given (``NUMBA_CACHE_DIR``), else beside the sources."""
     guard = (
         "from pathlib import Path; from pipeline.compile.numba_cache import clear_stale_caches; "
         f"clear_stale_caches(Path({str(guard_root)!r}))"
@@ -39,6 +40,8 @@ def _kernel(package: Path, guard_root: Path | None) -> int:
         print(caller.kernel(1))
     """)
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = str(cache_dir)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return int(done.stdout.strip())
 
@@ -49,6 +52,16 @@ def test_an_edited_helper_is_not_served_from_the_callers_cache(tmp_path):
     (package / "helper.py").write_text(HELPER.format(10))
     assert _kernel(package, None) == 2  # numba alone: the caller's cache still holds the old helper
     assert _kernel(package, Path(tmp_path)) == 11  # the guard saw the change and cleared it
+
+
+def test_each_place_numba_caches_in_is_checked_on_its_own(tmp_path):
+    """An edit seen with NUMBA_CACHE_DIR set clears that folder's caches, not those beside
+    the sources: those are checked again when the variable is unset."""
+    package = _tree(tmp_path)
+    assert _kernel(package, tmp_path) == 2  # compiled beside the sources
+    (package / "helper.py").write_text(HELPER.format(10))
+    assert _kernel(package, tmp_path, tmp_path / "user-cache") == 11
+    assert _kernel(package, tmp_path) == 11  # not the caller compiled with the old helper
 
 
 def test_caches_are_cleared_only_when_a_source_changes(tmp_path):

@@ -13,12 +13,14 @@ read (``KERNEL_FOLDERS``; about 100 files, a few milliseconds; this room's among
 from the one stamped beside the caches, deletes every cached kernel of those folders
 (``*.nbi``, ``*.nbc``), so each recompiles once on first use, unless the kernels prep
 ships compiled for these very sources fit this install (``prebuilt``): those are copied
-in instead. A fresh clone has no stamp, so its first import takes that path. An edit to the engine or a
-command leaves the caches alone; ``tests/test_architecture.py`` checks that no kernel
-lives outside these folders.
+in instead. A fresh clone has no stamp, so its first import takes that path. An edit to
+the engine or a command leaves the caches alone; ``tests/test_architecture.py`` checks
+that no kernel lives outside these folders.
 
 It looks where numba keeps caches for these files: each folder's ``__pycache__``, or the
-mirror under ``NUMBA_CACHE_DIR`` when that is set. A read-only install (no writable
+mirror under ``NUMBA_CACHE_DIR`` when that is set, and stamps each place apart
+(``stamp_path``): one stamp beside the sources once vouched for both, so caches compiled
+before an edit, in the place not used since, loaded as current. A read-only install (no writable
 ``__pycache__``) is skipped: numba then caches in the user's folder, keyed by the installed
 files, which a reinstall replaces together. No numba import here unless
 ``NUMBA_CACHE_DIR`` is set, so a command that compiles nothing pays a few milliseconds.
@@ -80,12 +82,32 @@ def cache_folders(files: list[Path]) -> list[Path]:
     return sorted({cache_folder(folder) for folder in {path.parent for path in files}})
 
 
+def stamp_path(root: Path = ROOT) -> Path:
+    """Where the digest of ``root``'s kernel sources is stamped: beside the caches it vouches
+    for, so that the caches of each place numba keeps them (beside the sources, or under
+    ``NUMBA_CACHE_DIR``, set or unset again) are checked on their own. Source trees sharing
+    one ``NUMBA_CACHE_DIR`` stamp apart."""
+    user_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if not user_dir:
+        return root / "pipeline" / "__pycache__" / STAMP
+    tree = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:16]
+    return Path(user_dir) / f"{tree}-{STAMP}"
+
+
+def stamp_current(root: Path = ROOT, digest: str | None = None) -> None:
+    """Stamps the caches of ``root``'s kernels as compiled from its sources as they are."""
+    stamp = stamp_path(root)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(stamp) as tmp:
+        tmp.write_text(digest or sources_digest(kernel_sources(root), root))
+
+
 def clear_stale_caches(root: Path = ROOT) -> bool:
     """Delete the cached kernels if any source file changed since they were stamped; True if it did."""
     try:
         files = kernel_sources(root)
         digest = sources_digest(files, root)
-        stamp = root / "pipeline" / "__pycache__" / STAMP
+        stamp = stamp_path(root)
         if stamp.is_file() and stamp.read_text() == digest:
             return False
         for folder in cache_folders(files):
@@ -94,9 +116,7 @@ def clear_stale_caches(root: Path = ROOT) -> bool:
         for mark in marks_folder().glob("*"):  # the warm-up marks of the caches just deleted
             mark.unlink(missing_ok=True)
         install_prebuilt(root, files, digest, cache_folder)
-        stamp.parent.mkdir(exist_ok=True)
-        with atomic_path(stamp) as tmp:
-            tmp.write_text(digest)
+        stamp_current(root, digest)
         return True
     except OSError:  # a read-only install: numba caches elsewhere, keyed by files replaced together
         return False
