@@ -48,11 +48,20 @@ def sidecar_path(model: str | os.PathLike) -> Path:
 
 def check_model_file(path: str | os.PathLike) -> Path:
     """``path`` if it holds a fastText model (``.bin`` or ``.ftz``); ``ModelError`` otherwise."""
+    file_labels(path)
+    return Path(path)
+
+
+def file_labels(path: str | os.PathLike) -> tuple[str, ...]:
+    """The labels of the fastText model at ``path`` (without ``__label__``), read from its
+    dictionary without loading the model (so a config can be checked against them before
+    any work); ``ModelError`` where ``path`` holds no fastText model. Read once per
+    version of the file."""
     path = Path(path)
     try:
         refuse_special(path)  # a FIFO would block the open for good
         with open(path, "rb") as file:
-            header = file.read(8)
+            header, stat = file.read(8), os.fstat(file.fileno())
     except OSError as error:
         raise ModelError(f"cannot read model {path}: {error.strerror}") from None
     if len(header) < 8 or struct.unpack("<i", header[:4])[0] != MAGIC:
@@ -63,20 +72,20 @@ def check_model_file(path: str | os.PathLike) -> Path:
             f"{path} is a fastText model of file version {version}; prep reads version {VERSION} "
             "(fastText 0.9 and later): save it again with a recent fastText"
         )
-    _check_dictionary(path)
-    return path
+    return _dictionary_labels(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 # After the header: 12 int32 arguments and one double, then the dictionary's counts.
 _ARGS_END = 8 + 12 * 4 + 8
 _COUNTS = struct.Struct("<iiiqq")  # size, nwords, nlabels, ntokens, pruneidx_size
-
-
+_LABEL_ENTRY = 1  # a dictionary entry's type byte: 0 a word, 1 a label
 _MATRIX_SHAPE = struct.Struct("<qq")  # rows, columns; then rows x columns float32
 
 
-def _check_dictionary(path: Path) -> None:
-    """Walk the dictionary and the two matrices as fastText will read them. fastText reads
+@functools.lru_cache(maxsize=8)
+def _dictionary_labels(path: Path, *version: int) -> tuple[str, ...]:
+    """The labels in the dictionary, which is walked with the two matrices as fastText
+    will read them (``version``: the file's, so a rewritten model is read again). fastText reads
     each word up to its NUL byte without looking for the end of the file, so a model cut
     inside its dictionary would make it loop forever instead of failing; one cut inside
     its matrices loaded, and failed on the first document ("Vector::mul: size mismatch",
@@ -88,11 +97,13 @@ def _check_dictionary(path: Path) -> None:
         size, nwords, nlabels, _, pruned = _COUNTS.unpack_from(data, _ARGS_END)
         if not 0 <= nwords <= size or nlabels != size - nwords or pruned < -1:
             raise ModelError(f"{path} is damaged (fastText dictionary counts {size}, {nwords}, {nlabels})")
-        at = _ARGS_END + _COUNTS.size
+        at, labels = _ARGS_END + _COUNTS.size, []
         for _ in range(size):
             end = data.find(b"\0", at)
             if end < 0 or end + 10 > len(data):
                 raise ModelError(f"{path} is cut short inside its fastText dictionary")
+            if data[end + 9] == _LABEL_ENTRY:
+                labels.append(data[at:end].decode("utf-8", "replace").removeprefix(LABEL_PREFIX))
             at = end + 10  # the word's NUL, its int64 count and its int8 type
         at += max(pruned, 0) * 8  # pairs of int32
         for which in ("input", "output"):  # each: a "quantized" byte, then the matrix
@@ -102,13 +113,14 @@ def _check_dictionary(path: Path) -> None:
             if quantized > 1 or (quantized and which == "output"):  # fastText quantizes the input first
                 raise ModelError(f"{path} is damaged (fastText's quantized flag of its {which} vectors)")
             if quantized:  # a quantized (.ftz) model: its layout is not walked here
-                return
+                return tuple(labels)
             rows, columns = _MATRIX_SHAPE.unpack_from(data, at + 1)
             at += 1 + _MATRIX_SHAPE.size + rows * columns * 4
             if rows < 0 or columns != dim:
                 raise ModelError(f"{path} is damaged (fastText vectors of {columns} numbers, not dim {dim})")
             if at > len(data):
                 raise ModelError(f"{path} is cut short inside its fastText vectors")
+    return tuple(labels)
 
 
 def load(path: str):
