@@ -21,7 +21,9 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from pipeline.kernels.hashing import file_sha256
 from pipeline.util.file_kind import refuse_special
+from pipeline.util.printable import printable_path
 from pipeline.util.records import Optional, read_record
 
 PREPROCESSING = "dclm"  # the name the sidecar records
@@ -147,14 +149,25 @@ def labels(model) -> list[str]:
 
 
 # What readers take from a model's sidecar (``prep classifier train`` writes more).
-SIDECAR_SHAPE = {"positive_label": Optional((str, None))}
+SIDECAR_SHAPE = {"positive_label": Optional((str, None)), "model_sha256": Optional(str)}
 
 
 def read_sidecar(model: str | os.PathLike) -> dict[str, Any] | None:
     """The sidecar of ``model``, or None when it has none (a published model, say). It is
     a file beside one the user names, so it is checked where it enters: a damaged one is
-    a ``RecordError`` naming it, and a FIFO in its place is refused, never read (that hung)."""
+    a ``RecordError`` naming it, and a FIFO in its place is refused, never read (that hung).
+    One that describes another model (its ``model_sha256`` is not the model's: a model
+    copied over another, or a training killed between its two renames by an older prep)
+    is a ``ModelError``: its labels and metrics would be taken for this model's."""
+    path = sidecar_path(model)
     try:
-        return read_record(sidecar_path(model), SIDECAR_SHAPE)
+        sidecar = read_record(path, SIDECAR_SHAPE)
     except FileNotFoundError:
         return None
+    recorded = sidecar.get("model_sha256")
+    if recorded is not None and recorded != file_sha256(model):
+        raise ModelError(
+            f"{printable_path(path)} describes another model than {printable_path(model)} (its sha256 differs): "
+            "remove the sidecar, or put back the model it describes"
+        )
+    return sidecar
