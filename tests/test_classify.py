@@ -379,7 +379,11 @@ def test_a_model_replaced_before_a_resume_makes_it_another_run(tmp_path, tiny_mo
     config = _config(tmp_path, _model_table("m", model, "math", min_score=0.5))
     run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     run_pipeline(config, tmp_path / "out", workers=1, quiet=True)  # the same model: resumes
-    shutil.copyfile(LID, model)
+    import fasttext
+
+    # Another model with the same labels (one without ``math`` is refused when the config is read).
+    other = fasttext.train_supervised(input=str(tiny_model.parent / "train.txt"), epoch=6, dim=8, thread=1, verbose=0)
+    other.save_model(str(model))
     with pytest.raises(ConfigError, match="different models"):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
 
