@@ -23,7 +23,6 @@ from conftest import REPO, SHARED_DATA, write_config, write_jsonl
 
 from pipeline.engine.config import ConfigError, load_config
 from pipeline.engine.run import run_pipeline
-from pipeline.formats.fasttext_model import ModelError
 from pipeline.kernels.hashing import id_hashes
 from stages.classify import models, topk
 from stages.classify.models import ModelSpec
@@ -182,13 +181,15 @@ def test_bad_model_path_is_one_line_from_the_command(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-def test_a_label_the_model_lacks_is_one_line_naming_its_labels(tmp_path, tiny_model):
+def test_a_label_the_model_lacks_is_refused_when_the_config_is_read(tmp_path, tiny_model):
     config = _config(tmp_path, _model_table("quality", tiny_model, "hq"))
-    with pytest.raises(ModelError) as error:
+    with pytest.raises(ConfigError) as error:
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert "no label 'hq'" in str(error.value) and "its labels: " in str(error.value)
     assert sorted(str(error.value).split("its labels: ")[1].split(", ")) == ["math", "prose"]
-    assert "\n" not in str(error.value)
+    assert "\n" not in str(error.value) and not (tmp_path / "out").exists()
+    with pytest.raises(ConfigError, match="no label 'maths'; did you mean 'math'"):
+        load_config(_config(tmp_path, _model_table("quality", tiny_model, "maths")))
 
 
 # -- runs ------------------------------------------------------------------------------------
@@ -378,7 +379,11 @@ def test_a_model_replaced_before_a_resume_makes_it_another_run(tmp_path, tiny_mo
     config = _config(tmp_path, _model_table("m", model, "math", min_score=0.5))
     run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     run_pipeline(config, tmp_path / "out", workers=1, quiet=True)  # the same model: resumes
-    shutil.copyfile(LID, model)
+    import fasttext
+
+    # Another model with the same labels (one without ``math`` is refused when the config is read).
+    other = fasttext.train_supervised(input=str(tiny_model.parent / "train.txt"), epoch=6, dim=8, thread=1, verbose=0)
+    other.save_model(str(model))
     with pytest.raises(ConfigError, match="different models"):
         run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
 

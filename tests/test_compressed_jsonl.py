@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import json
 import lzma
 
 import pyarrow as pa
@@ -140,3 +141,53 @@ def test_garbage_behind_a_codecs_magic_is_one_row_and_nothing_kept(magic, tmp_pa
     table, bad, _ = read_all(tmp_path / "g.jsonl")
     assert table is None and len(bad) == 1 and bad[0]["line"] == 1
     assert bad[0]["reason"].rsplit("-", 1)[0] in {"bad-input:corrupt", "bad-input:truncated"}
+
+
+def _frames_with_damage(data: bytes, frames: int, damaged: tuple[int, ...], false_magic: bool):
+    """``data`` as zstd frames cut anywhere, those numbered ``damaged`` corrupted just past
+    their header (so they fail to decode); with ``false_magic``, a copy of a real frame's
+    header in the middle of each, a candidate that must be passed over. Returns the file,
+    each frame's compressed start and decompressed range."""
+    step = -(-len(data) // frames)
+    pieces = [bytearray(zstd(data[i : i + step])) for i in range(0, len(data), step)]
+    for k in damaged:
+        pieces[k][20:60] = bytes(range(40))
+        if false_magic:
+            middle = len(pieces[k]) // 2
+            pieces[k][middle : middle + 24] = pieces[0][:24]
+    starts = [sum(map(len, pieces[:k])) for k in range(len(pieces) + 1)]
+    ranges = [(i, min(i + step, len(data))) for i in range(0, len(data), step)]
+    return b"".join(pieces), starts, ranges
+
+
+@pytest.mark.parametrize(
+    "damaged, false_magic", [((3,), False), ((3,), True), ((1, 4), False), ((1, 4), True), ((0,), False)]
+)
+def test_a_damaged_zstd_frame_loses_its_own_lines_and_reading_resumes_at_the_next(
+    web_text, tmp_path, damaged, false_magic
+):
+    """One corrupt frame lost every later frame: 351 of 697 documents read, the rest of the
+    file "unreadable". Now its compressed bytes are one ledger row and the next frame that
+    decodes is read on; a line begun in a damaged frame and ended in the next is quarantined."""
+    (tmp_path / "plain.jsonl").write_bytes(web_text)
+    whole, starts, ranges = _frames_with_damage(web_text, 7, damaged, false_magic)
+    (tmp_path / "damaged.jsonl.zst").write_bytes(whole)
+    plain, _, _ = read_all(tmp_path / "plain.jsonl")
+    table, bad, _ = read_all(tmp_path / "damaged.jsonl.zst", block_bytes=64 << 10)
+    line_starts = [0, *(i + 1 for i, byte in enumerate(web_text) if byte == 10)]
+    offset_of = {json.loads(web_text[a:b])["id"]: (a, b) for a, b in zip(line_starts, line_starts[1:])}
+    lost = [ranges[k] for k in damaged]
+    # A line is lost when it touches a damaged frame's bytes; every other one is read.
+    expected = [
+        doc
+        for doc in documents(plain)
+        if not any(a < end and start < b for a, b in [offset_of[doc[0]]] for start, end in lost)
+    ]
+    assert documents(table) == expected
+    damage = [b for b in bad if b["reason"] == "bad-input:corrupt-zstd"]
+    assert [row["detail"].split("; ", 1)[1] for row in damage] == [
+        f"compressed bytes {starts[k]}-{starts[k + 1]} skipped, reading resumed after them" for k in damaged
+    ]
+    # Each other row is an empty text (as in the plain file) or the fragment of a line begun in a damaged frame.
+    fragments = [b for b in bad if b["reason"] not in ("bad-input:corrupt-zstd", "bad-input:empty-text")]
+    assert {b["line"] for b in fragments} <= {row["line"] + 1 for row in damage}  # right after a damaged frame

@@ -6,9 +6,10 @@ import socket
 
 import pyarrow as pa
 import pytest
-from conftest import REPO, SHARED_DATA
+from conftest import REPO, SHARED_DATA, write_config, write_jsonl
 
 from benchmarks.langid import TOP20, UDHR_TOP20, lingua_sentences, pooled, udhr_accuracy
+from pipeline.engine.config import ConfigError, load_config
 from stages.langid import LangId, bundled_model_path, load_model
 
 
@@ -120,6 +121,34 @@ def test_options_are_checked():
         LangId.Options(min_score=1.5)
     with pytest.raises(FileNotFoundError):
         LangId.Options(model_path="/nonexistent/lid.bin")
+
+
+@pytest.mark.parametrize(
+    "toml, message",
+    [
+        ('languages = ["english"]', "languages: 'english' is not a language label of lid.176.ftz; did you mean 'en'?"),
+        ('languages = ["en", "Deutsch", "hbs"]', "languages: 'Deutsch' is not a language label"),
+        ('languages = ["en", "frnch"]', "did you mean 'fr'?"),
+        ("min_scores = {hbs = 0.3}", "min_scores: 'hbs' is not a language label"),
+        ('groups = {nordic = ["no", "nn", "swedish"]}', "groups: 'swedish' is not a language label"),
+    ],
+)
+def test_a_label_no_model_gives_is_refused_when_the_config_is_read(tmp_path, toml, message):
+    """A label nothing gives kept nothing (languages) or changed nothing (min_scores, groups)."""
+    write_jsonl(tmp_path / "in.jsonl", [{"id": "1", "text": "The quick brown fox jumps over the lazy dog."}])
+    config = write_config(
+        tmp_path / "c.toml", f'[sources.web]\npaths = ["in.jsonl"]\n[[stages]]\nname = "langid"\n{toml}\n'
+    )
+    with pytest.raises(ConfigError) as error:
+        load_config(config)
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_labels_the_second_opinion_gives_are_valid_and_all_names_no_label():
+    assert LangId.Options(languages=["zu", "en"]).languages == ["zu", "en"]  # CLD2 labels Zulu; lid.176 does not
+    with pytest.raises(ValueError, match="'zu' is not a language label"):
+        LangId.Options(languages=["zu"], second_opinion="")
+    assert LangId.Options(languages="all", groups={}).languages == "all"
 
 
 def test_sentence_accuracy_fast_slice(shared_data):

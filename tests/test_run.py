@@ -197,11 +197,21 @@ def test_non_empty_foreign_folder_is_refused(tmp_path):
             "unknown source",
         ),
         ("[sources.web\n", "not valid TOML"),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[sources.code]\npaths = ["in/*.jsonl"]\n'
+            '[[stages]]\nname = "quality"\ncode_sources = ["cod"]\n',
+            "unknown source in stages[0] (quality).code_sources 'cod'; did you mean 'code'?",
+        ),
+        (
+            '[sources.web]\npaths = ["in/*.jsonl"]\n[[stages]]\nname = "langid"\n'
+            '[stages.per_source.web]\nskip_sources = ["wbe"]\n',
+            "unknown source in stages[0] (langid).per_source.web.skip_sources 'wbe'; did you mean 'web'?",
+        ),
     ],
 )
 def test_config_mistakes_name_the_nearest_valid_word(tmp_path, body, message):
     write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "x"}])
-    with pytest.raises(ConfigError, match=message.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(message)):
         load_config(write_config(tmp_path / "c.toml", body))
 
 

@@ -6,6 +6,7 @@ Tiny hand-made inputs, so each test trains in about a second."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import signal
@@ -22,7 +23,9 @@ from click.testing import CliRunner
 from conftest import REPO, write_jsonl
 
 from pipeline.commands.main import main
-from pipeline.formats.fasttext_model import sidecar_path
+from pipeline.formats import fasttext_model
+from pipeline.formats.fasttext_model import read_sidecar, sidecar_path
+from pipeline.kernels.hashing import file_sha256
 from pipeline.util.processes import ChildDied, run_in_child
 
 FAST = ["--epoch", "2", "--dim", "4", "--bucket", "100", "--threads", "1"]
@@ -117,9 +120,87 @@ def test_sigkill_mid_training_leaves_no_model_and_no_trainer(tmp_path):
     # The orphan held the output pipe open: reading to its end waited for it.
     process.communicate(timeout=60)
     assert not out.exists() and not sidecar_path(out).exists()
+    killed = leftovers(tmp_path)  # the model being written, the training and held-out lines
+    assert len(killed) == 3 and all(f".m.bin.{process.pid}." in name for name in killed), killed
+    live = tmp_path / f".m.bin.{os.getpid()}.other.tmp"  # a writer that still runs
+    live.write_bytes(b"")
     done = prep("classifier", "train", "--data", tmp_path / "data.jsonl", "--out", out, *FAST)
     assert done.exit_code == 0, done.output
     assert sorted(json.loads(sidecar_path(out).read_text())["labels"]) == ["a", "b"]
+    assert leftovers(tmp_path) == [live.name]  # the dead writer's temporaries went with the next training
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
+    child = subprocess.Popen([sys.executable, "-c", ""])
+    child.wait()
+    return child.pid
+
+
+class Killed(Exception):
+    """Stands for a SIGKILL at the moment it is raised."""
+
+
+@pytest.mark.parametrize("at", ["model rename", "sidecar write"])
+def test_a_training_killed_between_its_writes_leaves_a_model_and_its_own_sidecar(tmp_path, model, monkeypatch, at):
+    """The sidecar was written before the model's rename: killed between the two, the old
+    model lay beside the new model's sidecar (its labels, metrics and sha256)."""
+    out = tmp_path / "m.bin"
+    out.write_bytes(model.read_bytes())
+    sidecar_path(out).write_bytes(sidecar_path(model).read_bytes())
+    data = write_jsonl(tmp_path / "other.jsonl", [{"text": f"word{i % 7} x", "label": f"l{i % 3}"} for i in range(60)])
+
+    training = importlib.import_module("pipeline.classifier.train")  # (the package's ``train`` is the function)
+    real_replace = os.replace
+
+    def replace(source, target):
+        if at == "model rename" and Path(target) == out:
+            raise Killed
+        real_replace(source, target)
+
+    def write_json_atomic(path, value):
+        raise Killed
+
+    monkeypatch.setattr(os, "replace", replace)
+    if at == "sidecar write":
+        monkeypatch.setattr(training, "write_json_atomic", write_json_atomic)
+    result = prep("classifier", "train", "--data", data, "--out", out, *FAST)
+    assert result.exit_code != 0 and "Error: Killed" in result.output, result.output
+    monkeypatch.undo()
+    sidecar = read_sidecar(out)  # a model's own, or none
+    assert sidecar is None or sidecar["model_sha256"] == file_sha256(out)
+    assert sorted(fasttext_model.labels(fasttext_model.load(str(out)))) == (
+        ["l0", "l1", "l2"] if at == "sidecar write" else ["a", "b"]
+    )
+
+
+def test_a_sidecar_of_another_model_is_refused(tmp_path, model):
+    """A model copied over another kept the other's sidecar, which eval read as its own."""
+    out = tmp_path / "m.bin"
+    data = write_jsonl(tmp_path / "other.jsonl", [{"text": f"word{i % 7} x", "label": f"l{i % 3}"} for i in range(60)])
+    assert prep("classifier", "train", "--data", data, "--out", out, *FAST).exit_code == 0
+    out.write_bytes(model.read_bytes())
+    one_line_error(prep("classifier", "eval", out, labeled(tmp_path)), "m.bin.json describes another model", "sha256")
+
+
+def test_min_count_above_every_count_is_one_line_naming_the_highest(tmp_path):
+    """fastText kept no word and trained a classifier that answered every text alike."""
+    out = tmp_path / "m.bin"
+    data = labeled(tmp_path)  # each of alpha, beta, ..., four in 30 documents
+    args = ["--data", data, "--out", out, "--holdout", "0", *FAST]
+    one_line_error(prep("classifier", "train", *args, "--min-count", "31"), "--min-count 31", "occurs 30 times")
+    assert not out.exists() and not sidecar_path(out).exists() and not leftovers(tmp_path)
+    assert prep("classifier", "train", *args, "--min-count", "30").exit_code == 0
+    assert {"alpha", "four"} <= set(fasttext_model.load(str(out)).words)
+
+
+def test_a_tokenizer_training_removes_what_a_killed_one_left(tmp_path, run):
+    out = tmp_path / "t.model"
+    dead, live = tmp_path / f".t.model.{_dead_pid()}.x1.tmp", tmp_path / f".t.model.{os.getpid()}.x2.tmp"
+    for path in (dead, live):
+        path.write_bytes(b"half a model")
+    assert prep("tokenizer", "train", run, "--vocab-size", "300", "--out", out).exit_code == 0
+    assert leftovers(tmp_path) == [live.name]
 
 
 def test_a_child_that_aborts_is_an_error_not_a_crash():

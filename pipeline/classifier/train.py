@@ -12,12 +12,16 @@ sidecar and its held-out metrics out.
    C++ loop does not answer Ctrl-C, and a thread it cannot start aborts its process, so
    the parent waits, kills the child on Ctrl-C and reports how it died otherwise.
 4. The held-out lines are scored (``predict.score_lines``) and measured (``metrics``).
-5. The model's temporary file is renamed; the sidecar (what trained it on what, the
-   counts, the metrics and the model's sha256) is written atomically just before.
+5. The model's temporary file is renamed, then the sidecar (what trained it on what, the
+   counts, the metrics and the model's sha256) is written atomically: an older model's
+   sidecar is removed first, so a kill at any moment leaves a model with its own sidecar
+   or with none, never with another's (and ``read_sidecar`` refuses one whose sha256
+   is not its model's).
 
-Temporary files live beside the model (``.<name>.<tag>.<random>.tmp``) and are removed
-whatever happens. Problems the user can fix are ``ClassifierError``; fastText's own
-complaints too.
+Temporary files live beside the model (``.<name>.<pid>.<tag>.<random>.tmp``) and are
+removed whatever happens; those of a training killed outright (SIGKILL, whose fastText
+child dies with it) are removed by the next training of the same model. Problems the
+user can fix are ``ClassifierError``; fastText's own complaints too.
 """
 
 from __future__ import annotations
@@ -40,9 +44,11 @@ from pipeline.classifier.shuffle import ShuffledLines, temp_file
 from pipeline.formats import fasttext_model
 from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preprocess
 from pipeline.kernels.hashing import file_sha256, id_hashes
-from pipeline.util.atomic import atomic_path, write_json_atomic
+from pipeline.util.atomic import atomic_path, remove_dead_temporaries, write_json_atomic
 from pipeline.util.printable import error_line, printable, printable_path
 from pipeline.util.processes import ChildDied, run_in_child
+
+END_OF_LINE = "</s>"  # the word fastText adds at the end of every line
 
 
 def default_threads() -> int:
@@ -97,6 +103,10 @@ def train(
             raise ClassifierError(
                 f"--out {printable_path(out)} exists and is not a fastText model: name another file, or remove it"
             ) from None
+    sidecar_file = fasttext_model.sidecar_path(out)
+    if sidecar_file.exists() and not sidecar_file.is_file():
+        raise ClassifierError(f"{printable_path(sidecar_file)}, where the sidecar goes, is not a file: remove it")
+    remove_dead_temporaries([out, sidecar_file])  # what a training killed before its renames left
     names = ", ".join(printable_path(s.origin) for s in sources)
     log(f"reading {len(sources)} input(s), {sum(len(s.files) for s in sources)} file(s): {names}")
     selector, available = Selector(), None
@@ -148,7 +158,8 @@ def train(
             "heldout_metrics": metrics,
             "model_sha256": file_sha256(model_file),
         }
-        write_json_atomic(fasttext_model.sidecar_path(out), sidecar)
+        sidecar_file.unlink(missing_ok=True)  # an older model's: it never lies beside this one
+    write_json_atomic(sidecar_file, sidecar)  # once the model it describes is in place
     log(f"wrote {printable_path(out)} ({out.stat().st_size / 1e6:,.1f} MB) and its sidecar")
     return sidecar
 
@@ -224,12 +235,32 @@ def _fit_in_child(train_file: str, model_file: str, args: dict, verbose: int) ->
     import fasttext  # fasttext-community
 
     try:
-        fasttext.train_supervised(input=train_file, verbose=verbose, **args).save_model(model_file)
+        model = fasttext.train_supervised(input=train_file, verbose=verbose, **args)
+        if not [word for word in model.words if word != END_OF_LINE]:
+            return _without_words(train_file, args["minCount"])
+        model.save_model(model_file)
     except MemoryError:
         return "out of memory for its vectors ((words + --bucket) x --dim floats): lower --dim or --bucket"
     except (RuntimeError, ValueError) as error:
         return error_line(error)
     return None
+
+
+def _without_words(train_file: str, min_count: int) -> str:
+    """Why a model kept no word: ``min_count`` above every word's count, the highest found
+    by a second, cheap pass (fastText's dictionary, without training). A document of no
+    word never gets here: the reader skips text that is empty once stripped."""
+    import fasttext  # fasttext-community
+
+    counted = fasttext.train_supervised(
+        input=train_file, minCount=1, epoch=0, dim=1, bucket=0, wordNgrams=1, thread=1, verbose=0
+    )
+    words, counts = counted.get_words(include_freq=True)
+    highest = max((int(n) for word, n in zip(words, counts) if word != END_OF_LINE), default=0)
+    return (
+        f"--min-count {min_count} is above every word's count (the most frequent word occurs {highest:,} "
+        f"times), so the classifier would have no words: lower --min-count to {highest} or less"
+    )
 
 
 def _heldout_metrics(model, heldout_file: Path, positive: str) -> dict | None:

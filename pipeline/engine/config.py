@@ -356,6 +356,13 @@ def _stage(index: int, table: dict, sources: dict[str, SourceConfig]) -> StageCo
     options = {k: v for k, v in table.items() if k not in STAGE_KEYS}
     for scope, values in [(where, options)] + [(f"{where}.per_source.{s}", v) for s, v in per_source.items()]:
         _check_options(cls, scope, {**options, **values})
+        # An option naming sources (skip_sources, code_sources, ...) with a typo silently
+        # judged a source by the wrong rules (code_sources = ["cod"]: every code document
+        # dropped by the web rules). A default may name a source the config lacks.
+        for key, names in values.items():
+            for source in names if key.endswith("_sources") and isinstance(names, list) else ():
+                if source not in sources:
+                    raise _unknown(f"source in {scope}.{key}", source, sources)
     return StageConfig(name=name, options=options, sources=limited, per_source=per_source, index=index)
 
 

@@ -21,7 +21,9 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from pipeline.kernels.hashing import file_sha256
 from pipeline.util.file_kind import refuse_special
+from pipeline.util.printable import printable_path
 from pipeline.util.records import Optional, read_record
 
 PREPROCESSING = "dclm"  # the name the sidecar records
@@ -48,11 +50,20 @@ def sidecar_path(model: str | os.PathLike) -> Path:
 
 def check_model_file(path: str | os.PathLike) -> Path:
     """``path`` if it holds a fastText model (``.bin`` or ``.ftz``); ``ModelError`` otherwise."""
+    file_labels(path)
+    return Path(path)
+
+
+def file_labels(path: str | os.PathLike) -> tuple[str, ...]:
+    """The labels of the fastText model at ``path`` (without ``__label__``), read from its
+    dictionary without loading the model (so a config can be checked against them before
+    any work); ``ModelError`` where ``path`` holds no fastText model. Read once per
+    version of the file."""
     path = Path(path)
     try:
         refuse_special(path)  # a FIFO would block the open for good
         with open(path, "rb") as file:
-            header = file.read(8)
+            header, stat = file.read(8), os.fstat(file.fileno())
     except OSError as error:
         raise ModelError(f"cannot read model {path}: {error.strerror}") from None
     if len(header) < 8 or struct.unpack("<i", header[:4])[0] != MAGIC:
@@ -63,20 +74,20 @@ def check_model_file(path: str | os.PathLike) -> Path:
             f"{path} is a fastText model of file version {version}; prep reads version {VERSION} "
             "(fastText 0.9 and later): save it again with a recent fastText"
         )
-    _check_dictionary(path)
-    return path
+    return _dictionary_labels(path, stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
 
 # After the header: 12 int32 arguments and one double, then the dictionary's counts.
 _ARGS_END = 8 + 12 * 4 + 8
 _COUNTS = struct.Struct("<iiiqq")  # size, nwords, nlabels, ntokens, pruneidx_size
-
-
+_LABEL_ENTRY = 1  # a dictionary entry's type byte: 0 a word, 1 a label
 _MATRIX_SHAPE = struct.Struct("<qq")  # rows, columns; then rows x columns float32
 
 
-def _check_dictionary(path: Path) -> None:
-    """Walk the dictionary and the two matrices as fastText will read them. fastText reads
+@functools.lru_cache(maxsize=8)
+def _dictionary_labels(path: Path, *version: int) -> tuple[str, ...]:
+    """The labels in the dictionary, which is walked with the two matrices as fastText
+    will read them (``version``: the file's, so a rewritten model is read again). fastText reads
     each word up to its NUL byte without looking for the end of the file, so a model cut
     inside its dictionary would make it loop forever instead of failing; one cut inside
     its matrices loaded, and failed on the first document ("Vector::mul: size mismatch",
@@ -88,11 +99,13 @@ def _check_dictionary(path: Path) -> None:
         size, nwords, nlabels, _, pruned = _COUNTS.unpack_from(data, _ARGS_END)
         if not 0 <= nwords <= size or nlabels != size - nwords or pruned < -1:
             raise ModelError(f"{path} is damaged (fastText dictionary counts {size}, {nwords}, {nlabels})")
-        at = _ARGS_END + _COUNTS.size
+        at, labels = _ARGS_END + _COUNTS.size, []
         for _ in range(size):
             end = data.find(b"\0", at)
             if end < 0 or end + 10 > len(data):
                 raise ModelError(f"{path} is cut short inside its fastText dictionary")
+            if data[end + 9] == _LABEL_ENTRY:
+                labels.append(data[at:end].decode("utf-8", "replace").removeprefix(LABEL_PREFIX))
             at = end + 10  # the word's NUL, its int64 count and its int8 type
         at += max(pruned, 0) * 8  # pairs of int32
         for which in ("input", "output"):  # each: a "quantized" byte, then the matrix
@@ -102,13 +115,14 @@ def _check_dictionary(path: Path) -> None:
             if quantized > 1 or (quantized and which == "output"):  # fastText quantizes the input first
                 raise ModelError(f"{path} is damaged (fastText's quantized flag of its {which} vectors)")
             if quantized:  # a quantized (.ftz) model: its layout is not walked here
-                return
+                return tuple(labels)
             rows, columns = _MATRIX_SHAPE.unpack_from(data, at + 1)
             at += 1 + _MATRIX_SHAPE.size + rows * columns * 4
             if rows < 0 or columns != dim:
                 raise ModelError(f"{path} is damaged (fastText vectors of {columns} numbers, not dim {dim})")
             if at > len(data):
                 raise ModelError(f"{path} is cut short inside its fastText vectors")
+    return tuple(labels)
 
 
 def load(path: str):
@@ -135,14 +149,25 @@ def labels(model) -> list[str]:
 
 
 # What readers take from a model's sidecar (``prep classifier train`` writes more).
-SIDECAR_SHAPE = {"positive_label": Optional((str, None))}
+SIDECAR_SHAPE = {"positive_label": Optional((str, None)), "model_sha256": Optional(str)}
 
 
 def read_sidecar(model: str | os.PathLike) -> dict[str, Any] | None:
     """The sidecar of ``model``, or None when it has none (a published model, say). It is
     a file beside one the user names, so it is checked where it enters: a damaged one is
-    a ``RecordError`` naming it, and a FIFO in its place is refused, never read (that hung)."""
+    a ``RecordError`` naming it, and a FIFO in its place is refused, never read (that hung).
+    One that describes another model (its ``model_sha256`` is not the model's: a model
+    copied over another, or a training killed between its two renames by an older prep)
+    is a ``ModelError``: its labels and metrics would be taken for this model's."""
+    path = sidecar_path(model)
     try:
-        return read_record(sidecar_path(model), SIDECAR_SHAPE)
+        sidecar = read_record(path, SIDECAR_SHAPE)
     except FileNotFoundError:
         return None
+    recorded = sidecar.get("model_sha256")
+    if recorded is not None and recorded != file_sha256(model):
+        raise ModelError(
+            f"{printable_path(path)} describes another model than {printable_path(model)} (its sha256 differs): "
+            "remove the sidecar, or put back the model it describes"
+        )
+    return sidecar

@@ -30,7 +30,7 @@ from pipeline.formats.token_shards import (
     write_index,
     write_sidecar,
 )
-from pipeline.util.atomic import temp_path
+from pipeline.util.atomic import remove_dead_temporaries, temp_path
 
 COPY_BUFFER_BYTES = 16 << 20
 
@@ -42,27 +42,6 @@ def _replace_all(pending: list[tuple[Path, Path]]) -> None:
     only once its .idx exists."""
     for tmp, final in sorted(pending, key=lambda p: (p[1].suffix != ".json", p[1].suffix == ".idx")):
         os.replace(tmp, final)
-
-
-def _remove_dead_temporaries(finals: list[Path]) -> None:
-    """The temporaries of ``finals`` that a merge killed before its renames left (named by
-    ``temp_path``, so by their writer's pid): full-size copies of the tokens that nothing
-    else removes. One whose process still runs is another merge's, and kept."""
-    for final in finals:
-        for path in final.parent.glob(f".{final.name}.*.tmp"):
-            pid = path.name[len(final.name) + 2 : -len(".tmp")]
-            if pid.isdigit() and not _running(int(pid)):
-                path.unlink(missing_ok=True)
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: running
-        return True
-    return True
 
 
 def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLike]) -> dict[str, Any]:
@@ -103,7 +82,7 @@ def merge_shards(out_prefix: str | os.PathLike, inputs: Sequence[str | os.PathLi
 
     bin_final, idx_final = shard_paths(out_prefix)
     bin_final.parent.mkdir(parents=True, exist_ok=True)
-    _remove_dead_temporaries([bin_final, idx_final, sidecar_path(out_prefix), docs_path(out_prefix)])
+    remove_dead_temporaries([bin_final, idx_final, sidecar_path(out_prefix), docs_path(out_prefix)])
     pending = [(temp_path(bin_final), bin_final), (temp_path(idx_final), idx_final)]
     try:
         meta = _write_merged(out_prefix, prefixes, shards, with_meta, dtype, pending)

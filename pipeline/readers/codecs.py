@@ -15,7 +15,9 @@ to its end. Which library inflates each:
   in 2.6 s to the standard library's 1.7 s, and pyarrow has no xz stream.
 
 A damaged stream (cut short, or corrupt) ends the file at the line where the damage is
-found: ``truncated-<codec>`` or ``corrupt-<codec>``. Decompressors work in large steps
+found: ``truncated-<codec>`` or ``corrupt-<codec>``; zstd's frames are independent, so
+there reading resumes at the next frame that decodes whole (``Codec.resume``), and only
+the damaged frame's bytes are lost. Decompressors work in large steps
 and may raise before handing over good data decoded in the same step, so ``salvage``
 reads the file again, in small steps past what was read, to keep every whole line
 before the damage. The codecs check their checksums only at a block's or member's end:
@@ -29,6 +31,7 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,7 +42,7 @@ import pyarrow as pa
 from isal import igzip, isal_zlib
 
 from pipeline.readers.common import Span
-from pipeline.readers.zstd_frames import FileRange, SpanStream
+from pipeline.readers.zstd_frames import FileRange, SpanStream, damaged_frame
 
 # Bytes a sniff needs: the longest magic (xz's six).
 SNIFF_BYTES = 6
@@ -60,6 +63,9 @@ class Codec:
     step: int = 4 << 20  # decompressed bytes asked of the stream at a time (see jsonl._read_block)
     hints: tuple[tuple[str, str], ...] = ()  # (words of a library's error, what the user can do about it)
     tool: str = ""  # the command that decompresses it, for messages: "zstd -d"
+    # (path, compressed offset reading started at) -> where the damage met from there starts
+    # and where reading can resume after it (zstd: ``zstd_frames.damaged_frame``)
+    resync: Callable[[Path, int], tuple[int, int]] | None = None
 
     def damage_kind(self, error: BaseException) -> str:
         """The ledger kind of a damaged stream: cut short (the data ends inside a member
@@ -73,20 +79,37 @@ class Codec:
         message = str(error)
         return next((f"{message} ({hint})" for words, hint in self.hints if words in message), message)
 
-    def salvage(self, path: Path, skip: int, span: Span | None = None) -> bytes:
-        """The decompressed bytes after the first ``skip`` that can be read before the damage.
+    def resume(self, path: Path, start: int) -> tuple[int, int, io.BufferedIOBase] | None:
+        """After damage met reading from compressed offset ``start``: where the damage
+        starts, where the data after it starts, and a stream of that data; None where
+        nothing after the damage can be read (or the codec cannot find where)."""
+        if self.resync is None:
+            return None
+        try:
+            damaged, after = self.resync(path, start)
+            if after >= os.path.getsize(path):
+                return None
+            raw = open(path, "rb")
+        except (OSError, ValueError):  # the file gone or emptied since
+            return None
+        raw.seek(after)
+        return damaged, after, self.opener(raw)
+
+    def salvage(self, path: Path, skip: int, span: Span | None = None, start: int = 0) -> bytes:
+        """The decompressed bytes after the first ``skip`` (of those from compressed offset
+        ``start``) that can be read before the damage.
 
         Two passes: small steps find about where the damage is, then single bytes near
         it, since a decompressor that fails drops what it decoded in the same call
         (pyarrow's zstd stream, the last few dozen bytes of the frame before a corrupt one)."""
-        rough = self._decoded(path, span, skip, skip, SALVAGE_STEP)
-        return self._decoded(path, span, skip, skip + max(len(rough) - 2 * SALVAGE_STEP, 0), 1)
+        rough = self._decoded(path, span, start, skip, skip, SALVAGE_STEP)
+        return self._decoded(path, span, start, skip, skip + max(len(rough) - 2 * SALVAGE_STEP, 0), 1)
 
-    def _decoded(self, path: Path, span: Span | None, skip: int, fast_until: int, step: int) -> bytes:
+    def _decoded(self, path: Path, span: Span | None, start: int, skip: int, fast_until: int, step: int) -> bytes:
         """What decodes after ``skip``: in large steps up to ``fast_until``, then ``step``."""
         kept, position = [], 0
         try:
-            with open(path, "rb") as raw, self._small_steps(path, raw, span) as stream:
+            with open(path, "rb") as raw, self._small_steps(path, raw, span, start) as stream:
                 while part := stream.read1(min(fast_until - position, self.step) if position < fast_until else step):
                     if position + len(part) > skip:
                         kept.append(part[max(skip - position, 0) :])
@@ -95,11 +118,12 @@ class Codec:
             pass
         return b"".join(kept)
 
-    def _small_steps(self, path: Path, raw: BinaryIO, span: Span | None) -> io.IOBase:
+    def _small_steps(self, path: Path, raw: BinaryIO, span: Span | None, start: int) -> io.IOBase:
         # ISA-L inflates a whole buffer before it hands anything over; the standard
         # library's reader, asked for small pieces, recovers up to the damage itself.
         if span is not None and span.frames:  # a run of zstd frames, read as its unit reads it
             return SpanStream(path, FileRange(raw, span.start, span.end), span, self.opener)
+        raw.seek(start)
         return gzip.GzipFile(fileobj=raw, mode="rb") if self.name == "gzip" else self.opener(raw)
 
 
@@ -168,6 +192,7 @@ ZSTD = Codec(
         ),
     ),
     tool="zstd -d",
+    resync=damaged_frame,
 )
 GZIP = Codec(
     "gzip",

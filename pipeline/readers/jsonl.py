@@ -21,6 +21,10 @@ are split in halves until each group parses, so one odd line never costs the fil
 paths keep and reject the same lines, and give each line the same id: the input's id
 exactly as written (``raw_ids``), whatever Arrow inferred for its block.
 A line longer than ``max_doc_bytes`` is skipped while streaming, never held in memory.
+A damaged compressed stream is one row at the line where it broke; a whole zstd file reads
+on at the next frame that decodes (``Codec.resume``), numbering the lines after the damage
+as read, since those the damaged frame held are unknown (a piece of a file, planned only
+for a file that decoded whole, stops at damage found since: the next piece reads on).
 """
 
 from __future__ import annotations
@@ -124,63 +128,79 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
     line = 1 if spec.span is None else spec.span.first_line  # number of the first line in ``pending``
     skipping = False  # inside a line longer than max_doc_bytes
     skipped = 0
-    decoded = 0  # decompressed bytes read so far
+    decoded = 0  # decompressed bytes read so far (of ``stream``)
+    stream_start = 0  # compressed offset ``stream`` reads from: after damage, a stream of what follows it
+    opened: list[io.BufferedIOBase] = []  # those streams
     at_start = offset == 0  # where a byte-order mark may be
-    while True:
-        to_target = (offset // size + 1) * size - offset - len(pending)  # the block ends at a line start past it
-        try:
-            parts = _read_block(stream, max(to_target, len(pending), PLAIN_STEP), codec)
-        except _DecodeError as failure:
-            error, salvaged = failure.args
-            if not skipping:
-                salvaged = codec.salvage(path, decoded, spec.span) if codec else salvaged
-            if salvaged and not skipping:  # whole lines decoded before the damage are still documents
-                data = pending + salvaged
-                cut = data.rfind(b"\n")
-                if cut >= 0:
-                    line = yield from _scanned_blocks(data[: cut + 1], line, spec)
-                    pending = data[cut + 1 :]
-                else:
-                    pending = data
-            kind = codec.damage_kind(error) if codec else "unreadable-file"  # else an I/O error
-            why = codec.damage_detail(error) if codec else str(error)
-            detail = f"{why}; the rest of the file from this line on is unreadable"
-            yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
-            return
-        if not parts:
-            break
-        decoded += sum(map(len, parts))
-        if skipping:
-            chunk = b"".join(parts)
-            end = chunk.find(b"\n")
-            offset += len(chunk) if end < 0 else end + 1
-            if end < 0:
-                skipped += len(chunk)
+    try:
+        while True:
+            to_target = (offset // size + 1) * size - offset - len(pending)  # the block ends at a line start past it
+            try:
+                parts = _read_block(stream, max(to_target, len(pending), PLAIN_STEP), codec)
+            except _DecodeError as failure:
+                error, salvaged = failure.args
+                if not skipping:
+                    salvaged = codec.salvage(path, decoded, spec.span, stream_start) if codec else salvaged
+                if salvaged and not skipping:  # whole lines decoded before the damage are still documents
+                    data = pending + salvaged
+                    cut = data.rfind(b"\n")
+                    if cut >= 0:
+                        line = yield from _scanned_blocks(data[: cut + 1], line, spec)
+                        pending = data[cut + 1 :]
+                    else:
+                        pending = data
+                kind = codec.damage_kind(error) if codec else "unreadable-file"  # else an I/O error
+                why = codec.damage_detail(error) if codec else str(error)
+                resumed = codec.resume(path, stream_start) if codec and spec.span is None else None
+                if resumed is None:
+                    detail = f"{why}; the rest of the file from this line on is unreadable"
+                    yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
+                    return
+                damaged, stream_start, stream = resumed
+                opened.append(stream)
+                detail = f"{why}; compressed bytes {damaged}-{stream_start} skipped, reading resumed after them"
+                yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
+                # What the damaged bytes held is unknown: the data after them starts a line.
+                offset, pending, line, skipping, decoded = offset + len(pending), b"", line + 1, False, 0
+                at_start = False
                 continue
-            skipped += end
+            if not parts:
+                break
+            decoded += sum(map(len, parts))
+            if skipping:
+                chunk = b"".join(parts)
+                end = chunk.find(b"\n")
+                offset += len(chunk) if end < 0 else end + 1
+                if end < 0:
+                    skipped += len(chunk)
+                    continue
+                skipped += end
+                yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
+                line += 1
+                skipping = False
+                parts = [chunk[end + 1 :]]
+            data = b"".join([pending, *parts])  # the one copy of the bytes read
+            if at_start and data.startswith(UTF8_BOM):
+                data, offset = data[len(UTF8_BOM) :], len(UTF8_BOM)
+            at_start = False
+            base, taken = offset, 0  # file offset of ``data``; its bytes passed on
+            while (end := data.find(b"\n", (offset // size + 1) * size - 1 - base)) >= 0:
+                line = yield from _scanned_blocks(memoryview(data)[taken : end + 1], line, spec)
+                taken, offset = end + 1, base + end + 1
+            pending = data[taken:]
+            start = data.rfind(b"\n") + 1  # of the unfinished line
+            if len(data) - start > spec.max_doc_bytes:
+                if start > taken:
+                    line = yield from _scanned_blocks(memoryview(data)[taken:start], line, spec)
+                skipping, skipped, pending = True, len(data) - start, b""
+                offset = base + len(data)
+        if skipping:
             yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
-            line += 1
-            skipping = False
-            parts = [chunk[end + 1 :]]
-        data = b"".join([pending, *parts])  # the one copy of the bytes read
-        if at_start and data.startswith(UTF8_BOM):
-            data, offset = data[len(UTF8_BOM) :], len(UTF8_BOM)
-        at_start = False
-        base, taken = offset, 0  # file offset of ``data``; its bytes passed on
-        while (end := data.find(b"\n", (offset // size + 1) * size - 1 - base)) >= 0:
-            line = yield from _scanned_blocks(memoryview(data)[taken : end + 1], line, spec)
-            taken, offset = end + 1, base + end + 1
-        pending = data[taken:]
-        start = data.rfind(b"\n") + 1  # of the unfinished line
-        if len(data) - start > spec.max_doc_bytes:
-            if start > taken:
-                line = yield from _scanned_blocks(memoryview(data)[taken:start], line, spec)
-            skipping, skipped, pending = True, len(data) - start, b""
-            offset = base + len(data)
-    if skipping:
-        yield Bad(line, "oversized", f"{skipped} bytes > max_doc_bytes {spec.max_doc_bytes}", None)
-    elif pending:
-        yield from _scanned_blocks(pending, line, spec)
+        elif pending:
+            yield from _scanned_blocks(pending, line, spec)
+    finally:
+        for resumed_stream in opened:
+            resumed_stream.close()
 
 
 class _DecodeError(Exception):

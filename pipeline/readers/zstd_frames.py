@@ -20,6 +20,7 @@ counting its newlines: about a fifth of the reader's own CPU per byte, on the pl
 from __future__ import annotations
 
 import io
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -102,6 +103,46 @@ def _frame_end(f: io.BufferedReader, at: int, descriptor: int) -> int:
         at += 3 + (1 if kind == 1 else stored)  # an RLE block stores one byte
         if word & 1:  # the last block
             return at + (4 if descriptor & 4 else 0)  # the content checksum
+
+
+def damaged_frame(path: Path, start: int) -> tuple[int, int]:
+    """Where reading from ``start`` (a frame start) meets damage: the compressed offset
+    of the first frame from there that does not decode whole (or of bytes that start no
+    frame), and that of the next frame that does, where reading resumes (the file's size
+    when none does). Candidates are found by their magic number (``28 B5 2F FD``), which
+    compressed bytes may hold by chance: one that does not decode whole is passed over.
+    Each frame is decoded to be sure of it, so finding the damage costs a pass over the
+    frames before it, as salvaging the lines before it does."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        at = start
+        while at < len(data) and (end := _whole_frame_end(f, data, at)) > 0:
+            at = end
+        damaged, resume = at, at
+        while 0 <= resume < len(data):
+            resume = data.find(FRAME_MAGIC.to_bytes(4, "little"), resume + 1)
+            if resume >= 0 and _whole_frame_end(f, data, resume) > 0:
+                return damaged, resume
+        return damaged, len(data)
+
+
+def _whole_frame_end(f: io.BufferedReader, data: mmap.mmap, at: int) -> int:
+    """Where the frame (or skippable frame) at ``at`` ends, if it is whole and decodes; else -1."""
+    magic = int.from_bytes(data[at : at + 4], "little")
+    if magic & SKIPPABLE_MASK == SKIPPABLE_MAGIC and at + 8 <= len(data):
+        end = at + 8 + int.from_bytes(data[at + 4 : at + 8], "little")
+        return end if end <= len(data) else -1
+    if magic != FRAME_MAGIC or at + 6 > len(data):
+        return -1
+    end = _frame_end(f, at, data[at + 4])
+    if not at < end <= len(data):
+        return -1
+    try:
+        with pa.CompressedInputStream(FileRange(f, at, end), "zstd") as stream:
+            while stream.read1(COUNT_STEP):
+                pass
+    except OSError:  # pyarrow's zstd errors
+        return -1
+    return end
 
 
 def frame_spans(path: Path, step: int, block_bytes: int) -> list[Span]:

@@ -23,7 +23,7 @@ from pipeline.formats.layout import Layout
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import id_hashes
 from pipeline.text.tokenizers import SentencePieceTokenizer, TokenizerError, default_threads
-from pipeline.util.atomic import atomic_path
+from pipeline.util.atomic import atomic_path, remove_dead_temporaries
 from pipeline.util.processes import ChildDied, run_in_child
 
 
@@ -143,6 +143,7 @@ def train_sentencepiece(
             raise TrainingError(
                 f"--out {out} exists and is not a SentencePiece model: name another file, or remove it"
             ) from None
+    remove_dead_temporaries([out])  # a model a command killed outright (SIGKILL) left unrenamed
     files = run_doc_files(run_dir, sources)
     threshold = hash_threshold(files, fraction, max_chars)
     if threshold is None:

@@ -5,11 +5,15 @@ use ``UnitContext.atomic`` instead, which defers the rename to the unit's commit
 
 Every temporary file, whoever writes it, is named ``.<final name>.<tag>.tmp`` (a dot,
 so listings and uploads pass it over; ``.tmp`` last, so ``is_temporary`` and a run's
-start-up cleanup recognise what a killed run left behind).
+start-up cleanup recognise what a killed run left behind). Outside a run's folder, the
+tag starts with the writer's pid (``.<final name>.<pid>[.<more>].tmp``), so that the next
+writer of the same file can tell what a killed one left (``remove_dead_temporaries``)
+from what a live one is writing.
 """
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import tempfile
@@ -42,13 +46,34 @@ def is_temporary(name: str) -> bool:
     return name.startswith(".") and name.endswith(".tmp")
 
 
+def remove_dead_temporaries(finals: list[Path]) -> None:
+    """Remove the temporaries of ``finals`` whose writer is dead (a process killed, even
+    by SIGKILL, before its rename): whole models and token files that nothing else
+    removes. One whose writer still runs is kept, and so is one that names no pid."""
+    for final in finals:
+        for path in final.parent.glob(f".{glob.escape(final.name)}.*.tmp"):
+            pid = path.name[len(final.name) + 2 : -len(".tmp")].split(".")[0]
+            if pid.isdigit() and not _running(int(pid)):
+                path.unlink(missing_ok=True)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: running
+        return True
+    return True
+
+
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a private temporary path beside ``path``; it becomes ``path`` only if the
     block completes (a failure removes it). Concurrent writers never share a temporary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:

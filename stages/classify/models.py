@@ -2,9 +2,8 @@
 
 A model's entry in the config is checked here, before any work starts: its keys, its
 name (a column and a ledger reason are made of it), its thresholds, and its file (a
-missing file or one without fastText's header is one line, ``check_model_file``). Its
-label can only be checked against the model's own labels once the model is loaded,
-which happens once per worker process, in the first unit that scores with it.
+missing file or one without fastText's header is one line, ``file_labels``), and its
+label, against the labels in the model's dictionary (read without loading the model).
 """
 
 from __future__ import annotations
@@ -82,10 +81,13 @@ def _parse(table: dict[str, Any], index: int) -> ModelSpec:
         raise ValueError(f"{where}: min_score must lie in [0, 1]")
     if keep_top is not None and not 0.0 < keep_top <= 1.0:
         raise ValueError(f"{where}: keep_top must lie in (0, 1] (a fraction of each source's documents)")
+    path = Path(table["path"]).resolve()
     try:
-        path = fasttext_model.check_model_file(Path(table["path"]).resolve())
+        known = fasttext_model.file_labels(path)
     except fasttext_model.ModelError as error:
         raise ValueError(f"{where}: {error}") from None
+    if label not in known:
+        raise ValueError(f"{where}: label: {_no_label(path, label, known)}")
     return ModelSpec(name=name, path=str(path), label=label, min_score=min_score, keep_top=keep_top)
 
 
@@ -94,10 +96,14 @@ def load(path: str, label: str):
     """The model at ``path`` (loaded once per process), checked to have ``label``."""
     model = fasttext_model.load(path)
     known = fasttext_model.labels(model)
-    if label not in known:
-        shown = ", ".join(known[:12]) + (f", ... ({len(known)} labels)" if len(known) > 12 else "")
-        raise fasttext_model.ModelError(f"model {path} has no label {label!r}; its labels: {shown}")
+    if label not in known:  # the file was replaced since the config was read
+        raise fasttext_model.ModelError(_no_label(path, label, known))
     return model
+
+
+def _no_label(path: str | Path, label: str, known: list[str] | tuple[str, ...]) -> str:
+    shown = ", ".join(known[:12]) + (f", ... ({len(known)} labels)" if len(known) > 12 else "")
+    return f"model {path} has no label {label!r}{nearest_hint(label, known)}; its labels: {shown}"
 
 
 def score(spec: ModelSpec, texts: pa.Array) -> np.ndarray:

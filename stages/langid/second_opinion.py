@@ -42,13 +42,18 @@ _CLD2_TO_MODEL = {"iw": "he", "jw": "jv", "un": None}
 Ask = Callable[[list[str]], list[str | None]]
 
 
-def cld2_labels(texts: list[str], reliable_only: bool = True) -> list[str | None]:
-    """CLD2's top label per text in lid.176's spelling; None where CLD2 cannot read the text
-    or, with ``reliable_only``, does not call its answer reliable."""
+def _pycld2():
     try:
         import pycld2
     except ImportError:
         raise ImportError("the langid second opinion needs pycld2 (pip install pycld2)") from None
+    return pycld2
+
+
+def cld2_labels(texts: list[str], reliable_only: bool = True) -> list[str | None]:
+    """CLD2's top label per text in lid.176's spelling; None where CLD2 cannot read the text
+    or, with ``reliable_only``, does not call its answer reliable."""
+    pycld2 = _pycld2()
     labels: list[str | None] = []
     for text in texts:
         try:
@@ -61,7 +66,21 @@ def cld2_labels(texts: list[str], reliable_only: bool = True) -> list[str | None
     return labels
 
 
+def cld2_language_names() -> dict[str, str]:
+    """The languages CLD2 names: each name in lower case (``english``, ``scots gaelic``) ->
+    the label an answer of that language becomes (``en``, ``gd``). Scripts and "unknown"
+    are no language."""
+    names = {}
+    for name, code in _pycld2().LANGUAGES:
+        label = _CLD2_TO_MODEL.get(code, code.split("-")[0])
+        if label and not name.startswith("X_") and code != "xxx":
+            names[name.lower().replace("_", " ")] = label
+    return names
+
+
 ASKERS: dict[str, Ask] = {"cld2": cld2_labels}
+# What each second opinion names languages, by their names (a document may end with any of these labels).
+LANGUAGE_NAMES: dict[str, Callable[[], dict[str, str]]] = {"cld2": cld2_language_names}
 
 
 def settle(

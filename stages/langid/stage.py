@@ -20,8 +20,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pipeline.formats import fasttext_model
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register, threshold_detail
+from pipeline.util.suggest import nearest_hint
 from stages.langid import second_opinion, thresholds
 from stages.langid.model import bundled_model_path, detect, load_model
 
@@ -79,6 +81,28 @@ class LangId(Stage):
                 raise ValueError(f"second_opinion must be one of {sorted(second_opinion.ASKERS)} or empty")
             if self.model_path and not Path(self.model_path).is_file():
                 raise FileNotFoundError(f"model_path {self.model_path!r} does not exist")
+            self._check_labels()
+
+        def _check_labels(self) -> None:
+            """Every label an option names is one a document can get: the model's, or the
+            second opinion's (a label nothing gives would keep nothing, or change nothing)."""
+            model = self.model_path or str(bundled_model_path())
+            labels = set(fasttext_model.file_labels(model))
+            if self.second_opinion:
+                labels |= set(second_opinion.LANGUAGE_NAMES[self.second_opinion]().values())
+            wanted = [] if self.languages == "all" else self.languages
+            named = [("groups", label) for members in self.groups.values() for label in members]
+            named += [("min_scores", label) for label in self.min_scores]
+            named += [("languages", label) for label in wanted if label not in self.groups]
+            for option, label in named:
+                if label not in labels:
+                    valid = sorted(labels) + (sorted(self.groups) if option == "languages" else [])
+                    hint = nearest_hint(label, valid, second_opinion.cld2_language_names())
+                    groups = f", or a group: {', '.join(sorted(self.groups))}" if option == "languages" else ""
+                    raise ValueError(
+                        f"{option}: {label!r} is not a language label of {Path(model).name}{hint} "
+                        f"(labels are ISO codes such as en, de, zh, ceb: {len(labels)} in all{groups})"
+                    )
 
     def __init__(self, options: LangId.Options):
         super().__init__(options)
