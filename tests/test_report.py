@@ -115,11 +115,32 @@ def test_char_lengths_sample_each_files_first_rows(tmp_path):
 
 
 def test_survivor_and_cluster_buckets():
-    assert ledger.survivor('{"survivor": "doc-7", "similarity": 0.9}') == "doc-7"
-    assert ledger.survivor("kept doc-7") == "kept doc-7"
+    assert ledger.survivor('{"survivor": "doc-7", "survivor_source": "web", "similarity": 0.9}') == ("web", "doc-7")
+    assert ledger.survivor('{"survivor": "doc-7", "similarity": 0.9}') == ("", "doc-7")  # an older prep's
+    assert ledger.survivor("kept doc-7") == ("", "kept doc-7")
     labels, counts = ledger.size_buckets(Counter({2: 5, 3: 1, 6: 2, 8: 1, 12: 4}))
     assert labels == ["2", "3", "4", "5–8", "9–16"]
     assert counts == [5, 1, 0, 3, 4]
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_clusters_whose_survivors_share_an_id_across_sources_are_counted_apart(tmp_path, partitions):
+    """Two sources each with an id "1" surviving its own duplicate: the report drew "1
+    clusters" of 3 documents (it keyed survivors by id), and with one decide task the
+    manifest said 1 too. Both count 2 now, by survivor document (source and id)."""
+    texts = {"web": "the river bank in the morning " * 8, "code": "import numpy as np and print " * 8}
+    for source, text in texts.items():
+        rows = [{"id": "1", "text": text}, {"id": "2", "text": text}, {"id": "3", "text": f"only {source} " * 9}]
+        (tmp_path / f"{source}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sources = "".join(f'[sources.{s}]\npaths = ["{s}.jsonl"]\n' for s in texts)
+    (tmp_path / "run.toml").write_text(f'{sources}[[stages]]\nname = "dedup"\npartitions = {partitions}\n')
+    manifest = run_pipeline(tmp_path / "run.toml", tmp_path / "out", workers=1, quiet=True)
+    assert manifest["stages"]["dedup"]["counters"]["dedup.clusters"] == 2
+    rows = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
+    named = {(row["source"], json.loads(row["detail"])["survivor_source"]) for row in rows}
+    assert named == {("web", "web"), ("code", "code")}
+    page = write_report(tmp_path / "out", tmp_path / "report.html").read_text()
+    assert "2 clusters of documents sharing one survivor" in page
 
 
 # --- a fabricated run with the other stages' outputs ---------------------------------------
