@@ -143,6 +143,22 @@ def test_clusters_whose_survivors_share_an_id_across_sources_are_counted_apart(t
     assert "2 clusters of documents sharing one survivor" in page
 
 
+def test_a_count_of_one_takes_the_singular(tmp_path):
+    """The page said "1 clusters ... and the 1 removed duplicates" for one pair of copies."""
+    rows = [
+        {"id": "a", "text": "the river bank in the morning " * 8},
+        {"id": "b", "text": "the river bank in the morning " * 8},
+    ]
+    (tmp_path / "web.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "run.toml").write_text('[sources.web]\npaths = ["web.jsonl"]\n[[stages]]\nname = "dedup"\n')
+    run_pipeline(tmp_path / "run.toml", tmp_path / "out", workers=1, quiet=True)
+    page = write_report(tmp_path / "out", tmp_path / "report.html").read_text()
+    caption = "1 cluster of documents sharing one survivor; a cluster&#x27;s size counts the survivor and the 1 removed"
+    assert f"{caption} duplicate." in page
+    assert "2 documents in, 1 kept, 1 rejected" in page
+    assert ledger.size_buckets(Counter({2: 1})) == (["2"], [1])
+
+
 # --- a fabricated run with the other stages' outputs ---------------------------------------
 
 

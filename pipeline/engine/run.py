@@ -47,6 +47,7 @@ from pipeline.phases import sized as sized_by_phases
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
+from pipeline.util.numbers import counted
 
 
 def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
@@ -219,12 +220,11 @@ def worker_notes(asked: int, units: int, cores: int) -> list[str]:
     past the cores, workers only take turns on them, each holding its own memory."""
     notes = []
     if asked > units:
-        plural = "s" * (units != 1)
-        notes.append(f"workers: {asked} asked, {units} unit{plural}: {units} started (one per task at most)")
+        notes.append(f"workers: {asked} asked, {counted(units, 'unit')}: {units} started (one per task at most)")
     if min(asked, units) > cores:
         notes.append(
-            f"warning: {min(asked, units)} workers on {cores} cores: they take turns and each holds its own memory "
-            f"(--workers {cores} is as fast)"
+            f"warning: {min(asked, units)} workers on {counted(cores, 'core')}: they take turns and each holds its "
+            f"own memory (--workers {cores} is as fast)"
         )
     return notes
 
