@@ -244,7 +244,7 @@ def test_a_missing_folder_is_said_on_the_page(tmp_path):
     (run / "docs" / "web").write_text("not a folder")
     assert invoke("report", run, "-o", tmp_path / "page.html").exit_code == 0
     page = (tmp_path / "page.html").read_text()
-    assert f"the 1 kept documents of web: {run}/docs/web is not a folder" in page
+    assert f"the 1 kept document of web: {run}/docs/web is not a folder" in page
 
 
 def test_reading_writes_nothing_into_the_run(tmp_path):
