@@ -594,6 +594,29 @@ def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):
         render_report(tmp_path)
 
 
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("tokens", -5, "tokens is -5"),
+        ("tokens", "5", "tokens is a string"),
+        ("tokens", 10**30, "tokens is beyond 64 bits"),
+        ("shard_documents", [-1], "sources.{source}.shard_documents[0] is -1"),
+    ],
+)
+def test_a_mixtures_nonsense_count_is_one_line_naming_the_file_and_field(sample_report, tmp_path, field, value, said):
+    """tokens: -5 drew a mixture of negative tokens; every reader of mix.json takes a count
+    as ``prep estimate`` did (``records.COUNT``)."""
+    mix = tmp_path / "mix"
+    shutil.copytree(sample_report["mix"], mix)
+    edited = json.loads((mix / "mix.json").read_text())
+    source = next(iter(edited["sources"]))
+    (edited if field == "tokens" else edited["sources"][source])[field] = value
+    (mix / "mix.json").write_text(json.dumps(edited))
+    result = CliRunner().invoke(report, [str(sample_report["run"]), str(mix), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and not (tmp_path / "r.html").exists()
+    assert result.output == f"Error: {mix / 'mix.json'}: {said.format(source=source)}, expected a count\n"
+
+
 @pytest.fixture
 def stub_render(monkeypatch):
     """Rendering stubbed out: the tests that use this are about writing the page."""
