@@ -64,7 +64,7 @@ def test_an_output_damaged_after_the_run_completed_is_redone_on_the_rerun(tmp_pa
     said = _rerun_said(config, out, capsys)
     assert said.startswith(f"redoing 1 unit whose output changed after being done: {key} ")
     assert len(said.strip().splitlines()) == 1
-    assert tree_digest(out) == clean
+    assert tree_digest(out) == clean and not (out / "work").exists()  # the redo's work files go too
     assert json.loads((out / "cost.json").read_text())["resumed"]["complete_before"] is False
     assert _rerun_said(config, out, capsys) == ""  # now whole: nothing to redo
 
