@@ -69,6 +69,16 @@ def test_an_output_damaged_after_the_run_completed_is_redone_on_the_rerun(tmp_pa
     assert _rerun_said(config, out, capsys) == ""  # now whole: nothing to redo
 
 
+def test_a_marker_cut_short_after_the_run_completed_is_redone_not_a_traceback(tmp_path, capsys):
+    config, out = _config(tmp_path, LENGTH), tmp_path / "out"
+    run_pipeline(config, out, workers=1, quiet=True)
+    clean = tree_digest(out)
+    key = f"stats/segment-0/web/{WEB_UNIT}.json"
+    _cut(out / key)
+    assert _rerun_said(config, out, capsys).startswith(f"redoing 1 unit whose output changed after being done: {key} ")
+    assert tree_digest(out) == clean
+
+
 def test_a_later_segments_output_damaged_before_its_segment_is_done_is_redone(tmp_path, monkeypatch, capsys):
     """The documents the segment before left are still in work/: the unit is redone."""
     config, out = _config(tmp_path, DEDUP + TOKENIZE, ("web", "math")), tmp_path / "out"

@@ -82,9 +82,9 @@ def refuse_redo(store: RunStore, damage: str) -> ConfigError:
 
 def checked_markers(store: RunStore, segment_index: int, units: list[Unit]) -> tuple[list[dict], list[Unit], str]:
     """The segment's units split by their markers: the stats of those done whose outputs
-    are as written, the units to run (no marker, or an output changed since), and the
-    line that says which were redone ("" for none). A later segment's unit whose segment
-    is done reads files now removed: refused (``refuse_redo``)."""
+    are as written, the units to run (no marker, a marker that does not read, or an output
+    changed since), and the line that says which were redone ("" for none). A later
+    segment's unit whose segment is done reads files now removed: refused (``refuse_redo``)."""
     layout, phase = Layout(store.root), Layout.segment_phase(segment_index)
     check = OutputCheck(store)
     done, todo, damaged = [], [], []
@@ -93,8 +93,15 @@ def checked_markers(store: RunStore, segment_index: int, units: list[Unit]) -> t
         if not marker.exists():
             todo.append(unit)
             continue
-        stats = json.loads(marker.read_text())
-        if (damage := check.damage(stats.get(OUTPUTS, {}))) is None:
+        try:
+            stats = json.loads(marker.read_text())
+        except ValueError:  # not UTF-8 or not JSON: cut short, edited
+            stats = None
+        if isinstance(stats, dict):
+            damage = check.damage(stats.get(OUTPUTS, {}))
+        else:
+            damage = f"{layout.key(marker)} does not read as a unit's marker"
+        if damage is None:
             done.append(stats)
         else:
             damaged.append(damage)
