@@ -617,6 +617,12 @@ def test_mixture_folder_order_is_followed(corpus, tmp_path):
     assert sample_ids(batches) == list(range(len(dataset)))
     for batch in batches:
         check_batch(batch, stream, doc_starts, 4)
+    described = json.loads((mix / "mix.json").read_text())
+    described["sources"]["web"]["tokens_used"] = -5  # read as a count, as every reader of mix.json does
+    (mix / "mix.json").write_text(json.dumps(described))
+    said = f"{mix / 'mix.json'}: sources.web.tokens_used is -5, expected a count"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        TokenDataset(mix, seq_len=4, shuffle_block=1)
 
 
 # -- a mixture's shares in training order ------------------------------------------------
