@@ -255,6 +255,7 @@ def test_health_flags_spikes_stops_on_nan_and_flags_data_wait():
     monitor.observe(41, 410, 9.0)
     summary = monitor.summary(data_wait_share=0.08)
     assert summary["spike_count"] == 1 and summary["spikes"][0]["step"] == 41
+    assert "1 loss spike: loss above" in summary["message"]  # it said "1 loss spike(s)"
     assert summary["data_wait_flagged"] and "waited for data 8.0%" in summary["message"]
     with pytest.raises(NonFiniteLoss, match="loss became nan at step 42"):
         monitor.observe(42, 420, math.nan)

@@ -212,8 +212,8 @@ def test_report_on_a_damaged_manifest_is_one_line_naming_it(tmp_path, content, m
     [
         ("[]", "mix.json: the file is an array, expected an object"),
         ('{"sources": {}}', "mix.json: tokens is missing"),
-        ('{"tokens": 1.5, "sources": {}}', "mix.json: tokens is a number, expected an integer"),
-        ('{"tokens": -5, "sources": {}}', "mix.json: tokens is -5, not a count of tokens"),
+        ('{"tokens": 1.5, "sources": {}}', "mix.json: tokens is a number, expected a count"),
+        ('{"tokens": -5, "sources": {}}', "mix.json: tokens is -5, expected a count"),
     ],
 )
 def test_estimate_on_a_damaged_mix_json_is_one_line_naming_it(tmp_path, content, message):

@@ -312,8 +312,8 @@ def test_exact_duplicates(tmp_path):
     texts = base + ["  " + base[0].upper() + "\n", base[1], base[2].replace(" ", ", ", 3)]
     ids = [f"d{i}" for i in range(len(texts))]
     summary, removed = run_stage(Dedup.Options(partitions=3), make_units(ids, texts, 2, batch_size=4), tmp_path)
-    assert removed["d6"] == ("exact-duplicate", {"survivor": "d0", "similarity": 1.0})
-    assert removed["d7"] == ("exact-duplicate", {"survivor": "d1", "similarity": 1.0})
+    assert removed["d6"] == ("exact-duplicate", {"survivor": "d0", "survivor_source": "web", "similarity": 1.0})
+    assert removed["d7"] == ("exact-duplicate", {"survivor": "d1", "survivor_source": "web", "similarity": 1.0})
     reason, detail = removed["d8"]  # punctuation differs: same shingles, not the same text
     assert reason == "near-duplicate" and detail["survivor"] == "d2" and detail["similarity"] == 1.0
     assert set(removed) == {"d6", "d7", "d8"}
@@ -332,7 +332,7 @@ def test_units_left_empty_before_dedup(tmp_path):
     )
     units = {("web", "a-empty"): [empty], **units, ("web", "z-empty"): []}
     _, removed = run_stage(Dedup.Options(partitions=3), units, tmp_path)
-    assert removed == {"e4": ("exact-duplicate", {"survivor": "e0", "similarity": 1.0})}
+    assert removed == {"e4": ("exact-duplicate", {"survivor": "e0", "survivor_source": "web", "similarity": 1.0})}
 
 
 def test_exact_dedup_of_documents_too_short_for_shingles(tmp_path):
@@ -422,7 +422,7 @@ def test_incremental_against_previous_index(tmp_path):
     opts = Dedup.Options(partitions=3, index_from=str(run1))
     summary, removed2 = run_stage(opts, make_units(ids2, texts2, 2), run2)
     assert summary["dedup.documents"] == len(texts2)
-    assert removed2["copy7"] == ("exact-duplicate", {"survivor": "old7", "similarity": 1.0})
+    assert removed2["copy7"] == ("exact-duplicate", {"survivor": "old7", "survivor_source": "web", "similarity": 1.0})
     assert removed2["z_copy_new0"][1]["survivor"] == "new0"
     for i in range(5):
         assert removed2[f"near{i}"][0] == "near-duplicate" and removed2[f"near{i}"][1]["survivor"] == f"old{i}"
@@ -594,9 +594,11 @@ def test_an_index_of_another_dedup_version_is_refused(tmp_path, monkeypatch):
     rng = random.Random(7)
     run1 = tmp_path / "run1"
     run_stage(Dedup.Options(partitions=2), make_units([f"d{i}" for i in range(10)], _synthetic(rng, 10), 1), run1)
-    monkeypatch.setattr(Dedup, "version", Dedup.version + 1)  # as a later fix of its hashing would
+    monkeypatch.setattr(Dedup, "version", Dedup.version + 1)  # a change of its output alone: the index still fits
+    run_stage(Dedup.Options(partitions=2, index_from=str(run1)), make_units(["q"], ["x y"], 1), tmp_path / "run2")
+    monkeypatch.setattr(Dedup, "index_version", Dedup.index_version + 1)  # as a later fix of its hashing would
     with pytest.raises(ValueError, match=r"other dedup settings \(version\)"):
-        run_stage(Dedup.Options(partitions=2, index_from=str(run1)), make_units(["q"], ["x y"], 1), tmp_path / "run2")
+        run_stage(Dedup.Options(partitions=2, index_from=str(run1)), make_units(["q"], ["x y"], 1), tmp_path / "run3")
 
 
 def test_a_runs_fingerprint_changes_with_a_stage_version_past_the_first(tmp_path, monkeypatch):

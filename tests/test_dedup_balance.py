@@ -37,7 +37,7 @@ def test_decide_tasks_share_the_members_of_a_repeated_corpus(tmp_path, monkeypat
     assert max(received) <= 2 * sum(received) / partitions
     assert summary["dedup.clusters"] == passages
     assert removed == {
-        f"p{i}#{c}": ("exact-duplicate", {"survivor": f"p{i}#0", "similarity": 1.0})
+        f"p{i}#{c}": ("exact-duplicate", {"survivor": f"p{i}#0", "survivor_source": "web", "similarity": 1.0})
         for c in range(1, copies)
         for i in range(passages)
     }

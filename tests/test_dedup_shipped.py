@@ -151,7 +151,7 @@ def test_null_and_misshapen_signatures_are_counted_not_fatal(tmp_path):
         "dedup.unsigned": 5,
     }
     _, removed = run_stage(options, units, tmp_path / "run")
-    assert removed == {"d06": ("exact-duplicate", {"survivor": "d00", "similarity": 1.0})}
+    assert removed == {"d06": ("exact-duplicate", {"survivor": "d00", "survivor_source": "web", "similarity": 1.0})}
     # Computed, the near copies are found: the shipped run lost them only for their signatures.
     _, computed = run_stage(Dedup.Options(partitions=2, **LAYOUT), make_units(ids, texts, 1), tmp_path / "c")
     assert set(computed) == {f"d{i:02d}" for i in range(6, 11)}

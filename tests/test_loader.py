@@ -14,9 +14,11 @@ import json
 import os
 import pickle
 import random
+import re
 import subprocess
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -482,6 +484,33 @@ def test_a_damaged_cache_file_is_built_again(tmp_path, damage):
     assert len(dataset) == (29 - 1) // 3 and torch.equal(dataset[2]["input_ids"], expected)
 
 
+@pytest.mark.parametrize(
+    "array, damage",
+    [
+        ("order", lambda a: a.__setitem__(0, 3)),  # past the last of 3 documents: an IndexError in a worker
+        ("order", lambda a: a.__setitem__(0, -1)),
+        ("cumulative", lambda a: a.__setitem__(slice(2, None), a[2:] + 1)),  # every window after it shifted
+        ("sizes", lambda a: a.__setitem__(1, 10**6)),
+        ("starts", lambda a: a.__setitem__(2, 25)),  # its 12 tokens run past the shard's 29
+    ],
+)
+def test_a_cache_file_that_does_not_fit_the_shards_is_built_again(tmp_path, array, damage):
+    """The cached arrays were trusted once they read back as integers of the right length:
+    a stale or damaged one gave wrong samples, or an IndexError deep in a worker."""
+    write_shard(tmp_path / "a", [np.arange(n, dtype=np.int32) for n in (10, 7, 12)])
+    expected = [TokenDataset(tmp_path, seq_len=3, seed=1)[k]["input_ids"] for k in range(9)]
+    (cached,) = (tmp_path / CACHE_DIRNAME).glob(f"*-{array}.npy")
+    values = np.load(cached)
+    damage(values)
+    np.save(cached, values)
+    with pytest.warns(UserWarning, match=rf"loader cache {re.escape(str(cached))} does not fit the shards \("):
+        dataset = TokenDataset(tmp_path, seq_len=3, seed=1)
+    assert all(torch.equal(dataset[k]["input_ids"], expected[k]) for k in range(9))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # saved again whole: the next open trusts it
+        TokenDataset(tmp_path, seq_len=3, seed=1)
+
+
 def test_changed_shards_get_a_new_index(tmp_path):
     write_shard(tmp_path / "a", [np.arange(10, dtype=np.int32)])
     assert len(TokenDataset(tmp_path, seq_len=3)) == 3
@@ -588,6 +617,12 @@ def test_mixture_folder_order_is_followed(corpus, tmp_path):
     assert sample_ids(batches) == list(range(len(dataset)))
     for batch in batches:
         check_batch(batch, stream, doc_starts, 4)
+    described = json.loads((mix / "mix.json").read_text())
+    described["sources"]["web"]["tokens_used"] = -5  # read as a count, as every reader of mix.json does
+    (mix / "mix.json").write_text(json.dumps(described))
+    said = f"{mix / 'mix.json'}: sources.web.tokens_used is -5, expected a count"
+    with pytest.raises(ValueError, match=re.escape(said)):
+        TokenDataset(mix, seq_len=4, shuffle_block=1)
 
 
 # -- a mixture's shares in training order ------------------------------------------------

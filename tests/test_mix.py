@@ -23,6 +23,7 @@ from pipeline.kernels.mixing import splitmix64
 from pipeline.mix.build import plan_mixture
 from pipeline.mix.inventory import MixError
 from pipeline.mix.order import seeded_hash, window_shares
+from pipeline.mix.output import plan_table
 from pipeline.mix.plan import parse_tokens
 from pipeline.stage import UnitContext
 
@@ -109,6 +110,13 @@ def test_curriculum_orders_within_each_source_across_phases(three_sources):
         assert np.all(np.diff(lengths) >= 0), name  # one pass: easy (short) to hard (long)
     ends = [p["end"] for p in description["phases"]]
     assert ends == sorted(ends) and ends[-1] == len(order.source)
+
+
+def test_the_plan_table_says_one_phase_or_several(three_sources):
+    """It said "1 phase(s)" whatever the count."""
+    one, _ = plan_mixture([three_sources], {}, budget="8M")
+    two, _ = plan_mixture([three_sources], {}, budget="8M", phases=2)
+    assert ", 1 phase, curriculum none" in plan_table(one) and ", 2 phases, curriculum none" in plan_table(two)
 
 
 def test_phase_weights_change_the_mixture(three_sources):

@@ -115,11 +115,48 @@ def test_char_lengths_sample_each_files_first_rows(tmp_path):
 
 
 def test_survivor_and_cluster_buckets():
-    assert ledger.survivor('{"survivor": "doc-7", "similarity": 0.9}') == "doc-7"
-    assert ledger.survivor("kept doc-7") == "kept doc-7"
+    assert ledger.survivor('{"survivor": "doc-7", "survivor_source": "web", "similarity": 0.9}') == ("web", "doc-7")
+    assert ledger.survivor('{"survivor": "doc-7", "similarity": 0.9}') == ("", "doc-7")  # an older prep's
+    assert ledger.survivor("kept doc-7") == ("", "kept doc-7")
     labels, counts = ledger.size_buckets(Counter({2: 5, 3: 1, 6: 2, 8: 1, 12: 4}))
     assert labels == ["2", "3", "4", "5–8", "9–16"]
     assert counts == [5, 1, 0, 3, 4]
+
+
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_clusters_whose_survivors_share_an_id_across_sources_are_counted_apart(tmp_path, partitions):
+    """Two sources each with an id "1" surviving its own duplicate: the report drew "1
+    clusters" of 3 documents (it keyed survivors by id), and with one decide task the
+    manifest said 1 too. Both count 2 now, by survivor document (source and id)."""
+    texts = {"web": "the river bank in the morning " * 8, "code": "import numpy as np and print " * 8}
+    for source, text in texts.items():
+        rows = [{"id": "1", "text": text}, {"id": "2", "text": text}, {"id": "3", "text": f"only {source} " * 9}]
+        (tmp_path / f"{source}.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    sources = "".join(f'[sources.{s}]\npaths = ["{s}.jsonl"]\n' for s in texts)
+    (tmp_path / "run.toml").write_text(f'{sources}[[stages]]\nname = "dedup"\npartitions = {partitions}\n')
+    manifest = run_pipeline(tmp_path / "run.toml", tmp_path / "out", workers=1, quiet=True)
+    assert manifest["stages"]["dedup"]["counters"]["dedup.clusters"] == 2
+    rows = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
+    named = {(row["source"], json.loads(row["detail"])["survivor_source"]) for row in rows}
+    assert named == {("web", "web"), ("code", "code")}
+    page = write_report(tmp_path / "out", tmp_path / "report.html").read_text()
+    assert "2 clusters of documents sharing one survivor" in page
+
+
+def test_a_count_of_one_takes_the_singular(tmp_path):
+    """The page said "1 clusters ... and the 1 removed duplicates" for one pair of copies."""
+    rows = [
+        {"id": "a", "text": "the river bank in the morning " * 8},
+        {"id": "b", "text": "the river bank in the morning " * 8},
+    ]
+    (tmp_path / "web.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "run.toml").write_text('[sources.web]\npaths = ["web.jsonl"]\n[[stages]]\nname = "dedup"\n')
+    run_pipeline(tmp_path / "run.toml", tmp_path / "out", workers=1, quiet=True)
+    page = write_report(tmp_path / "out", tmp_path / "report.html").read_text()
+    caption = "1 cluster of documents sharing one survivor; a cluster&#x27;s size counts the survivor and the 1 removed"
+    assert f"{caption} duplicate." in page
+    assert "2 documents in, 1 kept, 1 rejected" in page
+    assert ledger.size_buckets(Counter({2: 1})) == (["2"], [1])
 
 
 # --- a fabricated run with the other stages' outputs ---------------------------------------
@@ -555,6 +592,29 @@ def test_cli_writes_the_page_and_names_a_wrong_folder(sample_report, tmp_path):
     assert result.exit_code != 0 and "not a mixture folder" in result.output
     with pytest.raises(ReportError):
         render_report(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "field, value, said",
+    [
+        ("tokens", -5, "tokens is -5"),
+        ("tokens", "5", "tokens is a string"),
+        ("tokens", 10**30, "tokens is beyond 64 bits"),
+        ("shard_documents", [-1], "sources.{source}.shard_documents[0] is -1"),
+    ],
+)
+def test_a_mixtures_nonsense_count_is_one_line_naming_the_file_and_field(sample_report, tmp_path, field, value, said):
+    """tokens: -5 drew a mixture of negative tokens; every reader of mix.json takes a count
+    as ``prep estimate`` did (``records.COUNT``)."""
+    mix = tmp_path / "mix"
+    shutil.copytree(sample_report["mix"], mix)
+    edited = json.loads((mix / "mix.json").read_text())
+    source = next(iter(edited["sources"]))
+    (edited if field == "tokens" else edited["sources"][source])[field] = value
+    (mix / "mix.json").write_text(json.dumps(edited))
+    result = CliRunner().invoke(report, [str(sample_report["run"]), str(mix), "--out", str(tmp_path / "r.html")])
+    assert result.exit_code == 1 and not (tmp_path / "r.html").exists()
+    assert result.output == f"Error: {mix / 'mix.json'}: {said.format(source=source)}, expected a count\n"
 
 
 @pytest.fixture

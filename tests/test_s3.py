@@ -327,3 +327,20 @@ def test_a_bad_lease_time_is_refused_by_name(monkeypatch, value):
     monkeypatch.setenv("PREP_LEASE_SECONDS", value)
     with pytest.raises(ValueError, match="PREP_LEASE_SECONDS must be a number of seconds above 0"):
         lease_seconds()
+
+
+def test_an_output_cut_in_the_store_after_its_unit_was_done_is_redone(s3, tmp_path, capsys):
+    """The store's listing gives each output's size, checked against the unit's marker."""
+    s3.create_dir("cut")
+    stages = '[[stages]]\nname = "length"\nmin_chars = 200\n[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n'
+    config = write_config(tmp_path / "run.toml", f'[sources.web]\npaths = ["{SAMPLE}/web/*.gz"]\n{stages}')
+    run_pipeline(config, "s3://cut/run", workers=1, quiet=True)
+    key = min(i.path for i in s3.get_file_info(pafs.FileSelector("cut/run/docs", recursive=True)) if i.size)
+    whole = s3.open_input_file(key).read()
+    with s3.open_output_stream(key) as cut:
+        cut.write(whole[: len(whole) // 2])
+    capsys.readouterr()
+    run_pipeline(config, "s3://cut/run", workers=1, progress="none")
+    said = capsys.readouterr().err
+    assert said.startswith("redoing 1 unit whose output changed after being done: docs/web/") and said.count("\n") == 1
+    assert s3.open_input_file(key).read() == whole

@@ -9,7 +9,7 @@ import json
 from conftest import write_config, write_jsonl
 
 from pipeline.engine.run import run_pipeline
-from pipeline.engine.summary import print_summary
+from pipeline.engine.summary import output_lines, print_summary
 from pipeline.formats.layout import Layout
 
 CONFIG = """
@@ -61,7 +61,7 @@ def test_a_rerun_says_what_was_already_done_or_that_the_run_was_complete(tmp_pat
     assert len(markers) == 2
     markers[0].unlink()  # as a kill after one unit's marker leaves it
     again = _summary(config, out)
-    assert "  resumed: 1 of 2 units were already done" in again and "already complete" not in again
+    assert "  resumed: 1 of 2 units was already done" in again and "already complete" not in again
 
 
 def test_a_summary_without_cost_json_still_says_where_the_output_is(tmp_path):
@@ -71,6 +71,16 @@ def test_a_summary_without_cost_json_still_says_where_the_output_is(tmp_path):
     print_summary(manifest, tmp_path, stream)
     assert "wall time unknown (no cost.json)" in stream.getvalue()
     assert f"documents in {tmp_path}/{Layout.DOCS}" in stream.getvalue()
+
+
+def test_a_count_of_one_takes_the_singular(tmp_path):
+    """A run of one document said "1 documents in" and "1 tokens written"."""
+    write_jsonl(tmp_path / "in" / "a.jsonl", [{"text": "hello"}])
+    summary = _summary(write_config(tmp_path / "run.toml", CONFIG), tmp_path / "out")
+    assert "done: 1 document in, 1 kept, 0 rejected" in summary
+    assert "; 2 tokens written" in summary  # its one word and the end-of-document token
+    (took, _) = output_lines({"stages": {"tokenize": {"counters": {"tokens": 1}}}}, None, tmp_path)
+    assert took.endswith(f"; 1 token written to {tmp_path}/{Layout.TOKENS}")
 
 
 def test_stage_lines_line_up_when_a_stage_name_is_long(tmp_path):

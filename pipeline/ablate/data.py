@@ -40,7 +40,7 @@ from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
 from pipeline.loader.mixture import MixtureOrder, is_mixture, mixture_corpus
 from pipeline.loader.order import DocumentOrder, ShuffledEpochs
-from pipeline.util.records import Each, Optional, RecordError, read_json, read_record
+from pipeline.util.records import COUNT, Each, Optional, RecordError, read_json, read_record
 
 HOLDOUT_SALT = np.uint64(0x5EED_AB1A_7E00_0001)
 
@@ -241,7 +241,7 @@ def _shares(path: Path, kind: str, corpus: ShardCorpus) -> dict[str, float]:
 
 
 # What ablate reads of a mixture's ``mix.json`` beyond what the loader checks.
-MIX_FIGURES = {"tokens": int, "sources": Each({"tokens_used": int})}
+MIX_FIGURES = {"tokens": COUNT, "sources": Each({"tokens_used": COUNT})}
 
 
 def _mix_record(path: Path) -> dict:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import math
 from collections import deque
 
+from pipeline.util.numbers import counted
+
 SPIKE_FACTOR = 1.5
 SPIKE_WINDOW = 20
 DATA_WAIT_LIMIT = 0.05
@@ -58,7 +60,7 @@ class HealthMonitor:
         if self.losses and not falling:
             flags.append("the loss did not fall: compare the first and last tenth of the steps")
         if self.spike_count:
-            flags.append(f"{self.spike_count} loss spike(s): {SPIKE_RULE}")
+            flags.append(f"{counted(self.spike_count, 'loss spike')}: {SPIKE_RULE}")
         if data_wait_share > DATA_WAIT_LIMIT:
             flags.append(
                 f"the model waited for data {data_wait_share:.1%} of the step time (over {DATA_WAIT_LIMIT:.0%}): "

@@ -45,6 +45,7 @@ from pipeline.formats import fasttext_model
 from pipeline.formats.fasttext_model import LABEL_PREFIX, PREPROCESSING, preprocess
 from pipeline.kernels.hashing import file_sha256, id_hashes
 from pipeline.util.atomic import atomic_path, remove_dead_temporaries, write_json_atomic
+from pipeline.util.numbers import counted
 from pipeline.util.printable import error_line, printable, printable_path
 from pipeline.util.processes import ChildDied, run_in_child
 
@@ -108,7 +109,7 @@ def train(
         raise ClassifierError(f"{printable_path(sidecar_file)}, where the sidecar goes, is not a file: remove it")
     remove_dead_temporaries([out, sidecar_file])  # what a training killed before its renames left
     names = ", ".join(printable_path(s.origin) for s in sources)
-    log(f"reading {len(sources)} input(s), {sum(len(s.files) for s in sources)} file(s): {names}")
+    log(f"reading {counted(len(sources), 'input')}, {counted(sum(len(s.files) for s in sources), 'file')}: {names}")
     selector, available = Selector(), None
     if max_per_label is not None:
         quota = Quota(max_per_label)
@@ -132,7 +133,7 @@ def train(
             log(
                 f"training fastText on {train_count:,} documents ({shuffled.bytes / 1e6:,.1f} MB), "
                 f"holding out {sum(c['heldout'] for c in counts.values()):,}: epoch {hyper.epoch}, "
-                f"lr {hyper.lr:g}, wordNgrams {hyper.word_ngrams}, dim {hyper.dim}, {hyper.threads} thread(s)"
+                f"lr {hyper.lr:g}, wordNgrams {hyper.word_ngrams}, dim {hyper.dim}, {counted(hyper.threads, 'thread')}"
             )
             started = time.monotonic()
             model = _fit(train_file, model_file, hyper, verbose)

@@ -9,6 +9,7 @@ import click
 from pipeline.ablate.presets import PRESETS
 from pipeline.commands.options import Count, Finite, WeightedFile, training_device_options
 from pipeline.util.extras import require
+from pipeline.util.numbers import counted
 
 
 @click.command(short_help="Train a small model on each DATA and compare held-out losses.")
@@ -157,7 +158,7 @@ def _run(options) -> None:
         result = run_ablation(options, progress)
     except (AblationDataError, EvalSetError, EvalTextError, MultipleChoiceError, TrialError, LedgerError) as error:
         raise click.ClickException(str(error)) from None
-    click.echo(f"experiment {result.experiment}: {len(result.records)} trial(s), {result.trained} trained now")
+    click.echo(f"experiment {result.experiment}: {counted(len(result.records), 'trial')}, {result.trained} trained now")
     for record in result.records:
         health = record["health"]
         rate = f"{record['tokens_per_s']:,.0f} tokens/s" if record["tokens_per_s"] else "no timed steps"

@@ -10,6 +10,7 @@ import click
 from pipeline.ablate.presets import PRESETS
 from pipeline.commands.options import Count, Finite, WeightedFile, training_device_options
 from pipeline.util.extras import require
+from pipeline.util.numbers import counted
 
 
 def _shares(text: str, where: str) -> dict[str, float]:
@@ -133,6 +134,7 @@ def _run(options) -> None:
     except (*errors, SearchError) as error:
         raise click.ClickException(str(error)) from None
     out = options.settings.out
-    click.echo(f"{len(result.records)} trial(s); {result.trained} training(s) run now, the rest read from {out}/ledger")
+    trials, trained = counted(len(result.records), "trial"), counted(result.trained, "training")
+    click.echo(f"{trials}; {trained} run now, the rest read from {out}/ledger")
     for line in result_lines(result):
         click.echo(line)

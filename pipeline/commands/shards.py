@@ -14,6 +14,7 @@ import click
 from pipeline.commands.shard_inspect import DecodeError, decode_document, describe_shard, resolve_shards
 from pipeline.formats.shard_merge import merge_shards
 from pipeline.formats.token_shards import IncompatibleShards, ShardError, shard_prefix
+from pipeline.util.numbers import counted
 from pipeline.util.printable import printable, printable_path
 
 
@@ -65,7 +66,7 @@ def _inspect(path: str, decode_k: int | None, verify: bool, as_json: bool) -> No
         if len(infos) > 1:
             docs = sum(i["documents"] for i in infos)
             tokens = sum(i["tokens"] for i in infos)
-            click.echo(f"total: {len(infos)} shards, {docs:,} documents, {tokens:,} tokens")
+            click.echo(f"total: {len(infos)} shards, {counted(docs, 'document')}, {counted(tokens, 'token')}")
 
 
 def _print_info(info: dict[str, Any]) -> None:
@@ -98,6 +99,6 @@ def merge_command(out_prefix: str, inputs: tuple[str, ...]) -> None:
     except (IncompatibleShards, ValueError) as e:
         raise click.ClickException(str(e)) from e
     click.echo(
-        f"merged {len(prefixes)} shards into {shard_prefix(out_prefix)}: "
-        f"{meta['documents']:,} documents, {meta['tokens']:,} tokens ({meta['dtype']})"
+        f"merged {counted(len(prefixes), 'shard')} into {shard_prefix(out_prefix)}: "
+        f"{counted(meta['documents'], 'document')}, {counted(meta['tokens'], 'token')} ({meta['dtype']})"
     )

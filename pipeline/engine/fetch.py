@@ -19,6 +19,7 @@ from pipeline.engine.config import ConfigError
 from pipeline.engine.plan import Unit
 from pipeline.engine.storage import RunStore
 from pipeline.formats.layout import Layout, is_part_file, part_files, part_name
+from pipeline.util.numbers import counted
 from pipeline.util.printable import error_line
 
 
@@ -44,7 +45,8 @@ def unit_documents(store: RunStore, layout: Layout, segment_index: int, unit: Un
             raise damaged_work(store, layout.key(part), error_line(error)) from None
     if found != kept:
         first = layout.key(folder / part_name(unit.name, 0))
-        why = f"{found:,} documents in its {len(parts)} part(s) where segment {segment_index} kept {kept:,}"
+        parts_held = f"{counted(found, 'document')} in its {counted(len(parts), 'part')}"
+        why = f"{parts_held} where segment {segment_index} kept {kept:,}"
         raise damaged_work(store, first, why)
     return parts
 

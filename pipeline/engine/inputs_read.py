@@ -14,14 +14,17 @@ from collections.abc import Iterator
 
 from pipeline.engine.plan import Unit
 from pipeline.engine.storage import RunStore
+from pipeline.engine.unit_outputs import OUTPUTS
 from pipeline.formats.layout import Layout
 
 FILES = "input_files"
 
 
 def without_files(stats: dict) -> dict:
-    """A unit's stats as the driver keeps them: without the files it read."""
+    """A unit's stats as the driver keeps them: without the files it read, nor those it
+    wrote (``unit_outputs``)."""
     stats.pop(FILES, None)
+    stats.pop(OUTPUTS, None)
     return stats
 
 

@@ -37,6 +37,7 @@ from pipeline.engine.runlock import locked_output
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore, is_remote
 from pipeline.engine.unit import segment_task
+from pipeline.engine.unit_outputs import checked_markers
 from pipeline.engine.warmup import warm_up
 from pipeline.engine.work_disk import WORK_DISK, WorkDisk, drop_finished, finish_work, keeps_work
 from pipeline.formats.layout import Layout, is_unit_file, unit_files
@@ -46,6 +47,7 @@ from pipeline.phases import sized as sized_by_phases
 from pipeline.readers.splits import parsed_bytes
 from pipeline.stage import GlobalStage
 from pipeline.util.atomic import is_temporary, write_json_atomic
+from pipeline.util.numbers import counted
 
 
 def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
@@ -79,10 +81,16 @@ def run_pipeline(config_path: str | Path, out: str | Path, **flags) -> dict:
             raise ConfigError(f"cannot write to --out {out}: {error}") from None
         for index, values in sized.items():
             config.stages[int(index)].options.update(values)
-        if options.asked_workers and not options.quiet and options.executor == "local":
+        if options.asked_workers and options.executor == "local":
             for line in worker_notes(options.asked_workers, len(units), os.cpu_count() or 1):
-                print(json.dumps({"note": line}) if options.progress == "json" else line, file=sys.stderr)
+                _say(options, line)
         return _run_claimed(config, options, store, units, sizes, wall_start)
+
+
+def _say(options: RunOptions, line: str) -> None:
+    """A note to the user on stderr (a JSON line with ``--progress json``), unless --quiet."""
+    if not options.quiet:
+        print(json.dumps({"note": line}) if options.progress == "json" else line, file=sys.stderr)
 
 
 def _check_out(out: str | Path) -> None:
@@ -212,12 +220,11 @@ def worker_notes(asked: int, units: int, cores: int) -> list[str]:
     past the cores, workers only take turns on them, each holding its own memory."""
     notes = []
     if asked > units:
-        plural = "s" * (units != 1)
-        notes.append(f"workers: {asked} asked, {units} unit{plural}: {units} started (one per task at most)")
+        notes.append(f"workers: {asked} asked, {counted(units, 'unit')}: {units} started (one per task at most)")
     if min(asked, units) > cores:
         notes.append(
-            f"warning: {min(asked, units)} workers on {cores} cores: they take turns and each holds its own memory "
-            f"(--workers {cores} is as fast)"
+            f"warning: {min(asked, units)} workers on {counted(cores, 'core')}: they take turns and each holds its "
+            f"own memory (--workers {cores} is as fast)"
         )
     return notes
 
@@ -379,15 +386,12 @@ def _run_segment(
     name = "read + stages" if segment.index == 0 else f"stages after {segment.entry.name}"
     input_bytes = sum(_file_bytes(u) for u in units if u.reports_file) if segment.index == 0 else 0
     bar = ProgressBar(name, input_bytes, len(units), mode=options.mode)
-    todo, done = [], []
-    for unit in units:
-        marker = layout.marker(phase, unit.source, unit.name)
-        if marker.exists():
-            stats = json.loads(marker.read_text())
-            bar.unit_done(sum(file.get("bytes") or 0 for file in stats.get("input_files", [])))
-            done.append(without_files(stats))
-        else:
-            todo.append(unit)
+    done, todo, redone = checked_markers(store, segment.index, units)
+    for stats in done:
+        bar.unit_done(sum(file.get("bytes") or 0 for file in stats.get("input_files", [])))
+        without_files(stats)
+    if redone:
+        _say(options, redone)
     tally.update(units=len(units), done_before=len(done))
     todo = _largest_first(todo, sizes)
     results = executor.run([(segment_task, (config, store, segment.index, unit, options)) for unit in todo], bar)

@@ -21,6 +21,7 @@ from pipeline.engine.cost import (
 from pipeline.engine.storage import RunStore
 from pipeline.engine.work_disk import WORK_DISK
 from pipeline.formats.layout import Layout, file_in
+from pipeline.util.numbers import counted
 from pipeline.util.printable import printable
 
 
@@ -30,7 +31,7 @@ def print_summary(manifest: dict, out: str | Path, stream=None) -> None:
     balance = manifest["balance"]
     w = (stream or sys.stderr).write
     w(
-        f"\ndone: {balance['input']:,} documents in, {balance['output']:,} kept, "
+        f"\ndone: {counted(balance['input'], 'document')} in, {balance['output']:,} kept, "
         f"{balance['rejected']:,} rejected -> {out}\n"
     )
     # Names longer than 12 characters (paragraph_dedup, column_filter) widen their column.
@@ -103,7 +104,9 @@ def resumed_lines(cost: dict | None) -> list[str]:
         return ["  already complete: an earlier run did every unit; nothing was run again"]
     if figures["done_before"] > 0:
         units, done = figures["units"], figures["done_before"]
-        return [f"  resumed: {done:,} of {units:,} units were already done (a unit counts once per phase it runs in)"]
+        were = "was" if done == 1 else "were"
+        why = "a unit counts once per phase it runs in"
+        return [f"  resumed: {done:,} of {counted(units, 'unit')} {were} already done ({why})"]
     return []
 
 
@@ -113,7 +116,11 @@ def output_lines(manifest: dict, cost: dict | None, out: str | Path) -> list[str
     tokens = sum(stage.get("counters", {}).get("tokens", 0) for stage in manifest["stages"].values())
     wall = cost.get("wall_seconds") if isinstance(cost, dict) else None
     took = f"wall time {_duration(wall)}" if _is_number(wall) else "wall time unknown (no cost.json)"
-    written = f"{tokens:,} tokens written to {out}/{Layout.TOKENS}" if tokenized else "no tokenize stage, so no shards"
+    written = (
+        f"{counted(tokens, 'token')} written to {out}/{Layout.TOKENS}"
+        if tokenized
+        else "no tokenize stage, so no shards"
+    )
     return [
         f"  {took}; {written}",
         f"  output: documents in {out}/{Layout.DOCS}, the rejects ledger in {out}/{Layout.REJECTS}, "

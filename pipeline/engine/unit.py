@@ -30,6 +30,7 @@ from pipeline.engine.sample_estimate import add, new_tally, text_bytes
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
+from pipeline.engine.unit_outputs import OUTPUTS, written_outputs
 from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.formats.documents import (
     FILE,
@@ -206,6 +207,7 @@ def run_unit(
     if tally is not None:
         cost["sample"] = {"source": unit.source, **tally}
     write_json(ctx.atomic(layout.cost(phase, unit.source, unit.name)), cost)
+    stats[OUTPUTS] = written_outputs(ctx, layout)  # what a rerun checks before it trusts the marker
     commit(ctx, layout.marker(phase, unit.source, unit.name), stats, store)
     return stats
 

@@ -84,9 +84,14 @@ def keeps_work(store: RunStore, asked: bool) -> bool:
 
 def finish_work(store: RunStore, keep: bool) -> None:
     """The run is complete and its duplicate-id count recorded: remove ``work/``, or with
-    ``keep`` (``--keep-work``) only the id hashes, which nothing imports."""
+    ``keep`` (``--keep-work``) only the id hashes, which nothing imports, and the folders
+    that leaves empty: a rerun that redid a unit of a completed run (whose work/ was gone)
+    left an empty work/ behind."""
     layout = Layout(store.root)
     store.remove(layout.key(layout.id_work) if keep else Layout.WORK)
+    _remove_empty_folders(layout.out / Layout.WORK)
+    if (layout.out / Layout.WORK).is_dir() and not any((layout.out / Layout.WORK).iterdir()):
+        (layout.out / Layout.WORK).rmdir()
 
 
 def _drop_all_but(store: RunStore, folder: str, kept: tuple[str, ...]) -> None:

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 
 from pipeline.formats.scratch import LOADER_CACHE
-from pipeline.util.records import Each, Optional, read_record
+from pipeline.util.records import COUNT, Each, Optional, read_record
 
 # The manifest: sources, shards, weights, phases and the names of the two order arrays.
 # Written last, so a folder holding it is a complete mixture.
@@ -26,11 +26,11 @@ ORDER_DOCUMENT = "order_document.npy"
 WRITING = ".prep-mix-writing"
 # What readers of ``mix.json`` rely on (``pipeline.mix.output.describe`` writes more).
 MIX_RECORD = {
-    "tokens": int,
+    "tokens": COUNT,
     "curriculum": Optional(str),
-    "sources": Each({"shards": [str], "shard_documents": [int]}),
+    "sources": Each({"shards": [str], "shard_documents": [COUNT]}),
     "order": Optional({"source": str, "document": str}),
-    "phases": Optional([{"start": int, "weights": Each(float)}]),
+    "phases": Optional([{"start": int, "weights": Each(float)}]),  # a start past the order: an empty phase
 }
 
 

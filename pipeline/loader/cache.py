@@ -9,9 +9,13 @@ read-only disk gets its cache in the machine's temporary folder (``temporary_cac
 
 A file's name carries a fingerprint of everything it depends on (shard files, seed,
 epochs, ...) and nothing it does not (world size, batch size, workers), so any change to
-the inputs selects a new file and a stale one is never read. Writers race safely: each
-writes a private temporary name and ``os.replace``s it, and all writers produce the same
-bytes.
+the inputs selects a new file. Writers race safely: each writes a private temporary name
+and ``os.replace``s it, and all writers produce the same bytes.
+
+A file is still checked against the shards before it is used (``fits``): one left by
+another version of prep, copied in with the data, or damaged in place held an index past
+the end, and the loader served wrong samples or died on an IndexError deep in a worker.
+One that does not fit is built again, with a one-line warning.
 """
 
 from __future__ import annotations
@@ -19,7 +23,8 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -71,15 +76,42 @@ def _load(path: Path, length: int | None) -> np.ndarray | None:
     return array
 
 
+# Items checked at a time (``chunks``): a check holds a few temporaries of this size, not
+# of the whole array (an order over many epochs is hundreds of millions of items).
+CHUNK = 1 << 20
+
+
+def chunks(n: int) -> Iterator[slice]:
+    """``0..n`` in slices of ``CHUNK`` items, for checks that stream over a mapped array."""
+    for start in range(0, n, CHUNK):
+        yield slice(start, min(start + CHUNK, n))
+
+
+def outside(array: np.ndarray, low: int, high: int) -> int | None:
+    """The first index whose value is outside ``low..high`` (inclusive), else None."""
+    for part in chunks(len(array)):
+        values = array[part]
+        bad = np.flatnonzero((values < low) | (values > high))
+        if len(bad):
+            return part.start + int(bad[0])
+    return None
+
+
 def cached_array(
-    cache_dir: Path | None, name: str, build: Callable[[], np.ndarray], length: int | None = None
+    cache_dir: Path | None,
+    name: str,
+    build: Callable[[], np.ndarray],
+    length: int | None = None,
+    fits: Callable[[np.ndarray], str | None] | None = None,
 ) -> np.ndarray:
     """Return the array cached as ``cache_dir/name``, building and saving it when missing.
 
     A cached file that does not read back as a 1-D integer array of ``length`` items (cut
     short by a crash before the page cache reached the disk, say) is built and saved
     again: it used to stop every loader on that data with numpy's "EOF: reading array
-    header", naming no file, until someone found and deleted it.
+    header", naming no file, until someone found and deleted it. So is one that reads but
+    that ``fits`` finds wrong (it says why, in words; None: it fits the shards), with a
+    warning naming the file.
 
     Without a cache folder, or with one that cannot be written, the array is built in
     memory, again in each process that opens it (each rank, each spawned worker).
@@ -88,6 +120,9 @@ def cached_array(
         return build()
     path = cache_dir / name
     cached = _load(path, length) if path.exists() else None
+    if cached is not None and fits is not None and (why := fits(cached)) is not None:
+        warnings.warn(f"loader cache {path} does not fit the shards ({why}): building it again", stacklevel=2)
+        cached = None
     if cached is not None:
         return cached
     array = build()

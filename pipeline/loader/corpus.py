@@ -36,7 +36,7 @@ from pipeline.formats.token_shards import (
     shard_paths,
     sidecar_path,
 )
-from pipeline.loader.cache import cached_array, fingerprint, temporary_cache_dir
+from pipeline.loader.cache import cached_array, chunks, fingerprint, outside, temporary_cache_dir
 
 CORPUS_FORMAT = 1
 
@@ -86,6 +86,16 @@ def _shard_documents(shard: IndexedShard) -> tuple[np.ndarray, np.ndarray]:
     return sizes, starts
 
 
+def _within(largest: int):
+    """A cached sizes array's check: every size from 0 to ``largest`` (the largest shard's tokens)."""
+
+    def check(sizes: np.ndarray) -> str | None:
+        bad = outside(sizes, 0, largest)
+        return None if bad is None else f"document {bad:,} has {int(sizes[bad]):,} tokens"
+
+    return check
+
+
 class ShardCorpus:
     """All documents under a shard folder or a run folder, numbered 0..num_documents-1.
 
@@ -125,10 +135,28 @@ class ShardCorpus:
         """Open (building on first use) the per-document size and start arrays."""
         tag = f"corpus-{self.fingerprint}"
         self._built: tuple[np.ndarray, np.ndarray] | None = None
-        n = self.num_documents
-        self.document_sizes = cached_array(self.cache_dir, f"{tag}-sizes.npy", lambda: self._build_documents()[0], n)
-        self.document_starts = cached_array(self.cache_dir, f"{tag}-starts.npy", lambda: self._build_documents()[1], n)
+        n, cache = self.num_documents, self.cache_dir
+        largest = max(tokens for _, tokens, _ in self._shard_layout)
+        sizes = cached_array(cache, f"{tag}-sizes.npy", lambda: self._build_documents()[0], n, _within(largest))
+        self.document_sizes = sizes
+        self.document_starts = cached_array(
+            cache, f"{tag}-starts.npy", lambda: self._build_documents()[1], n, lambda s: self._outside_shards(sizes, s)
+        )
         self._built = None
+
+    def _outside_shards(self, sizes: np.ndarray, starts: np.ndarray) -> str | None:
+        """Where a document of ``starts`` and ``sizes`` (cached arrays) reaches outside its
+        shard's tokens, in words; None when none does."""
+        for shard, (_, tokens, _) in enumerate(self._shard_layout):
+            first, end = int(self.shard_first_document[shard]), int(self.shard_first_document[shard + 1])
+            for part in chunks(end - first):
+                span = slice(first + part.start, first + part.stop)
+                bad = outside(starts[span], 0, tokens)
+                bad = outside(starts[span] + sizes[span], 0, tokens) if bad is None else bad
+                if bad is not None:
+                    name = shard_paths(self.prefixes[shard])[0].name
+                    return f"document {span.start + bad:,} reaches past the {tokens:,} tokens of {name}"
+        return None
 
     def _choose_cache_dir(self, cache_dir: str | os.PathLike | None) -> Path | None:
         """``cache_dir``, else ``.loader_cache`` beside the shards, else (read-only data)

@@ -27,7 +27,7 @@ from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
 from pipeline.util.printable import error_line
-from pipeline.util.records import Each, Optional, read_record
+from pipeline.util.records import COUNT, Each, Optional, read_record
 
 
 def is_mixture(path: str | os.PathLike) -> bool:
@@ -38,7 +38,7 @@ def is_mixture(path: str | os.PathLike) -> bool:
 # (an array, no "sources", JSON nested too deep) left AttributeError, KeyError or
 # RecursionError naming no file. ``shard_documents`` may be missing (an older mixture).
 MIXTURE_SHAPE = {
-    "sources": Each({"shards": [str], "shard_documents": Optional([int]), "tokens_used": Optional(int)}),
+    "sources": Each({"shards": [str], "shard_documents": Optional([COUNT]), "tokens_used": Optional(COUNT)}),
     "order": {"source": str, "document": str},
 }
 

@@ -31,7 +31,7 @@ from typing import Protocol
 
 import numpy as np
 
-from pipeline.loader.cache import cached_array, fingerprint
+from pipeline.loader.cache import cached_array, chunks, fingerprint, outside
 from pipeline.loader.corpus import ShardCorpus
 
 STREAM_FORMAT = 1
@@ -87,10 +87,30 @@ class DocumentStream:
 
     def _open(self) -> None:
         tag = f"stream-{self.fingerprint}"
-        self.order = cached_array(self.corpus.cache_dir, f"{tag}-order.npy", self._build_order)
+        cache = self.corpus.cache_dir
+        self.order = cached_array(cache, f"{tag}-order.npy", self._build_order, fits=self._order_outside)
         self.cumulative = cached_array(
-            self.corpus.cache_dir, f"{tag}-cumulative.npy", self._build_cumulative, len(self.order) + 1
+            cache, f"{tag}-cumulative.npy", self._build_cumulative, len(self.order) + 1, self._cumulative_differs
         )
+
+    def _order_outside(self, order: np.ndarray) -> str | None:
+        """Where a cached order names a document the corpus does not have, in words."""
+        n = self.corpus.num_documents
+        bad = outside(order, 0, n - 1)
+        return None if bad is None else f"position {bad:,} names document {int(order[bad]):,} of {n:,}"
+
+    def _cumulative_differs(self, cumulative: np.ndarray) -> str | None:
+        """Where cached cumulative sizes differ from the order's documents' sizes, in words:
+        a step off by one shifts every window after it, so each is checked."""
+        if cumulative[0] != 0:
+            return f"it starts at {int(cumulative[0]):,}"
+        sizes = self.corpus.document_sizes
+        for part in chunks(len(self.order)):
+            steps = np.diff(cumulative[part.start : part.stop + 1])
+            bad = np.flatnonzero(steps != sizes[self.order[part]])
+            if len(bad):
+                return f"position {part.start + int(bad[0]):,} does not step by its document's size"
+        return None
 
     def _build_order(self) -> np.ndarray:
         order = np.asarray(self.provider.build(self.corpus))

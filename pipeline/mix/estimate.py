@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline.formats.mix import MIX_JSON, MixLayout
 from pipeline.mix.inventory import MixError
-from pipeline.util.records import RecordError, read_record
+from pipeline.util.records import COUNT, RecordError, read_record
 
 # Dense BF16 peak FLOP/s per GPU (vendor data sheets, without sparsity).
 GPU_PEAK_FLOPS = {
@@ -31,15 +31,9 @@ def mixture_tokens(mix_dir: Path) -> int:
     if not mix_json.exists():
         raise MixError(f"{mix_dir} has no {MIX_JSON} (make one with prep mix)")
     try:
-        tokens = read_record(mix_json, {"tokens": int})["tokens"]  # all an estimate needs of it
+        return read_record(mix_json, {"tokens": COUNT})["tokens"]  # all an estimate needs of it
     except RecordError as error:
         raise MixError(str(error)) from None
-    # A damaged mix.json: a negative count printed negative GPU-hours, and one beyond 64 bits
-    # (JSON integers have no bound) ended in an OverflowError naming no file.
-    if not 0 <= tokens < 2**63:
-        shown = f"{tokens:,}" if tokens < 0 else "beyond 64 bits"
-        raise MixError(f"{mix_json}: tokens is {shown}, not a count of tokens")
-    return tokens
 
 
 def estimate_hours(tokens: int, params: float, gpus: int, mfu: float, peak: float) -> dict:

@@ -21,6 +21,7 @@ from pipeline.mix.inventory import Inventory
 from pipeline.mix.order import MixOrder
 from pipeline.mix.plan import Plan
 from pipeline.util.atomic import atomic_path, save_npy_atomic
+from pipeline.util.numbers import counted
 
 
 def describe(inventory: Inventory, plan: Plan, order: MixOrder, seed: int, curriculum: str, runs: list[Path]) -> dict:
@@ -89,6 +90,7 @@ def plan_table(description: dict) -> str:
         )
     rows.append(
         f"{'total':<12} {'':>8} {'':>14} {description['tokens']:>14,}   budget {description['budget']:,}, "
-        f"{len(description['phases'])} phase(s), curriculum {description['curriculum']}, seed {description['seed']}"
+        f"{counted(len(description['phases']), 'phase')}, curriculum {description['curriculum']}, "
+        f"seed {description['seed']}"
     )
     return "\n".join(rows)

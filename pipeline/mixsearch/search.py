@@ -23,6 +23,7 @@ from pipeline.mixsearch.propose import command_weights, mix_command, propose, tr
 from pipeline.mixsearch.sampling import BATCH, ROUNDS, make_space, sample
 from pipeline.mixsearch.trials import TrialSettings, run_trials, runs_key, validate
 from pipeline.util.atomic import is_temporary, write_json_atomic
+from pipeline.util.numbers import counted
 
 MIN_TRIALS = 4  # fewer healthy trials than this leave a leave-one-out error meaningless
 MAX_TRIALS = BATCH * ROUNDS  # the most mixtures one call of ``sample`` can return
@@ -96,7 +97,9 @@ def run_search(options: SearchOptions, progress: Callable[[str], None] = print) 
     notes = [*warnings]
     notes += [f"source {name!r} has no tokens: left out of the search (share 0)" for name in space.empty]
     if len(healthy) < len(records):
-        notes.append(f"{len(records) - len(healthy)} trial(s) were unhealthy and left out of the fit")
+        unhealthy = len(records) - len(healthy)
+        were = "was" if unhealthy == 1 else "were"
+        notes.append(f"{counted(unhealthy, 'trial')} {were} unhealthy and left out of the fit")
     if len(healthy) < MIN_TRIALS:
         raise SearchError(f"only {len(healthy)} healthy trials: too few to fit; see prep ablate --history")
     eval_sets = sorted(settings.weights)

@@ -15,7 +15,7 @@ from pathlib import Path
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, read_sidecar, source_folders
-from pipeline.util.numbers import is_number
+from pipeline.util.numbers import counted, is_number
 from pipeline.util.printable import printable, printable_path
 from pipeline.util.records import Each, Optional, RecordError, read_record
 
@@ -147,7 +147,7 @@ def drops_per_rule(manifest: dict) -> Bars:
         totals.update(manifest["sources"][source]["rejected_by"])
     ranked = [rule for rule, _ in sorted(totals.items(), key=lambda item: (-item[1], item[0]))]
     kept, rest = ranked[:MAX_RULES], ranked[MAX_RULES:]
-    labels = kept + ([f"other ({len(rest)} rules)"] if rest else [])
+    labels = kept + ([f"other ({counted(len(rest), 'rule')})"] if rest else [])
     series = {}
     for source in sources:
         rejected_by = manifest["sources"][source]["rejected_by"]

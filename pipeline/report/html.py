@@ -16,6 +16,7 @@ from pipeline.report.ledger import clip
 from pipeline.report.sections import Context, Section, build_sections
 from pipeline.report.svg import esc
 from pipeline.util.atomic import atomic_path
+from pipeline.util.numbers import counted
 
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:820px;color:#222;line-height:1.4}
@@ -50,7 +51,7 @@ def page(ctx: Context, sections: list[Section]) -> str:
     meta = (
         f"{esc(ctx.layout.out.resolve())} · config {esc(clip(ctx.manifest.get('config_file', '?'), 300))} · "
         f"prep {esc(__version__)} · "
-        f"{b['input']:,} documents in, {b['output']:,} kept, {b['rejected']:,} rejected"
+        f"{counted(b['input'], 'document')} in, {b['output']:,} kept, {b['rejected']:,} rejected"
     )
     if ctx.manifest.get("sample", 1.0) < 1.0:
         meta += f" · a {ctx.manifest['sample']:g} sample of the inputs"

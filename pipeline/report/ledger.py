@@ -146,12 +146,13 @@ class Clusters:
 
 def duplicate_clusters(files: list[Path], max_rows: int = MAX_DUPLICATE_ROWS) -> Clusters | None:
     """Cluster sizes from the duplicates the ledger names: each removed row's ``detail``
-    names its survivor, so a survivor with k removed rows heads a cluster of k + 1.
+    names its survivor (by source and id: two sources may each hold an id "1"), so a
+    survivor with k removed rows heads a cluster of k + 1.
 
     A cluster is thus a survivor with at least one removed duplicate, the manifest's
     ``dedup.clusters`` too (not dedup's LSH components, ``dedup.components``, some of
     which remove nothing and some several survivors' duplicates)."""
-    survivors: Counter[str] = Counter()
+    survivors: Counter[tuple[str, str]] = Counter()
     read, truncated = 0, False
     wanted = pa.array(DUPLICATE_REASONS)
     for path in files:
@@ -174,15 +175,18 @@ def duplicate_clusters(files: list[Path], max_rows: int = MAX_DUPLICATE_ROWS) ->
     return Clusters(sizes=Counter(n + 1 for n in survivors.values()), rows_read=read, truncated=truncated)
 
 
-def survivor(detail: str | None) -> str:
-    """The survivor a duplicate's ``detail`` names: JSON ``{"survivor": ...}``, else the text."""
+def survivor(detail: str | None) -> tuple[str, str]:
+    """The survivor a duplicate's ``detail`` names, as (source, id): JSON ``{"survivor":
+    ..., "survivor_source": ...}`` (no source from a prep before it: ""), else ("", the text)."""
     if not detail:
-        return ""
+        return "", ""
     try:
         value = json.loads(detail)
     except (ValueError, RecursionError):  # not JSON, or nested too deeply to read
-        return detail
-    return str(value.get("survivor", detail)) if isinstance(value, dict) else detail
+        return "", detail
+    if not isinstance(value, dict):
+        return "", detail
+    return str(value.get("survivor_source", "")), str(value.get("survivor", detail))
 
 
 def size_buckets(sizes: Counter) -> tuple[list[str], list[int]]:

@@ -14,6 +14,7 @@ from pipeline.formats.layout import Layout
 from pipeline.report import collect, ledger, lengths, scores, svg
 from pipeline.report.collect import Bars
 from pipeline.report.mixture import read_mixture
+from pipeline.util.numbers import counted
 
 MAX_LANGUAGES = 20
 CLUSTER_AXES = ("cluster size (documents)", "clusters of that size")
@@ -114,16 +115,17 @@ def length_distributions(ctx: Context) -> Section:
     )
     caption = "Documents per length bin, log-scaled; before counts the rejected documents that have text."
     if before.sampled:
-        caption += (
-            f" Sampled: {before.rows_seen:,} of {before.rows_total:,} documents (each file's first {fraction:.2%})."
-        )
+        seen = f"{before.rows_seen:,} of {counted(before.rows_total, 'document')}"
+        caption += f" Sampled: {seen} (each file's first {fraction:.2%})."
     folders = collect.token_folders(ctx.layout)
     if folders:
         tokens = lengths.token_lengths([p for shards in folders.values() for p in shards])
         edges, (t,) = lengths.trim(tokens.counts)
         charts += svg.histogram(edges, {"after (kept)": t}, "Tokens per document", "tokens (log scale)")
         if tokens.sampled:
-            caption += f" Tokens sampled: {tokens.rows_seen:,} of {tokens.rows_total:,} documents, evenly spaced."
+            caption += (
+                f" Tokens sampled: {tokens.rows_seen:,} of {counted(tokens.rows_total, 'document')}, evenly spaced."
+            )
     return Section("lengths", "Document length", caption, charts)
 
 
@@ -137,7 +139,7 @@ def languages(ctx: Context) -> Section | None:
     top = sorted(totals, key=lambda k: (-totals[k], k))[:MAX_LANGUAGES]
     bars = Bars(top, {"kept": [kept[k] for k in top], "dropped": [dropped[k] for k in top]})
     caption = (
-        f"Top {len(top)} of {len(totals)} languages; kept from the documents' lang column, "
+        f"Top {len(top)} of {counted(len(totals), 'language')}; kept from the documents' lang column, "
         "dropped from the langid reasons. "
         f"{lengths.NO_LANGUAGE} is a document langid skipped (e.g. code); low-score, one it could not place."
     )
@@ -184,9 +186,9 @@ def duplicate_clusters(ctx: Context) -> Section | None:
         return None
     labels, counts = ledger.size_buckets(clusters.sizes)
     caption = (
-        f"{sum(clusters.sizes.values()):,} clusters of documents sharing one survivor; "
+        f"{counted(sum(clusters.sizes.values()), 'cluster')} of documents sharing one survivor; "
         "a cluster's size counts the survivor "
-        f"and the {clusters.rows_read:,} removed duplicates."
+        f"and the {counted(clusters.rows_read, 'removed duplicate')}."
     )
     if clusters.truncated:
         caption += f" Only the first {clusters.rows_read:,} duplicate rows of the ledger were read."
@@ -206,7 +208,7 @@ def pii(ctx: Context) -> Section | None:
     return Section(
         "pii",
         "PII replacements",
-        f"{bars.total():,.0f} replacements by type.",
+        f"{counted(bars.total(), 'replacement')} by type.",
         _bars(bars, "PII replacements per type"),
     )
 
@@ -219,7 +221,7 @@ def tokens_per_source(ctx: Context) -> Section | None:
     return Section(
         "tokens",
         "Tokens per source",
-        f"{bars.total():,.0f} tokens in all, from the shards' sidecars.",
+        f"{counted(bars.total(), 'token')} in all, from the shards' sidecars.",
         _bars(bars, "Tokens per source"),
     )
 
@@ -233,9 +235,9 @@ def mixture(ctx: Context) -> list[Section]:
         Section(
             "mixture",
             "Mixture composition",
-            f"Share of each source's tokens over training ({mix.tokens:,} tokens, {mix.positions:,} documents, "
-            f"{len(mix.centres)} bins); the dashed lines are the target shares (the mix's weights, per phase), "
-            "where each band's top edge should lie.",
+            f"Share of each source's tokens over training ({counted(mix.tokens, 'token')}, "
+            f"{counted(mix.positions, 'document')}, {counted(len(mix.centres), 'bin')}); the dashed lines are "
+            "the target shares (the mix's weights, per phase), where each band's top edge should lie.",
             svg.stacked_area(
                 mix.centres,
                 mix.shares,
@@ -317,14 +319,14 @@ def absent_folders(ctx: Context) -> None:
     that the run folder lacks (deleted, not copied, a file in its place): the charts read
     from those folders would otherwise just draw fewer documents, without saying why."""
     for what, folder_of, count in (
-        ("kept documents", ctx.layout.docs, "output"),
-        ("rejects", ctx.layout.rejects, "rejected"),
+        ("kept document", ctx.layout.docs, "output"),
+        ("reject", ctx.layout.rejects, "rejected"),
     ):
         for source, counts in ctx.manifest["sources"].items():
             folder = folder_of(source)
             if counts[count] and not folder.is_dir():
                 ctx.missing.append(
-                    f"the {counts[count]:,} {what} of {source}: {folder} is not a folder, so the lengths, "
+                    f"the {counted(counts[count], what)} of {source}: {folder} is not a folder, so the lengths, "
                     "languages, scores and examples leave them out"
                 )
 

@@ -5,7 +5,7 @@ Python's ``float`` reads ``nan``, ``inf`` and ``1e999`` (infinity) without compl
 TOML has ``nan`` and ``inf`` literals. Every comparison with NaN is false, so a NaN slips
 past any ``x > limit`` check: ``--max-epochs nan`` once disabled the cap it sets. Every
 number prep reads from text goes through ``finite`` (or, in a TOML config, ``is_number``),
-which refuses them by name.
+which refuses them by name. And the other way, a count as prep prints it (``counted``).
 """
 
 from __future__ import annotations
@@ -66,3 +66,10 @@ def _first(value: object, bad, where: str) -> str | None:
         if found:
             return found
     return None
+
+
+def counted(n: float, noun: str) -> str:
+    """``n`` (thousands separated; a float rounded) and ``noun``, which takes an "s" unless
+    ``n`` is 1: "1 cluster", "2 clusters", "0 clusters", "1 removed duplicate"."""
+    shown = f"{n:,}" if isinstance(n, int) else f"{n:,.0f}"
+    return f"{shown} {noun}{'' if n == 1 else 's'}"

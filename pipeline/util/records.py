@@ -14,7 +14,11 @@ A shape is written as the data is:
 * a dict ``{key: shape}``: an object with at least these keys (``Optional(shape)`` for a key
   that may be missing); other keys are allowed;
 * ``Each(shape)``: an object whose every value has the shape (counts per rule, sources);
-* ``[shape]``: an array whose every item has the shape.
+* ``[shape]``: an array whose every item has the shape;
+* ``COUNT``: a count of things (tokens, documents, a position): an integer from 0 to
+  2^63 - 1. JSON integers have no bound: an edited ``mix.json``'s ``tokens: -5`` drew a
+  report of negative tokens and printed negative GPU-hours, and one beyond 64 bits ended
+  in an ``OverflowError`` naming no file.
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ class Optional:
     """A key of an object that may be missing; when present, its value has ``shape``."""
 
     shape: Any
+
+
+class _Count:
+    """The shape of a count (``COUNT``)."""
+
+
+COUNT = _Count()
 
 
 def read_json(path: str | Path) -> Any:
@@ -116,6 +127,8 @@ def _is(value: Any, shape: Any) -> bool:
         return isinstance(value, int) and not isinstance(value, bool)
     if shape is float:
         return is_number(value)
+    if shape is COUNT:
+        return _is(value, int) and 0 <= value < 2**63
     if isinstance(shape, type):
         return isinstance(value, shape)
     try:
@@ -126,7 +139,7 @@ def _is(value: Any, shape: Any) -> bool:
 
 
 NAMES = {None: "null", int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-NAMES.update({list: "an array", dict: "an object"})
+NAMES.update({list: "an array", dict: "an object", COUNT: "a count"})
 
 
 def _name(shape: Any) -> str:
@@ -138,6 +151,8 @@ def _name(shape: Any) -> str:
 
 
 def _describe(value: Any) -> str:
+    if _is(value, int) and not _is(value, COUNT):  # what is wrong with it may be its value
+        return f"{value:,}" if -(2**63) <= value < 0 else "beyond 64 bits"
     for shape in (None, bool, int, float, str, list, dict):
         if _is(value, shape):
             return _name(shape)

@@ -197,8 +197,9 @@ def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
 
     Returns two counts that differ: ``components``, the connected components of the LSH
     candidate graph (two or more documents each), and ``clusters``, the survivors that had
-    at least one document removed for them, by id, which is what the ledger's ``detail``
-    names and ``prep report`` counts. A component can hold no cluster (its candidates all
+    at least one document removed for them, by gid (one document, whatever its id: two
+    sources may each hold an id "1"), which the ledger's ``detail`` names by source and id
+    and ``prep report`` counts. A component can hold no cluster (its candidates all
     below ``min_similarity``) or several (greedy star clustering, ``survivors``); a
     component lies in one task, so the sums over tasks count each once."""
     P, o = stage.partitions(), stage.options
@@ -208,7 +209,7 @@ def _decide(stage, work_dir: Path, q: int, total: int, imported: int) -> dict:
     shipping.write_tables(DECIDED_FILES.path(work_dir, q), decisions, clusters.node_partition(gid, total, P), P)
     return {
         "components": len(np.unique(members.column("comp").to_numpy())),
-        "clusters": pc.count_distinct(decisions.column("survivor")).as_py(),
+        "clusters": pc.count_distinct(decisions.column("survivor_gid")).as_py(),
     }
 
 

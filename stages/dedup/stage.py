@@ -18,8 +18,9 @@ Phases (declared in ``phases``, driven by the engine, see ``pipeline.phases``), 
   survivor ids resolved), then ``done.json``.
 * ``open_unit`` + ``process``: the unit's decisions become ``drop_reason``
   (``exact-duplicate`` / ``near-duplicate``) and ``detail``, a JSON object
-  ``{"survivor": "<id>", "similarity": 0.87, "threshold": 0.7}`` (``min_similarity``;
-  ``{"survivor": "<id>", "similarity": 1.0}`` for exact duplicates).
+  ``{"survivor": "<id>", "survivor_source": "<source>", "similarity": 0.87, "threshold":
+  0.7}`` (``min_similarity``; ``"similarity": 1.0`` and no threshold for exact
+  duplicates). The source too, since an id names a document only within its source.
 
 Incremental: ``index_from = "<previous work_dir>"`` (a run made with ``--keep-work``:
 ``<out>/work/global/<k>``) makes the previous run's documents
@@ -68,7 +69,10 @@ INDEX_RECORD = np.dtype([("key", "<u8"), ("gid", "<i8")])
 @register
 class Dedup(GlobalStage):
     name = "dedup"
-    version = 2  # 2: the fold shared with decontaminate (pipeline/text/casefold.py)
+    version = 3  # 2: the fold shared with decontaminate (pipeline/text/casefold.py); 3: survivor_source
+    # What an imported index must have been hashed with: raised only when the band keys
+    # or the documents' attributes change (2: the fold above), not with ``version``.
+    index_version = 2
 
     @dataclass
     class Options:
@@ -142,7 +146,7 @@ class Dedup(GlobalStage):
         # Shipped signatures never meet computed ones (other hashes); named only when set,
         # so an index from before the option still matches a computing run.
         # An index of another version hashed other words (none before 2 names one: refused).
-        return {**{k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}, "version": self.version}
+        return {**{k: o[k] for k in keys + (["signatures"] if o["signatures"] else [])}, "version": self.index_version}
 
     # -- map ----------------------------------------------------------------------------
 
@@ -280,9 +284,10 @@ class Dedup(GlobalStage):
         # A near duplicate's similarity was held against min_similarity: the detail gives
         # both, as every threshold rule's does; an exact duplicate's 1.0 met no threshold.
         near = REASONS.index("near-duplicate")
-        columns = (rows.column(name).to_pylist() for name in ("survivor", "similarity", "reason"))
-        for pos, sid, sim, code in zip(positions, *columns):
-            found = {"survivor": sid, "similarity": round(float(sim), 4)}
+        sources = np.asarray(t.sources, object)[t.unit_of(rows.column("survivor_gid").to_numpy())]
+        survivors, similarities, codes = (rows.column(n).to_pylist() for n in ("survivor", "similarity", "reason"))
+        for pos, sid, source, sim, code in zip(positions, survivors, sources, similarities, codes):
+            found = {"survivor": sid, "survivor_source": source, "similarity": round(float(sim), 4)}
             if code == near:
                 found["threshold"] = float(self.options.min_similarity)
             detail[pos] = json.dumps(found)

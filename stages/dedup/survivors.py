@@ -22,13 +22,16 @@ from pipeline.compile.jit import njit
 from stages.dedup.minhash import jaccard_sorted
 from stages.dedup.store import fixed_binary_matrix, list_values
 
-# A removed document: the survivor it is removed for, by id (what the filter phase writes).
+# A removed document: the survivor it is removed for, by id (what the filter phase
+# writes) and by gid (one document: ids may repeat, across sources above all; the filter
+# names the survivor's source from it, and the clusters are counted by it).
 DECIDED = pa.schema(
     [
         pa.field("gid", pa.int64()),
         pa.field("reason", pa.uint8()),
         pa.field("similarity", pa.float32()),
         pa.field("survivor", pa.string()),
+        pa.field("survivor_gid", pa.int64()),
     ]
 )
 REASONS = ("exact-duplicate", "near-duplicate")  # reason codes 0 and 1
@@ -84,6 +87,7 @@ def decide(members: pa.Table, *, imported: int, verify: bool, min_similarity: fl
         "reason": reason[removed],
         "similarity": similarity[removed],
         "survivor": members.column("id").take(pa.array(order[survivor[removed]])),
+        "survivor_gid": gids[order][survivor[removed]],
     }
     return pa.table(data, schema=DECIDED)
 
