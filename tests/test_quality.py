@@ -209,6 +209,9 @@ def _ngram_reference(text, n):
         "one two three four five six seven eight nine ten",  # all unique: the first n-gram
         "a b a b c a b a b c d e f a b",  # ties and overlapping repeats
         "x ab c yy a bc yy ab c zz a b c",  # equal when joined, different as words
+        # code: repeats inside and across lines, words over and under 16 bytes
+        "def f(self):\n    self.assertEqual(value_one, 1)\n    self.assertEqual(value_two, 2)\n"
+        "    self.assertEqual(value_one, 1)\n    return self.assertEqual(x, y) or f(self)\n" * 3,
         PROSE + " " + PROSE[:150] + " and " + PROSE[100:300],
     ],
 )
