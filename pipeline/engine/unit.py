@@ -22,18 +22,17 @@ import pyarrow.parquet as pq
 
 from pipeline.engine.config import Config, StageConfig
 from pipeline.engine.fetch import pull_work, unit_documents
-from pipeline.engine.input_files import not_a_file
 from pipeline.engine.inputs_read import without_files
-from pipeline.engine.plan import InputFile, Segment, Unit, plan_segments, stage_labels
+from pipeline.engine.plan import Segment, Unit, plan_segments, stage_labels
 from pipeline.engine.run_options import RunOptions
 from pipeline.engine.sample_estimate import add, new_tally, text_bytes
 from pipeline.engine.sinks import ParquetSink
 from pipeline.engine.stage_registry import registry
 from pipeline.engine.storage import RunStore
+from pipeline.engine.unit_inputs import unit_inputs
 from pipeline.engine.unit_outputs import OUTPUTS, written_outputs
-from pipeline.engine.versions import InputChanged, planned_input
+from pipeline.engine.versions import InputChanged
 from pipeline.formats.documents import (
-    FILE,
     ID,
     LEDGER_SCHEMA,
     TEXT,
@@ -44,11 +43,9 @@ from pipeline.formats.documents import (
 )
 from pipeline.formats.layout import Layout, ledger_stem, part_files
 from pipeline.kernels.hashing import id_hashes, in_sample
-from pipeline.readers import InputSpec, read_input
-from pipeline.readers.common import unreadable
+from pipeline.readers import InputSpec
 from pipeline.stage import Stage, UnitContext
 from pipeline.util.atomic import save_npy, write_json, write_json_atomic
-from pipeline.util.printable import printable_path
 
 UNREADABLE_FILE = "bad-input:unreadable-file"
 
@@ -332,8 +329,8 @@ def _batches(
     """(documents, quarantined rows, input bytes, extra) for this unit's segment; ``extra``
     names the file whose read it ends (``path``) with the file's size and sha256."""
     if segment.index == 0:
-        for file in unit.files:
-            spec = InputSpec(
+        specs = [
+            InputSpec(
                 source=unit.source,
                 file_key=file.key,
                 text_field=unit.text_field,
@@ -345,25 +342,14 @@ def _batches(
                 stage_columns=stage_columns,
                 minhash=unit.minhash,
             )
-            for docs, bad, nbytes, extra in _file_batches(file, spec, unit):
-                if docs is not None and len(unit.files) > 1:  # a pack: each document names its file
-                    docs = docs.append_column(FILE, pa.repeat(pa.scalar(file.key), docs.num_rows))
-                yield docs, bad, nbytes, {"path": file.key, **extra} if extra else {}
+            for file in unit.files
+        ]
+        yield from unit_inputs(unit, specs, config.run.block_bytes)
         return
     for path in part_files(layout.segment_docs(segment.index - 1, unit.source), unit.name):
         parquet = pq.ParquetFile(path)
         for batch in parquet.iter_batches(batch_size=8192):
             yield batch, None, 0, {}
-
-
-def _file_batches(file: InputFile, spec: InputSpec, unit: Unit) -> Iterator[tuple]:
-    """One input file's (documents, quarantined rows, input bytes, file facts)."""
-    if (special := not_a_file(file.path)) is not None:  # a FIFO or a device is never opened
-        yield None, unreadable(spec, 0, ValueError(special)), 0, {}
-        return
-    with planned_input(file.path, file.version, f"{printable_path(file.path)} ({unit.source})") as path:
-        for chunk in read_input(path, spec, unit.format):
-            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
 
 
 def _discarded_if_changed(chunks: Iterator[tuple], ctx: UnitContext, sinks: list[ParquetSink]) -> Iterator[tuple]:

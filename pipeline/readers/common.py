@@ -95,23 +95,29 @@ class BadInput(NamedTuple):
     raw: bytes | None
 
 
-def bad_rows(spec: InputSpec, entries: list[BadInput], ids: list[str | None] | None = None) -> pa.RecordBatch:
+def bad_rows(
+    spec: InputSpec, entries: list[BadInput], ids: list[str | None] | None = None, files: list[str] | None = None
+) -> pa.RecordBatch:
     """Ledger rows for unreadable input.
 
     Their id is the document's own when it could be read, else the location
-    (``file:line``). In strict mode the first one raises instead.
+    (``file:line``). ``files``: each entry's file, for entries of a pack's files read
+    together (default: ``spec``'s file). In strict mode the first one raises instead.
     """
+    n = len(entries)
+    files = files or [spec.file_key] * n
     if spec.strict and entries:
         line, kind, detail, _ = entries[0]
-        raise StrictModeError(f"{spec.file_key}:{line}: bad input ({kind}): {detail}")
-    n = len(entries)
+        raise StrictModeError(f"{files[0]}:{line}: bad input ({kind}): {detail}")
     return pa.RecordBatch.from_arrays(
         [
-            pa.array([own or f"{spec.file_key}:{e.line}" for e, own in zip(entries, ids or [None] * n)], pa.string()),
+            pa.array(
+                [own or f"{file}:{e.line}" for e, own, file in zip(entries, ids or [None] * n, files)], pa.string()
+            ),
             pa.array([spec.source] * n, pa.string()),
             pa.array([READER_STAGE] * n, pa.string()),
             pa.array([f"bad-input:{kind}" for _, kind, _, _ in entries], pa.string()),
-            pa.array([spec.file_key] * n, pa.string()),
+            pa.array(files, pa.string()),
             pa.array([line for line, *_ in entries], pa.int64()),
             pa.array([detail for _, _, detail, _ in entries], pa.string()),
             pa.nulls(n, pa.large_string()),
@@ -189,16 +195,18 @@ def _holds_nul(text: pa.ChunkedArray) -> bool:
 
 
 def to_documents(
-    table: pa.Table, lines: pa.Array, spec: InputSpec
+    table: pa.Table, lines: pa.Array, spec: InputSpec, files: pa.Array | None = None
 ) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
     """Split a parsed table into (documents, quarantined ledger rows).
 
-    ``lines`` gives each row's location (1-based line or 0-based row). Documents get
-    ``id`` (the input's own id when it has a usable one, else ``file:line``), ``text``,
-    ``source``, the input's other fields, and the internal ``_line``.
+    ``lines`` gives each row's location (1-based line or 0-based row), ``files`` each
+    row's file where the rows come from several files of a pack read together (default:
+    ``spec``'s file). Documents get ``id`` (the input's own id when it has a usable one,
+    else ``file:line``), ``text``, ``source``, the input's other fields, and the
+    internal ``_line``.
     """
     table = _plain_text(table.combine_chunks(), spec.text_field)
-    ids, own_ids = _ids(table, lines, spec)
+    ids, own_ids = _ids(table, lines, spec, files)
     reasons = _reasons(table, spec.text_field, spec.max_doc_bytes)
     bad = None
     if reasons is not None:
@@ -212,9 +220,11 @@ def to_documents(
                 lines.filter(rejected).to_pylist(), kinds, text_bytes(bad_table, spec.text_field)
             )
         ]
-        bad = bad_rows(spec, entries, ids.filter(rejected).to_pylist())
+        bad_files = None if files is None else files.filter(rejected).to_pylist()
+        bad = bad_rows(spec, entries, ids.filter(rejected).to_pylist(), bad_files)
         keep = pc.invert(rejected)
         table, lines, ids = table.filter(keep), lines.filter(keep), ids.filter(keep)
+        files = None if files is None else files.filter(keep)
     if table.num_rows == 0:
         return None, bad
     n = table.num_rows
@@ -231,6 +241,9 @@ def to_documents(
         arrays.append(_flat(table.column(name)))
     names.append(LINE)
     arrays.append(_flat(lines.cast(pa.int64())))
+    if files is not None:
+        names.append(FILE)
+        arrays.append(_flat(files))
     return pa.RecordBatch.from_arrays(arrays, names=names), bad
 
 
@@ -250,13 +263,12 @@ def _input_name(name: str, taken: set[str], stage_columns: frozenset[str]) -> st
     return out
 
 
-def _ids(table: pa.Table, lines: pa.Array, spec: InputSpec) -> tuple[pa.Array, bool]:
+def _ids(table: pa.Table, lines: pa.Array, spec: InputSpec, files: pa.Array | None) -> tuple[pa.Array, bool]:
     """The input's own id where it has a usable one, else ``file:line``; and whether
     the input's id field was used (a non-scalar id field is kept as a field instead)."""
     n = table.num_rows
-    location_ids = pc.binary_join_element_wise(
-        pa.repeat(pa.scalar(spec.file_key + ":"), n), pc.cast(lines, pa.string()), ""
-    )
+    where = pa.repeat(pa.scalar(spec.file_key), n) if files is None else files
+    location_ids = pc.binary_join_element_wise(where, pc.cast(lines, pa.string()), ":")
     if spec.id_field in table.column_names:
         try:
             return _flat(pc.coalesce(pc.cast(table.column(spec.id_field), pa.string()), location_ids)), True

@@ -342,7 +342,7 @@ def _parse_halves(
 
 
 def _documents(
-    table: pa.Table, data: bytes | memoryview, lines: pa.Array, spec: InputSpec
+    table: pa.Table, data: bytes | memoryview, lines: pa.Array, spec: InputSpec, files: pa.Array | None = None
 ) -> tuple[pa.RecordBatch | None, pa.RecordBatch | None]:
     """``to_documents``, with each id as its line writes it: Arrow's type for the id
     column depends on the block (a double for 1500000000000000001 beside 2.5, a
@@ -352,7 +352,7 @@ def _documents(
     if field in table.column_names and not _printed_exactly(table.column(field)):
         column = table.column_names.index(field)
         table = table.set_column(column, field, raw_values(data, field, table.num_rows))
-    return to_documents(without_empty_structs(table, spec.text_field), lines, spec)
+    return to_documents(without_empty_structs(table, spec.text_field), lines, spec, files)
 
 
 def _printed_exactly(ids: pa.ChunkedArray) -> bool:

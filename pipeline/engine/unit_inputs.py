@@ -1,0 +1,74 @@
+"""A unit's input files read into (documents, ledger rows, input bytes, file facts): one
+file at a time, or a pack of small JSON-lines files parsed together
+(``readers/jsonl_pack.py``), each file read inside ``planned_input``'s version checks."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pipeline.engine.input_files import not_a_file
+from pipeline.engine.plan import InputFile, Unit
+from pipeline.engine.versions import planned_input
+from pipeline.readers import InputSpec, detect_format, read_input
+from pipeline.readers.common import unreadable
+from pipeline.readers.jsonl_pack import PackParser, scanned_file, with_file
+from pipeline.util.printable import printable_path
+
+
+def unit_inputs(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tuple]:
+    """The unit's files' (documents, quarantined rows, input bytes, extra), in order;
+    ``extra`` names the file whose read it ends (``path``) with its size and sha256. In a
+    pack each document names its file (``_file``)."""
+    if len(unit.files) > 1 and all(_is_jsonl(unit, file) for file in unit.files):
+        yield from _pack(unit, specs, block_bytes)
+        return
+    for file, spec in zip(unit.files, specs):
+        for docs, bad, nbytes, extra in file_batches(file, spec, unit):
+            if len(unit.files) > 1:
+                docs = with_file(docs, file.key)
+            yield docs, bad, nbytes, {"path": file.key, **extra} if extra else {}
+
+
+def file_batches(file: InputFile, spec: InputSpec, unit: Unit) -> Iterator[tuple]:
+    """One input file's (documents, quarantined rows, input bytes, file facts)."""
+    if (special := not_a_file(file.path)) is not None:  # a FIFO or a device is never opened
+        yield None, unreadable(spec, 0, ValueError(special)), 0, {}
+        return
+    with planned_input(file.path, file.version, _name(file, unit)) as path:
+        for chunk in read_input(path, spec, unit.format):
+            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
+
+
+def _pack(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tuple]:
+    parser = PackParser(block_bytes)
+    for file, spec in zip(unit.files, specs):
+        scanned = None
+        if not_a_file(file.path) is None:
+            try:
+                with planned_input(file.path, file.version, _name(file, unit)) as path:
+                    scanned = scanned_file(path, spec)
+            except OSError:  # gone, or not ours to read: the file's own reader says so
+                pass
+        if scanned is None:
+            for docs, bad in parser.flush():
+                yield docs, bad, 0, {}
+            for docs, bad, nbytes, extra in file_batches(file, spec, unit):
+                yield with_file(docs, file.key), bad, nbytes, {"path": file.key, **extra} if extra else {}
+            continue
+        items, nbytes, facts = scanned
+        for docs, bad in parser.add(items, spec):
+            yield docs, bad, 0, {}
+        yield None, None, nbytes, {"path": file.key, **facts}
+    for docs, bad in parser.flush():
+        yield docs, bad, 0, {}
+
+
+def _is_jsonl(unit: Unit, file: InputFile) -> bool:
+    try:
+        return (detect_format(file.path) if unit.format == "auto" else unit.format) == "jsonl"
+    except ValueError:
+        return False
+
+
+def _name(file: InputFile, unit: Unit) -> str:
+    return f"{printable_path(file.path)} ({unit.source})"

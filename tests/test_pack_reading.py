@@ -1,0 +1,71 @@
+"""A pack of small JSON-lines files parsed together (readers/jsonl_pack.py) keeps and
+rejects exactly what reading them one by one does, hostile files among them, each row
+naming its own file and line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from conftest import write_config
+
+from pipeline.engine.run import run_pipeline
+
+DOCUMENT = "A page of plain English text, long enough to be a document of its own."
+
+
+def _line(**fields) -> str:
+    return json.dumps(fields) + "\n"
+
+
+def _files(folder):
+    """Small files of every shape a pack meets, in name order."""
+    folder.mkdir()
+    files = {
+        "a.jsonl": _line(id="a1", text=DOCUMENT, url="x") + _line(id="a2", text=DOCUMENT + " Two."),
+        "b.jsonl": _line(id="b1", text=DOCUMENT).rstrip("\n"),  # no newline at the end
+        "c.jsonl": _line(id="c1", text=DOCUMENT) + "\n  \n" + _line(id="c2", text=DOCUMENT),  # blank lines
+        "d.jsonl": '{"id": "d1", "text": \n' + _line(id="d2", text=DOCUMENT),  # a broken line
+        "e.jsonl": "",
+        "f.jsonl": _line(id="f1", body="no text field") + _line(id="f2", text=DOCUMENT, lang="en"),
+        "h.jsonl": _line(text=DOCUMENT) + _line(text=DOCUMENT + " Again."),  # no ids: file:line
+        "i.jsonl": _line(id="i1", text=DOCUMENT, extra={"nested": [1, 2]}),
+        "j.jsonl": _line(id="j1", text=DOCUMENT),
+    }
+    for name, text in files.items():
+        (folder / name).write_text(text)
+    (folder / "g.jsonl").write_bytes(b"\xef\xbb\xbf" + _line(id="g1", text=DOCUMENT).encode())  # a BOM
+    (folder / "k.jsonl").write_bytes(
+        b'{"id": "k1", "text": "bad \xff byte"}\n' + _line(id="k2", text=DOCUMENT).encode()
+    )
+    with gzip.open(folder / "l.jsonl.gz", "wt") as f:
+        f.write(_line(id="l1", text=DOCUMENT))
+    for n in range(40):  # a run of clean one-document files: the parse-together path
+        (folder / f"m{n:02d}.jsonl").write_text(_line(id=f"m{n}", text=f"{DOCUMENT} Number {n}."))
+
+
+def _rows(out, sub: str, columns: list[str]) -> list[tuple]:
+    tables = [pq.read_table(path) for path in sorted((out / sub).rglob("*.parquet"))]
+    table = pa.concat_tables(tables, promote_options="permissive")
+    return sorted(zip(*(table.column(name).to_pylist() for name in columns)), key=repr)
+
+
+def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path):
+    _files(tmp_path / "in")
+    base = '[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    packed = run_pipeline(write_config(tmp_path / "packed.toml", base), tmp_path / "packed", workers=1, quiet=True)
+    one_by_one = write_config(tmp_path / "files.toml", "[run]\ngroup_bytes = 0\n" + base)
+    alone = run_pipeline(one_by_one, tmp_path / "alone", workers=1, quiet=True)
+    units = [len(list((tmp_path / out / "stats" / "segment-0" / "web").iterdir())) for out in ("packed", "alone")]
+    assert units == [1, 52]
+    assert packed["balance"] == alone["balance"]
+    documents = ["id", "text", "source"]
+    assert _rows(tmp_path / "packed", "docs", documents) == _rows(tmp_path / "alone", "docs", documents)
+    ledger = ["id", "reason", "file", "line", "detail"]
+    rejected = _rows(tmp_path / "packed", "rejects", ledger)
+    assert rejected == _rows(tmp_path / "alone", "rejects", ledger)
+    assert {(row[0], row[2], row[3]) for row in rejected} >= {("d.jsonl:1", "d.jsonl", 1), ("f1", "f.jsonl", 1)}
+    ids = {row[0] for row in _rows(tmp_path / "packed", "docs", documents)}
+    assert {"h.jsonl:1", "h.jsonl:2", "c2", "b1", "g1", "l1", "m39"} <= ids
