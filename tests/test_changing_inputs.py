@@ -30,6 +30,7 @@ from test_run import tree_digest
 import pipeline.engine.run as run_module
 import pipeline.engine.storage as storage
 import pipeline.engine.unit as unit_module
+import pipeline.engine.unit_inputs as inputs_module
 from pipeline.engine.config import ConfigError
 from pipeline.engine.run import run_pipeline
 from pipeline.engine.versions import InputChanged
@@ -112,7 +113,7 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
         return spec.file_key.endswith(CHANGING) and spec.reports_file
 
     if after == "first-chunk":
-        read = unit_module.read_input
+        read = inputs_module.read_input
 
         def reading(path, spec, fmt):
             for chunk in read(path, spec, fmt):
@@ -120,7 +121,16 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
                 if first_unit(spec):
                     once(path)
 
-        unit_module.read_input = reading
+        inputs_module.read_input = reading
+        scan = inputs_module.scanned_file  # a pack's files are read whole, then parsed
+
+        def scanning(path, spec):
+            scanned = scan(path, spec)
+            if first_unit(spec):
+                once(path)
+            return scanned
+
+        inputs_module.scanned_file = scanning
     else:
         commit = unit_module.commit
 
@@ -135,7 +145,8 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
 @pytest.fixture
 def hooked(monkeypatch):
     """``install`` for this test only."""
-    monkeypatch.setattr(unit_module, "read_input", unit_module.read_input)
+    monkeypatch.setattr(inputs_module, "read_input", inputs_module.read_input)
+    monkeypatch.setattr(inputs_module, "scanned_file", inputs_module.scanned_file)
     monkeypatch.setattr(unit_module, "commit", unit_module.commit)
     return install
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 from pipeline.engine.input_files import not_a_file
 from pipeline.engine.plan import InputFile, Unit
-from pipeline.engine.versions import planned_input
+from pipeline.engine.versions import InputChanged, planned_input
 from pipeline.readers import InputSpec, detect_format, read_input
 from pipeline.readers.common import unreadable
 from pipeline.readers.jsonl_pack import PackParser, scanned_file, with_file
@@ -47,6 +47,8 @@ def _pack(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tupl
             try:
                 with planned_input(file.path, file.version, _name(file, unit)) as path:
                     scanned = scanned_file(path, spec)
+            except InputChanged:
+                raise
             except OSError:  # gone, or not ours to read: the file's own reader says so
                 pass
         if scanned is None:
