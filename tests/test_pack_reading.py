@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 from conftest import write_config
 
 from pipeline.engine.run import run_pipeline
+from pipeline.readers.common import InputSpec
+from pipeline.readers.jsonl_pack import scanned_file
 
 DOCUMENT = "A page of plain English text, long enough to be a document of its own."
 
@@ -69,3 +71,25 @@ def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path):
     assert {(row[0], row[2], row[3]) for row in rejected} >= {("d.jsonl:1", "d.jsonl", 1), ("f1", "f.jsonl", 1)}
     ids = {row[0] for row in _rows(tmp_path / "packed", "docs", documents)}
     assert {"h.jsonl:1", "h.jsonl:2", "c2", "b1", "g1", "l1", "m39"} <= ids
+
+
+def test_a_small_compressed_file_that_inflates_past_a_block_is_read_streaming(tmp_path):
+    """A pack holds files small on disk; one may inflate to any size, so only a file of one
+    block is held whole, and the rest are read block by block, as alone."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(_line(id="a1", text=DOCUMENT))
+    with gzip.open(folder / "b.jsonl.gz", "wt") as f:  # 2.4 MB of text in about 20 KB
+        f.writelines(_line(id=f"b{n}", text=DOCUMENT * 8) for n in range(4000))
+    (folder / "c.jsonl").write_text(_line(id="c1", text=DOCUMENT))
+    base = '[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    run = "[run]\nblock_bytes = 65536\n"
+    run_pipeline(write_config(tmp_path / "packed.toml", run + base), tmp_path / "packed", workers=1, quiet=True)
+    alone = write_config(tmp_path / "files.toml", run + "group_bytes = 0\n" + base)
+    run_pipeline(alone, tmp_path / "alone", workers=1, quiet=True)
+    documents = ["id", "text", "source"]
+    packed_rows = _rows(tmp_path / "packed", "docs", documents)
+    assert packed_rows == _rows(tmp_path / "alone", "docs", documents) and len(packed_rows) == 4002
+    spec = InputSpec(source="web", file_key="b.jsonl.gz", block_bytes=65536)
+    assert scanned_file(folder / "b.jsonl.gz", spec) is None  # not held whole
+    assert scanned_file(folder / "a.jsonl", spec) is not None

@@ -51,6 +51,7 @@ def _pack(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tupl
                 raise
             except OSError:  # gone, or not ours to read: the file's own reader says so
                 pass
+        # not read whole (more than a block, or unreadable): the file's own streaming read
         if scanned is None:
             for docs, bad in parser.flush():
                 yield docs, bad, 0, {}

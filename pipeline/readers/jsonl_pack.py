@@ -17,6 +17,7 @@ each waiting file is parsed on its own, as ``read_jsonl`` would.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,12 +31,16 @@ from pipeline.readers.jsonl import _arrow_parse, _Block, _documents, _line_block
 Parsed = tuple[pa.RecordBatch | None, pa.RecordBatch | None]  # documents, ledger rows
 
 
-def scanned_file(path: Path, spec: InputSpec) -> tuple[list[_Block | BadInput], int, dict]:
-    """A whole file's blocks of lines, scanned, not parsed; the bytes it read and the
-    file's facts (size, sha256). Raises OSError where the file cannot be read."""
+def scanned_file(path: Path, spec: InputSpec) -> tuple[list[_Block | BadInput], int, dict] | None:
+    """A whole file's block of lines, scanned, not parsed (or what it holds instead: a
+    quarantine entry; nothing, for an empty file), the bytes it read and the file's facts
+    (size, sha256). None where the file holds more than that, which is then read
+    streaming: a small compressed file may inflate to any size. Raises OSError where the
+    file cannot be read."""
     raw, stream, codec = _open(path, spec)
     try:
-        return list(_line_blocks(stream, codec, spec, path)), raw.bytes_read, raw.facts()
+        items = list(itertools.islice(_line_blocks(stream, codec, spec, path), 2))
+        return (items, raw.bytes_read, raw.facts()) if len(items) < 2 else None
     finally:
         stream.close()
         raw.close()
@@ -51,10 +56,12 @@ class PackParser:
         self.waiting_bytes = 0
 
     def add(self, items: list[_Block | BadInput], spec: InputSpec) -> Iterator[Parsed]:
+        """A file's items (``scanned_file``): a clean block waits, anything else is parsed
+        now, after what waits."""
         if not items:  # an empty file: nothing to parse, nothing to keep apart
             return
         block = items[0]
-        if len(items) == 1 and isinstance(block, _Block) and block.clean and len(block.scan.groups) == 1:
+        if isinstance(block, _Block) and block.clean and len(block.scan.groups) == 1:
             self.waiting.append((block, spec))
             self.waiting_bytes += len(block.data)
             if self.waiting_bytes >= self.block_bytes:
