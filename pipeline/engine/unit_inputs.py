@@ -23,20 +23,18 @@ def unit_inputs(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterato
         yield from _pack(unit, specs, block_bytes)
         return
     for file, spec in zip(unit.files, specs):
-        for docs, bad, nbytes, extra in file_batches(file, spec, unit):
-            if len(unit.files) > 1:
-                docs = with_file(docs, file.key)
-            yield docs, bad, nbytes, {"path": file.key, **extra} if extra else {}
+        yield from _file_batches(file, spec, unit)
 
 
-def file_batches(file: InputFile, spec: InputSpec, unit: Unit) -> Iterator[tuple]:
-    """One input file's (documents, quarantined rows, input bytes, file facts)."""
+def _file_batches(file: InputFile, spec: InputSpec, unit: Unit) -> Iterator[tuple]:
+    """One input file read by its own streaming reader, as ``unit_inputs`` gives it."""
     if (special := not_a_file(file.path)) is not None:  # a FIFO or a device is never opened
         yield None, unreadable(spec, 0, ValueError(special)), 0, {}
         return
     with planned_input(file.path, file.version, _name(file, unit)) as path:
         for chunk in read_input(path, spec, unit.format):
-            yield chunk.docs, chunk.bad, chunk.bytes_read, chunk.extra
+            docs = with_file(chunk.docs, file.key) if len(unit.files) > 1 else chunk.docs
+            yield docs, chunk.bad, chunk.bytes_read, {"path": file.key, **chunk.extra} if chunk.extra else {}
 
 
 def _pack(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tuple]:
@@ -55,8 +53,7 @@ def _pack(unit: Unit, specs: list[InputSpec], block_bytes: int) -> Iterator[tupl
         if scanned is None:
             for docs, bad in parser.flush():
                 yield docs, bad, 0, {}
-            for docs, bad, nbytes, extra in file_batches(file, spec, unit):
-                yield with_file(docs, file.key), bad, nbytes, {"path": file.key, **extra} if extra else {}
+            yield from _file_batches(file, spec, unit)
             continue
         items, nbytes, facts = scanned
         for docs, bad in parser.add(items, spec):
