@@ -17,6 +17,10 @@ Both sides run the same steps on every document, with `--workers` processes:
       MinhashDedup (signatures, buckets, cluster, filter) with the same 5-grams and 14x8
       buckets, and DocumentTokenizer with GPT-2 (built offline from the shared
       encoder.json and vocab.bpe), writing kept documents as JSON lines.
+A third side, ``floor`` (``--sides prep,floor,datatrove``), is ``prep run`` of the same
+sources with no stage: it reads every document and writes it as Parquet, which the chain
+must do at least (each document is written, kept or in the rejects ledger). datatrove's
+time over the floor's is the most any prep could show with every stage costing nothing.
 prep's side runs ``--prep-runs`` times (3) and its median run is the row: it lasts seconds
 on a shared machine whose speed drifts by a fifth from minute to minute, which
 datatrove's minutes average out. With prep first in ``--sides`` (the default), its runs are
@@ -133,12 +137,16 @@ def prep_kept(out: Path) -> list[str]:
     return kept
 
 
+PREP_SIDES = ("prep", "floor")  # run as ``prep run``, ``--prep-runs`` times around datatrove
+
+
 def side_command(side: str, corpus: Path, work: Path, workers: int) -> list[str]:
-    """What a side's timed process runs: prep's is ``prep run``; datatrove's, this module's
-    hidden ``--side datatrove``."""
-    if side == "prep":
+    """What a side's timed process runs: prep's is ``prep run``, the floor's ``prep run``
+    of the sources alone; datatrove's, this module's hidden ``--side datatrove``."""
+    if side in PREP_SIDES:
         config = work / "e2e.toml"
-        config.write_text(PREP_CONFIG.format(corpus=corpus))
+        text = PREP_CONFIG.format(corpus=corpus)
+        config.write_text(text if side == "prep" else text.split("[[stages]]")[0])
         return prep_command(config, work / "out", workers)
     return datatrove_command(__spec__.name, corpus, work, workers)
 
@@ -148,6 +156,8 @@ def collect(side: str, work: Path) -> dict:
     if side == "prep":
         manifest = json.loads((work / "out" / "manifest.json").read_text())
         return {"kept": prep_kept(work / "out"), "tokens": manifest["stages"]["tokenize"]["counters"]["tokens"]}
+    if side == "floor":
+        return {"kept": prep_kept(work / "out"), "tokens": 0}
     tokens = sum(p.stat().st_size for p in (work / "tokens").rglob("*.ds")) // 2
     return {"kept": datatrove_kept(work / "kept"), "tokens": tokens}
 
@@ -285,16 +295,16 @@ def measure(side: str, corpus: Path, workers: int, module: str = "benchmarks.e2e
 
 
 def measure_sides(sides: list[str], corpus: Path, workers: int, prep_runs: int) -> dict[str, dict]:
-    """Each side measured: datatrove once, prep ``prep_runs`` times with the first half of
-    its runs before datatrove's and the rest after; prep's row is its run of median wall
-    time, with every run's wall."""
+    """Each side measured: datatrove once, prep (and the floor) ``prep_runs`` times with
+    the first half of the runs before datatrove's and the rest after; such a side's row is
+    its run of median wall time, with every run's wall."""
     before = (prep_runs + 1) // 2 if "datatrove" in sides else prep_runs
     runs: dict[str, list[dict]] = {side: [] for side in sides}
     for side in sides:
-        count = before if side == "prep" else 1
+        count = before if side in PREP_SIDES else 1
         runs[side] += [measure(side, corpus, workers) for _ in range(count)]
-    if "prep" in sides:
-        runs["prep"] += [measure("prep", corpus, workers) for _ in range(prep_runs - before)]
+    for side in (s for s in sides if s in PREP_SIDES):
+        runs[side] += [measure(side, corpus, workers) for _ in range(prep_runs - before)]
     results = {}
     for side, measured in runs.items():
         measured.sort(key=lambda r: r["wall"])
@@ -321,7 +331,14 @@ def report(scale: int, documents: int, size: int, results: dict[str, dict]) -> N
         if len(r["walls"]) > 1:
             walls = " / ".join(f"{wall:.1f}" for wall in r["walls"])
             print(f"{name}'s {len(r['walls'])} runs: {walls} s wall (the row: the median)")
-    if len(results) < 2:
+    if "datatrove" in results and "floor" in results:
+        datatrove, floor = results["datatrove"], results["floor"]
+        print(
+            f"datatrove vs the floor (prep reading and writing every document, no stage): "
+            f"{datatrove['wall'] / floor['wall']:.1f}x (wall), {datatrove['cpu'] / floor['cpu']:.1f}x (CPU): "
+            "the most prep could show with every stage free"
+        )
+    if "prep" not in results or "datatrove" not in results:
         return
     prep, datatrove = results["prep"], results["datatrove"]
     print(
@@ -340,7 +357,9 @@ def main() -> None:
     parser.add_argument("--scales", default="1", help="comma-separated corpus multiples, e.g. 1,4,16")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--data", type=Path, default=SHARED)
-    parser.add_argument("--sides", default="prep,datatrove", help="which pipelines to run (prep, datatrove or both)")
+    parser.add_argument(
+        "--sides", default="prep,datatrove", help="of prep, floor (prep reading and writing alone), datatrove"
+    )
     parser.add_argument(
         "--prep-runs", type=int, default=3, help="runs of prep's side per scale; the median is reported"
     )
@@ -357,7 +376,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             corpus = Path(tmp) / "corpus"
             documents, size = build_corpus(args.data, corpus, scale)
-            if "prep" in sides and not rows:
+            if any(side in PREP_SIDES for side in sides) and not rows:
                 measure("prep", corpus, args.workers)  # untimed: compiles the kernels if the cache is cold
             results = measure_sides(sides, corpus, args.workers, args.prep_runs)
             shutil.rmtree(corpus)
