@@ -100,7 +100,7 @@ def edit_manifest(run: Path, edit) -> None:
         (lambda run: edit_manifest(run, lambda m: m.pop("sources")), "manifest.json: sources is missing"),
         (
             lambda run: edit_manifest(run, lambda m: m["balance"].update(input="3")),
-            "manifest.json: balance.input is a string, expected an integer",
+            "manifest.json: balance.input is a string, expected a count",
         ),
         # Drawn, a negative count ran its bar off the page's left edge.
         (
@@ -112,6 +112,15 @@ def edit_manifest(run: Path, edit) -> None:
             lambda run: edit_manifest(run, lambda m: m["balance"].update(output=10**400)),
             "manifest.json: balance.output is beyond 64 bits, expected a count",
         ),
+        # One check of the bounds (``records``' COUNT): the report's own let 2^63 through.
+        (
+            lambda run: edit_manifest(run, lambda m: m["balance"].update(output=2**63)),
+            "manifest.json: balance.output is beyond 64 bits, expected a count",
+        ),
+        (
+            lambda run: edit_manifest(run, lambda m: m["stages"]["length"]["counters"].update(x=-0.5)),
+            "manifest.json: stages.length.counters.x is -0.5, expected a number of at least 0",
+        ),
         (
             lambda run: (run / "cost.json").write_text(json.dumps({"cpu_seconds": {"tokenize": 10**400}})),
             "cost.json: cpu_seconds.tokenize is beyond 64 bits, expected a number of at least 0",
@@ -122,7 +131,7 @@ def edit_manifest(run: Path, edit) -> None:
         ),
         (
             lambda run: (run / "cost.json").write_text(json.dumps({"workers": "w" * 1_000_000})),
-            "cost.json: workers is a string, expected an integer",
+            "cost.json: workers is a string, expected a count",
         ),
         # Every chart, table and caption repeats a source's name: a page of several megabytes.
         (
