@@ -195,6 +195,29 @@ def test_a_kept_documents_file_whose_text_is_not_text_is_named(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    "column, value, said, manifest",
+    [
+        # "TypeError: '<' not supported between instances of 'int' and 'str'", naming no file
+        ("lang", 3, "its 'lang' column is int64, not text", {}),
+        # numpy's "could not convert string to float: 'high'"
+        (
+            "quality_score",
+            "high",
+            "its 'quality_score' column is string, not a number",
+            {"config": {"stages": [{"name": "classify", "models": [{"name": "quality"}]}]}},
+        ),
+    ],
+)
+def test_a_kept_documents_column_of_another_type_is_named(tmp_path, column, value, said, manifest):
+    run = make_run(tmp_path / "run")
+    edit_manifest(run, lambda m: m.update(manifest))
+    table = pa.table({"id": ["k1"], "text": ["kept text"], "source": ["web"], column: [value]})
+    pq.write_table(table, run / "docs/web/a.parquet")
+    result = invoke("report", run, "-o", tmp_path / "page.html")
+    assert_one_line_error(result, f"{run}/docs/web/a.parquet: cannot read it (not a file prep wrote: {said})")
+
+
 def test_a_ledger_without_stage_or_reason_is_drawn(tmp_path):
     """A null stage or reason ended the report in "AttributeError: 'NoneType' object has no
     attribute 'split'"; such rows are now listed under "(none)"."""
