@@ -51,6 +51,7 @@ HOST_CHARS = 24
 
 @cache
 def _host() -> str:
+    """This machine's name as a temporary's name carries it."""
     name = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
     if len(name) <= HOST_CHARS:
         return name
@@ -106,6 +107,7 @@ def remove_dead_temporaries(finals: list[Path]) -> None:
 
 
 def _untouched_for(path: Path, seconds: float) -> bool:
+    """Whether ``path`` was last written more than ``seconds`` ago."""
     try:
         return time.time() - path.stat().st_mtime > seconds
     except OSError:  # gone since it was listed

@@ -165,8 +165,10 @@ def _name(shape: Any) -> str:
 
 
 def _describe(value: Any) -> str:
-    if is_number(value) and not _is(value, AMOUNT):  # what is wrong with it may be its value
+    if _is(value, int) and not _is(value, COUNT):  # what is wrong with it may be its value
         return f"{value:,}" if -LIMIT <= value < 0 else "beyond 64 bits"
+    if is_number(value) and not _is(value, AMOUNT):  # a number below 0 or beyond: say which
+        return f"{value:,}"
     for shape in (None, bool, int, float, str, list, dict):
         if _is(value, shape):
             return _name(shape)
