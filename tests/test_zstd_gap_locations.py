@@ -91,11 +91,16 @@ def test_every_location_after_a_skipped_frame_names_its_line(tmp_path, damaged):
     assert f"later lines are located as @{resumed[0]}:<line>, counted from there" in lost[0]["detail"]
 
 
-def test_a_stage_rejection_after_a_skipped_frame_names_its_line(tmp_path):
-    """The stage's ledger row takes the document's location: ``<file>@<offset>:<line>``."""
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_stage_rejection_after_a_skipped_frame_names_its_line(tmp_path, packed):
+    """The stage's ledger row takes the document's location: ``<file>@<offset>:<line>``,
+    in a unit of its own and in a pack of small files (which names each row's file)."""
     path, starts = _damaged(tmp_path)
+    if packed:
+        (tmp_path / "e.jsonl").write_text('{"text": "a small file beside it"}\n')
+    paths = '["*.zst", "*.jsonl"]' if packed else '["*.zst"]'
     config = write_config(
-        tmp_path / "run.toml", '[sources.web]\npaths = ["*.zst"]\n[[stages]]\nname = "length"\nmin_chars = 5\n'
+        tmp_path / "run.toml", f'[sources.web]\npaths = {paths}\n[[stages]]\nname = "length"\nmin_chars = 5\n'
     )
     run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     ledger = pq.read_table(tmp_path / "out" / "rejects").to_pylist()
