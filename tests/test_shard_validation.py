@@ -547,6 +547,21 @@ def test_an_order_naming_a_source_mix_json_lacks_is_one_line_for_the_loader_and_
     assert str(loader.value) == str(report.value) == said
 
 
+def test_the_report_reads_the_order_arrays_mix_json_names_as_the_loader_does(tmp_path):
+    """The report read order_source.npy and order_document.npy whatever mix.json named, so
+    it drew another order than the loader trained on, or none."""
+    from pipeline.report.mixture import read_mixture
+
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    for which in ("source", "document"):
+        (mix / f"order_{which}.npy").rename(mix / f"kept_{which}.npy")
+    order = {"source": "kept_source.npy", "document": "kept_document.npy"}
+    (mix / "mix.json").write_text(json.dumps({**description, "tokens": 19, "order": order}))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 19
+    assert read_mixture(mix).positions == 4
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 

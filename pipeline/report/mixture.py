@@ -56,7 +56,12 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     sizes = np.array([len(length) for length in lengths], dtype=np.int64)
     curriculum = mix.get("curriculum", "none")
     keys, key_label = _keys(names, mix, lengths, curriculum, folder)
-    order_source, order_document = _order(folder.order_source), _order(folder.order_document)
+    # The arrays mix.json names, as the loader reads them (the default names in one without "order").
+    if "order" in mix:
+        paths = (folder.order(mix, "source"), folder.order(mix, "document"))
+    else:
+        paths = (folder.order_source, folder.order_document)
+    order_source, order_document = _order(paths[0]), _order(paths[1])
     if len(order_source) != len(order_document):
         raise MixtureError(f"{mix_dir}: the order arrays differ in length ({len(order_source)}, {len(order_document)})")
     total = max(int(mix["tokens"]), 1)
@@ -74,7 +79,7 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
         tokens = np.zeros(len(source), dtype=np.int64)
         key = np.zeros(len(source))
         try:
-            check_positions((folder.order_source, folder.order_document), source, document, sizes, names, a)
+            check_positions(paths, source, document, sizes, names, a)
         except OrderArrayError as error:
             raise MixtureError(str(error)) from None
         for s in np.unique(source):
