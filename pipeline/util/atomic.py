@@ -45,8 +45,9 @@ FILE_MODE = 0o666 & ~_current_umask()
 FOREIGN_STALE_SECONDS = 30 * 24 * 3600
 
 # The host in a temporary's name: a file name's letters (no dot, which parts the name),
-# at most this long, a longer one cut and told apart by a hash of the whole.
-HOST_CHARS = 24
+# at most this long, a longer one cut and told apart by a hash of the whole. Short: a
+# temporary's name is its final name's and this tag's, and a name has 255 bytes at most.
+HOST_CHARS = 16
 
 
 @cache
