@@ -186,8 +186,11 @@ def test_a_damaged_zstd_frame_loses_its_own_lines_and_reading_resumes_at_the_nex
     assert documents(table) == expected
     damage = [b for b in bad if b["reason"] == "bad-input:corrupt-zstd"]
     assert [row["detail"].split("; ", 1)[1] for row in damage] == [
-        f"compressed bytes {starts[k]}-{starts[k + 1]} skipped, reading resumed after them" for k in damaged
+        f"compressed bytes {starts[k]}-{starts[k + 1]} skipped, reading resumed after them; "
+        f"later lines are located as @{starts[k + 1]}:<line>, counted from there"
+        for k in damaged
     ]
     # Each other row is an empty text (as in the plain file) or the fragment of a line begun in a damaged frame.
     fragments = [b for b in bad if b["reason"] not in ("bad-input:corrupt-zstd", "bad-input:empty-text")]
-    assert {b["line"] for b in fragments} <= {row["line"] + 1 for row in damage}  # right after a damaged frame
+    resumed = {(f"damaged.jsonl.zst@{starts[k + 1]}", 1) for k in damaged}  # the first line after a damaged frame
+    assert {(b["file"], b["line"]) for b in fragments} <= resumed

@@ -161,20 +161,27 @@ def test_damage_in_one_frame_is_quarantined_where_the_whole_file_breaks_and_the_
         whole_docs, whole_bad, _ = read_pieces(path, "jsonl", [None], block_bytes=64 << 10)
         docs, bad, _ = read_pieces(path, "jsonl", spans, block_bytes=64 << 10)
         lines = [line for batch in docs for line in batch["_line"].to_pylist()]
-        whole_lines = [line for batch in whole_docs for line in batch["_line"].to_pylist()]
+        # The whole file's lines before any damage, and those after it (located by where
+        # reading resumed: ``<file>@<offset>``, numbered from there).
+        whole_lines = [
+            line for batch in whole_docs if "_file" not in batch.schema.names for line in batch["_line"].to_pylist()
+        ]
+        resumed = {f for batch in whole_docs if "_file" in batch.schema.names for f in batch["_file"].to_pylist()}
         broken = [b for b in whole_bad if b["reason"] != "bad-input:empty-text"]  # the input has some of those
         assert broken and broken[0]["line"] > spans[1].first_line  # the piece's lines before the damage are kept
         if at == failing:
             assert broken[0]["reason"] in {"bad-input:corrupt-zstd", "bad-input:truncated-zstd"}
-            # The whole file reads on at the next frame (numbering on from the damage: the
-            # lines the damaged frame held are unknown); a piece, planned before the damage,
+            # The whole file reads on at the next frame (locating its lines from there: how
+            # many the damaged frame held is unknown); a piece, planned before the damage,
             # stops at it, and the pieces after it read their own frames.
-            assert whole_lines[-1] > broken[0]["line"]
+            assert len(resumed) == 1 and resumed.pop().startswith("d.jsonl.zst@")
+        else:
+            assert not resumed
         cut = broken[0]["line"] if at == failing else whole_lines[-1] + 1
         before = [line for line in whole_lines if line < cut]
         # Everything before the damage, as the whole file reads it, and the same rows for it.
         assert lines[: len(before)] == before if at == failing else lines == whole_lines
-        before_bad = {(b["line"], b["reason"]) for b in whole_bad if b["line"] <= cut}
+        before_bad = {(b["line"], b["reason"]) for b in whole_bad if b["line"] <= cut and b["file"] == path.name}
         assert before_bad <= {(b["line"], b["reason"]) for b in bad}
         # The pieces after the damaged one are read to the end: their frames do not depend on it.
         assert lines[-1] == web_text.count(b"\n")

@@ -494,7 +494,7 @@ def test_a_worker_killed_mid_run_is_one_line_naming_its_task(tmp_path):
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and busy is None:  # a unit's temporary names the worker writing it
         temporaries = list((out / "docs").rglob(".*.tmp")) if (out / "docs").exists() else []
-        busy = int(temporaries[0].name.split(".")[-2]) if temporaries else None
+        busy = int(temporaries[0].name.split(".")[-2].split("@")[0]) if temporaries else None
         time.sleep(0.02)
     assert busy, "no unit started"
     os.kill(busy, signal.SIGKILL)  # as the OOM killer would

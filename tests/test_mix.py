@@ -356,3 +356,31 @@ def test_a_run_that_has_not_finished_is_refused(three_sources):
     assert result.exit_code == 1 and "is a prep run that has not finished" in result.output, result.output
     layout.manifest.write_text("{}")
     assert CliRunner().invoke(main, args).exit_code == 0
+
+
+@pytest.mark.parametrize("removed", ["one shard", "the source's folder"])
+def test_a_finished_run_missing_shards_its_manifest_counts_is_refused(three_sources, removed):
+    """A source whose shards were removed after the run (or its whole tokens/<source>/) was
+    left out of the mixture without a word, its share going to the others."""
+    import shutil
+
+    from pipeline.formats.layout import Layout
+
+    counts = {"web": 7000, "code": 2500, "math": 3000}
+    manifest = {"stages": {"tokenize": {"by_source": {s: {"output": n} for s, n in counts.items()}}}}
+    Layout(three_sources).manifest.write_text(json.dumps(manifest))
+    args = ["mix", str(three_sources), "--tokens", "2M", "--dry-run"]
+    assert CliRunner().invoke(main, args).exit_code == 0
+    web = three_sources / "tokens" / "web"
+    if removed == "one shard":
+        for path in web.glob(f"{Path(list_shards(web)[0]).name}.*"):
+            path.unlink()
+    else:
+        shutil.rmtree(web)
+    result = CliRunner().invoke(main, args)
+    held = 3000 if removed == "one shard" else 0
+    assert result.exit_code == 1 and result.output == (
+        f"Error: {web}: its shards hold {held:,} documents, but {Layout(three_sources).manifest} counts 7,000 "
+        "tokenized: shards removed or replaced since the run finished; run its config into it again "
+        "(prep run says whether it can redo them alone), then mix\n"
+    ), result.output

@@ -100,7 +100,7 @@ def edit_manifest(run: Path, edit) -> None:
         (lambda run: edit_manifest(run, lambda m: m.pop("sources")), "manifest.json: sources is missing"),
         (
             lambda run: edit_manifest(run, lambda m: m["balance"].update(input="3")),
-            "manifest.json: balance.input is a string, expected an integer",
+            "manifest.json: balance.input is a string, expected a count",
         ),
         # Drawn, a negative count ran its bar off the page's left edge.
         (
@@ -112,6 +112,15 @@ def edit_manifest(run: Path, edit) -> None:
             lambda run: edit_manifest(run, lambda m: m["balance"].update(output=10**400)),
             "manifest.json: balance.output is beyond 64 bits, expected a count",
         ),
+        # One check of the bounds (``records``' COUNT): the report's own let 2^63 through.
+        (
+            lambda run: edit_manifest(run, lambda m: m["balance"].update(output=2**63)),
+            "manifest.json: balance.output is beyond 64 bits, expected a count",
+        ),
+        (
+            lambda run: edit_manifest(run, lambda m: m["stages"]["length"]["counters"].update(x=-0.5)),
+            "manifest.json: stages.length.counters.x is -0.5, expected a number of at least 0",
+        ),
         (
             lambda run: (run / "cost.json").write_text(json.dumps({"cpu_seconds": {"tokenize": 10**400}})),
             "cost.json: cpu_seconds.tokenize is beyond 64 bits, expected a number of at least 0",
@@ -122,7 +131,7 @@ def edit_manifest(run: Path, edit) -> None:
         ),
         (
             lambda run: (run / "cost.json").write_text(json.dumps({"workers": "w" * 1_000_000})),
-            "cost.json: workers is a string, expected an integer",
+            "cost.json: workers is a string, expected a count",
         ),
         # Every chart, table and caption repeats a source's name: a page of several megabytes.
         (
@@ -184,6 +193,29 @@ def test_a_kept_documents_file_whose_text_is_not_text_is_named(tmp_path):
     assert_one_line_error(
         result, f"{run}/docs/web/a.parquet: cannot read it (not a file prep wrote: no text column 'text')"
     )
+
+
+@pytest.mark.parametrize(
+    "column, value, said, manifest",
+    [
+        # "TypeError: '<' not supported between instances of 'int' and 'str'", naming no file
+        ("lang", 3, "its 'lang' column is int64, not text", {}),
+        # numpy's "could not convert string to float: 'high'"
+        (
+            "quality_score",
+            "high",
+            "its 'quality_score' column is string, not a number",
+            {"config": {"stages": [{"name": "classify", "models": [{"name": "quality"}]}]}},
+        ),
+    ],
+)
+def test_a_kept_documents_column_of_another_type_is_named(tmp_path, column, value, said, manifest):
+    run = make_run(tmp_path / "run")
+    edit_manifest(run, lambda m: m.update(manifest))
+    table = pa.table({"id": ["k1"], "text": ["kept text"], "source": ["web"], column: [value]})
+    pq.write_table(table, run / "docs/web/a.parquet")
+    result = invoke("report", run, "-o", tmp_path / "page.html")
+    assert_one_line_error(result, f"{run}/docs/web/a.parquet: cannot read it (not a file prep wrote: {said})")
 
 
 def test_a_ledger_without_stage_or_reason_is_drawn(tmp_path):

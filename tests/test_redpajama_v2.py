@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from rpv2_fixture import build_rpv2_tree, minhash_bands, normalize, write_duplicates
@@ -22,6 +23,7 @@ from pipeline.readers.rpv2_signals import DOC_SIGNALS, LINE_SIGNALS
 from pipeline.readers.splits import plan_spans
 
 CCNET_DOCS = "web/dolma_cc_en_head_and_provided.jsonl.gz"
+ZSTD = pa.Codec("zstd", compression_level=3)
 KEPT = ("url", "date_download", "digest", "language", "perplexity", "bucket", "source_domain")
 
 
@@ -287,3 +289,26 @@ def test_the_shipped_config_keeps_what_its_recipe_in_plain_python_keeps(tree, tm
     assert stages["dedup"]["input"] == len(recipe) - len(dropped)
     signed = [json.loads(p.read_text()) for p in (tmp_path / "recipe" / "stats").glob("global-*-map/web/*.json")]
     assert sum(s["counters"].get("dedup.signed", 0) for s in signed) > 0  # the shipped bands, not computed ones
+
+
+def test_documents_after_a_skipped_zstd_frame_are_not_joined_to_other_rows(tree, tmp_path):
+    """A documents file as zstd frames, one unreadable: the documents after it were numbered
+    as if it held one line and joined to the signals, duplicates and id of other rows."""
+    path = next(p for p in tree.documents if p.name.endswith("_head.json.gz"))
+    lines = gzip.decompress(path.read_bytes()).splitlines(keepends=True)
+    frames = [
+        bytearray(bytes(ZSTD.compress(b"".join(part), asbytes=True))) for part in (lines[:1], lines[1:3], lines[3:])
+    ]
+    frames[1][12:-4] = bytes(len(frames[1]) - 16)  # two documents lost with their frame
+    path.write_bytes(b"".join(frames))
+    resumed = len(frames[0]) + len(frames[1])
+    manifest, docs, rejects = run(tmp_path, [path], length=0)
+    assert manifest["balance"] == {"input": 4, "output": 1, "rejected": 3}
+    tag = str(path.relative_to(tree.root / "documents"))
+    assert docs.column("id").to_pylist() == [f"{tag}/0"]
+    rows = sorted((r["reason"], r["file"].rsplit("/", 1)[-1], r["line"]) for r in rejects.to_pylist())
+    assert rows == [
+        ("bad-input:corrupt-zstd", path.name, 2),
+        ("bad-input:row-unknown", f"{path.name}@{resumed}", 1),
+        ("bad-input:row-unknown", f"{path.name}@{resumed}", 2),
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -129,6 +130,19 @@ def test_a_corrupt_record_is_a_one_line_error(ablate_out, tmp_path, damage):
     assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
     assert result.output.startswith("Error: ") and "broken.trial.json" in result.output
     assert not (tmp_path / "page.html").exists()
+
+
+@pytest.mark.parametrize("field, value, said", [("date", 20240501, "an integer"), ("trial", None, "null")])
+def test_a_record_whose_sort_key_is_not_text_is_a_one_line_error(ablate_out, tmp_path, field, value, said):
+    """The ledger is read in date order: a date of another type ended the report in
+    "TypeError: '<' not supported between instances of 'int' and 'str'"."""
+    path = write_record(ablate_out / "ledger", record("raw", 3, 5, base=3.4))
+    written = json.loads(path.read_text())
+    path.write_text(json.dumps({**written, field: value}))
+    result = CliRunner().invoke(report, [str(ablate_out), "--out", str(tmp_path / "page.html")])
+    assert result.exit_code == 1 and result.output == (
+        f"Error: {path}: {field} is {said}, expected a string (an unreadable trial record)\n"
+    ), result.output
 
 
 def test_an_empty_ablation_folder_says_so(tmp_path):

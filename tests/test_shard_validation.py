@@ -529,6 +529,39 @@ def test_mixture_order_past_a_source_end_is_refused(tmp_path):
         TokenDataset(mix, seq_len=3)
 
 
+@pytest.mark.parametrize("source", [-1, 1])
+def test_an_order_naming_a_source_mix_json_lacks_is_one_line_for_the_loader_and_the_report(tmp_path, source):
+    """The report checked only the high end: a negative source (a signed order array,
+    damaged or foreign) ended ``prep report RUN MIX`` in "IndexError: list index out of range"."""
+    from pipeline.report.mixture import MixtureError, read_mixture
+
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    (mix / "mix.json").write_text(json.dumps({**description, "tokens": 19}))
+    np.save(mix / "order_source.npy", np.array([0, 0, source, 0], dtype=np.int16))
+    said = f"{mix / 'order_source.npy'}: position 2 names source {source}, outside 0..0 (the sources of mix.json)"
+    with pytest.raises(ValueError) as loader:
+        TokenDataset(mix, seq_len=3)
+    with pytest.raises(MixtureError) as report:
+        read_mixture(mix)
+    assert str(loader.value) == str(report.value) == said
+
+
+def test_the_report_reads_the_order_arrays_mix_json_names_as_the_loader_does(tmp_path):
+    """The report read order_source.npy and order_document.npy whatever mix.json named, so
+    it drew another order than the loader trained on, or none."""
+    from pipeline.report.mixture import read_mixture
+
+    mix, _ = make_mixture(tmp_path)
+    description = json.loads((mix / "mix.json").read_text())
+    for which in ("source", "document"):
+        (mix / f"order_{which}.npy").rename(mix / f"kept_{which}.npy")
+    order = {"source": "kept_source.npy", "document": "kept_document.npy"}
+    (mix / "mix.json").write_text(json.dumps({**description, "tokens": 19, "order": order}))
+    assert TokenDataset(mix, seq_len=3).stream.num_tokens == 19
+    assert read_mixture(mix).positions == 4
+
+
 # -- the commands ---------------------------------------------------------------------------
 
 

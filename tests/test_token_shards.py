@@ -25,6 +25,7 @@ from pipeline.formats.token_shards import IncompatibleShards, ShardWriter, read_
 from pipeline.stage import UnitContext
 from pipeline.text.tokenizer_training import hash_threshold, run_doc_files, sample_segments
 from pipeline.text.tokenizers import load_tokenizer
+from pipeline.util.atomic import writer_tag
 from stages.tokenize import Tokenize
 
 SHARED = SHARED_DATA or Path(__file__).parent / "no-shared-data"  # tests needing it skip
@@ -395,14 +396,15 @@ def test_a_merge_killed_between_its_renames_or_before_them_is_replaced_by_the_ne
         merge_shards(out, [a])
     monkeypatch.undo()
     dead = 2**22 + 1  # above Linux's largest pid: no process holds it
-    left = out.parent / f".merged.bin.{dead}.tmp"
+    host = writer_tag().split("@")[1]
+    left = out.parent / f".merged.bin.{dead}@{host}.tmp"
     left.write_bytes(b"\0" * 100)  # what a merge killed by SIGKILL leaves
-    mine = out.parent / f".merged.bin.{os.getppid()}.tmp"  # a running writer's (pytest's parent): kept
+    mine = out.parent / f".merged.bin.{os.getppid()}@{host}.tmp"  # a running writer's (pytest's parent): kept
     mine.write_bytes(b"\0")
     merge_shards(out, [a])
     assert read_documents(out) == read_documents(a)
     assert sorted(p.name for p in out.parent.iterdir()) == [
-        f".merged.bin.{os.getppid()}.tmp",
+        f".merged.bin.{os.getppid()}@{host}.tmp",
         "merged.bin",
         "merged.docs.parquet",
         "merged.idx",

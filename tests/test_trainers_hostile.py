@@ -26,6 +26,7 @@ from pipeline.commands.main import main
 from pipeline.formats import fasttext_model
 from pipeline.formats.fasttext_model import read_sidecar, sidecar_path
 from pipeline.kernels.hashing import file_sha256
+from pipeline.util.atomic import writer_tag
 from pipeline.util.processes import ChildDied, run_in_child
 
 FAST = ["--epoch", "2", "--dim", "4", "--bucket", "100", "--threads", "1"]
@@ -121,8 +122,8 @@ def test_sigkill_mid_training_leaves_no_model_and_no_trainer(tmp_path):
     process.communicate(timeout=60)
     assert not out.exists() and not sidecar_path(out).exists()
     killed = leftovers(tmp_path)  # the model being written, the training and held-out lines
-    assert len(killed) == 3 and all(f".m.bin.{process.pid}." in name for name in killed), killed
-    live = tmp_path / f".m.bin.{os.getpid()}.other.tmp"  # a writer that still runs
+    assert len(killed) == 3 and all(f".m.bin.{process.pid}@" in name for name in killed), killed
+    live = tmp_path / f".m.bin.{writer_tag()}.other.tmp"  # a writer that still runs
     live.write_bytes(b"")
     done = prep("classifier", "train", "--data", tmp_path / "data.jsonl", "--out", out, *FAST)
     assert done.exit_code == 0, done.output
@@ -196,7 +197,8 @@ def test_min_count_above_every_count_is_one_line_naming_the_highest(tmp_path):
 
 def test_a_tokenizer_training_removes_what_a_killed_one_left(tmp_path, run):
     out = tmp_path / "t.model"
-    dead, live = tmp_path / f".t.model.{_dead_pid()}.x1.tmp", tmp_path / f".t.model.{os.getpid()}.x2.tmp"
+    host = writer_tag().split("@")[1]
+    dead, live = tmp_path / f".t.model.{_dead_pid()}@{host}.x1.tmp", tmp_path / f".t.model.{writer_tag()}.x2.tmp"
     for path in (dead, live):
         path.write_bytes(b"half a model")
     assert prep("tokenizer", "train", run, "--vocab-size", "300", "--out", out).exit_code == 0

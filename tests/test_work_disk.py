@@ -194,3 +194,24 @@ def test_a_kill_while_a_completed_runs_work_is_removed_resumes(finished, tmp_pat
     run_pipeline(config, out, workers=1, quiet=True)
     assert tree_digest(out) == tree_digest(clean)
     assert "already complete: an earlier run did every unit" in _summary(out)
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_a_redo_on_a_completed_run_says_its_work_files_were_removed_before(finished, tmp_path, keep):
+    """A unit redone on a completed run (its rejects file removed since) writes work files
+    again, but the ones a later run imports went when the run first completed: "none kept:
+    no stage left what a later run imports" (with --keep-work) and "--keep-work keeps them"
+    (without) were both untrue of dedup's index."""
+    config, clean = finished
+    out = shutil.copytree(clean, tmp_path / "out")
+    (cut,) = (out / Layout.REJECTS / "web").glob("00000-*.s0.parquet")
+    cut.unlink()
+    run_pipeline(config, out, workers=1, quiet=True, keep_work=keep)
+    assert cut.exists() and not (out / Layout.WORK).exists()
+    figures = json.loads((out / Layout.COST_SUMMARY).read_text())["work_disk"]
+    assert figures["peak_bytes"] > 0 == figures["left_bytes"] and figures["completed_before"] is True
+    (line,) = [line for line in _summary(out).splitlines() if "work files" in line]
+    assert line.endswith(
+        " at most for the units redone, none left: the run had completed before and removed them "
+        "(--keep-work into another --out keeps them)"
+    ), line

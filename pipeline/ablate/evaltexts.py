@@ -109,7 +109,8 @@ def file_texts(path: Path, tokenizer, framing: int, max_tokens: int) -> EvalText
             if chunk.bad is not None:
                 bad[0] += chunk.bad.num_rows
                 for row in chunk.bad.slice(0, REPORTED - len(problems)).to_pylist():
-                    problems.append(f"{path.name} line {row.get('line')}: {row.get('reason')}")
+                    # the row's file: the name, or name@offset after a zstd frame that could not be read
+                    problems.append(f"{row.get('file')} line {row.get('line')}: {row.get('reason')}")
             if chunk.docs is not None and chunk.docs.num_rows:
                 yield from chunk.docs.column("text").to_pylist()
 

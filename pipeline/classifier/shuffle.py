@@ -6,7 +6,7 @@ the order must not depend on the order of the inputs; a hash key per line gives 
 
 Lines are held until they reach ``run_bytes``, then sorted and spilled to a run file;
 closing merges the runs (one run, the usual case, is written straight out). Every file
-is created beside the output, named ``.<name>.<pid>.<tag>.<random>.tmp``
+is created beside the output, named ``.<name>.<pid>@<host>.<tag>.<random>.tmp``
 (``pipeline.util.atomic``'s convention, so what a killed process leaves is recognisable
 and ``remove_dead_temporaries`` removes it), and removed by ``close`` or ``discard``.
 """
@@ -18,13 +18,15 @@ import os
 import tempfile
 from pathlib import Path
 
+from pipeline.util.atomic import writer_tag
+
 KEY_CHARS = 16  # a key as 16 hex digits: sorting the text sorts the numbers
 
 
 def temp_file(beside: Path, tag: str) -> Path:
     """A new empty temporary file beside ``beside``, named by the atomic-write convention."""
     beside.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{beside.name}.{os.getpid()}.{tag}.", suffix=".tmp", dir=beside.parent)
+    fd, name = tempfile.mkstemp(prefix=f".{beside.name}.{writer_tag()}.{tag}.", suffix=".tmp", dir=beside.parent)
     os.close(fd)
     return Path(name)
 

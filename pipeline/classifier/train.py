@@ -18,7 +18,7 @@ sidecar and its held-out metrics out.
    or with none, never with another's (and ``read_sidecar`` refuses one whose sha256
    is not its model's).
 
-Temporary files live beside the model (``.<name>.<pid>.<tag>.<random>.tmp``) and are
+Temporary files live beside the model (``.<name>.<pid>@<host>.<tag>.<random>.tmp``) and are
 removed whatever happens; those of a training killed outright (SIGKILL, whose fastText
 child dies with it) are removed by the next training of the same model. Problems the
 user can fix are ``ClassifierError``; fastText's own complaints too.

@@ -157,7 +157,12 @@ NONE_KEPT = "  work files: none; the run had completed and removed them (--keep-
 def work_disk_lines(cost: dict | None) -> list[str]:
     """The most disk the run's work files took and what is left of them (cost.json's
     ``work_disk``; ``kept``: whether ``--keep-work`` was given): nothing unless kept,
-    for a later run's ``index_from``. Nothing when cost.json has no such figures."""
+    for a later run's ``index_from``. Nothing when cost.json has no such figures.
+
+    A run that had completed before (``completed_before``) and redid some units (an
+    output cut or removed since) had removed its work files when it first completed:
+    what it took now is the redone units', and no stage's files were left for a later
+    run to import, whatever ``--keep-work`` says now."""
     figures = cost.get(WORK_DISK) if isinstance(cost, dict) else None
     if not isinstance(figures, dict) or not all(_is_number(figures.get(k)) for k in ("peak_bytes", "left_bytes")):
         return []
@@ -166,6 +171,11 @@ def work_disk_lines(cost: dict | None) -> list[str]:
     peak, left = _bytes(figures["peak_bytes"]), _bytes(figures["left_bytes"])
     if figures["left_bytes"]:
         return [f"  work files: {peak} at most, {left} kept in work/ (what a later run's index_from reads)"]
+    if figures.get("completed_before") is True:
+        return [
+            f"  work files: {peak} at most for the units redone, none left: the run had completed before and "
+            "removed them (--keep-work into another --out keeps them)"
+        ]
     if figures.get("kept"):
         return [f"  work files: {peak} at most, none kept: no stage left what a later run imports"]
     return [f"  work files: {peak} at most, removed as the run completed (--keep-work keeps them for index_from)"]

@@ -36,28 +36,35 @@ from pipeline.engine.unit import built_stage
 from pipeline.formats.layout import Layout
 from pipeline.phases import globs
 
-# cost.json's key: {"peak_bytes", "left_bytes"} of work/ (sizes differ run to run with
-# the files in flight when it is measured, so they are kept out of the manifest)
+# cost.json's key: {"peak_bytes", "left_bytes", "completed_before"} of work/ (sizes differ
+# run to run with the files in flight when it is measured, so they are kept out of the
+# manifest)
 WORK_DISK = "work_disk"
 
 
 class WorkDisk:
     """The largest size of ``work/`` seen by this process: measured at the end of each
     phase and before each finalize round removes its inputs, when the folder is largest
-    (it only grows within a phase). A resumed run sees only its own phases."""
+    (it only grows within a phase). A resumed run sees only its own phases.
+
+    Made when the run starts, before it writes its manifest: whether the run had
+    completed before (its manifest there) says what its work files are after a redo of
+    some of its units (a cut output): those of the units redone, the rest of work/ gone
+    with the earlier completion, so none a later run imports (``summary``)."""
 
     def __init__(self, store: RunStore):
         self.store = store
         self.peak = 0
+        self.completed_before = store.exists(Layout().key(Layout().manifest))
 
     def note(self) -> None:
         self.peak = max(self.peak, self.store.size([Layout.WORK]))
 
-    def figures(self) -> dict[str, int]:
-        """``peak_bytes`` and what ``work/`` holds now (``left_bytes``: after ``finish_work``,
-        what the run leaves)."""
+    def figures(self) -> dict:
+        """``peak_bytes``, what ``work/`` holds now (``left_bytes``: after ``finish_work``,
+        what the run leaves) and ``completed_before``."""
         left = self.store.size([Layout.WORK])
-        return {"peak_bytes": max(self.peak, left), "left_bytes": left}
+        return {"peak_bytes": max(self.peak, left), "left_bytes": left, "completed_before": self.completed_before}
 
 
 def drop_finished(config: Config, store: RunStore, segment: Segment) -> None:

@@ -26,7 +26,7 @@ from pathlib import Path
 from pipeline.formats.layout import Layout
 from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.util.atomic import write_json_atomic
-from pipeline.util.records import RecordError, read_json
+from pipeline.util.records import RecordError, check_shape, read_json
 
 FORMAT = "prep-ablation-trial"
 VERSION = 1
@@ -148,6 +148,10 @@ def read_record(path: Path) -> dict:
     missing = [name for name in REQUIRED_FIELDS if name not in record]
     if missing:
         raise LedgerError(f"{path}: trial record lacks {', '.join(missing)}")
+    try:  # what the ledger is sorted by (a date of another type ended the report in a TypeError)
+        check_shape(record, {"date": str, "trial": str}, path)
+    except RecordError as error:
+        raise LedgerError(f"{error} (an unreadable trial record)") from None
     return record
 
 

@@ -6,9 +6,11 @@ numpy's own words."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 
+from pipeline.formats.mix import MIX_JSON
 from pipeline.util.file_kind import refuse_special
 from pipeline.util.printable import error_line
 
@@ -27,3 +29,29 @@ def read_order(path: str | os.PathLike) -> np.ndarray:
     if order.ndim != 1 or order.dtype.kind not in "iu":
         raise OrderArrayError(f"{path}: not an order array of prep mix ({order.dtype}, shape {order.shape})")
     return order
+
+
+def check_positions(
+    paths: tuple[Path, Path], source: np.ndarray, document: np.ndarray, sizes: np.ndarray, names: list[str], at: int = 0
+) -> None:
+    """Refuse positions (of the order arrays ``paths``: source, document; ``at``: the
+    first position's number) that name a source ``mix.json`` does not list (``names``)
+    or a document past its source's end (``sizes``: each source's documents), naming the
+    array and the first such position. One check for the loader, which trains in the
+    order, and the report, which draws it: the report's let a negative source through
+    to an IndexError. An index past its source's end would still be a valid global id
+    (another source's document), so the loader's own range check could not catch it."""
+    wrong = (source < 0) | (source >= len(names))
+    if wrong.any():
+        i = int(np.argmax(wrong))
+        raise OrderArrayError(
+            f"{paths[0]}: position {at + i} names source {source[i]}, outside 0..{len(names) - 1} "
+            f"(the sources of {MIX_JSON})"
+        )
+    bad = (document < 0) | (document >= sizes[source])
+    if bad.any():
+        i = int(np.argmax(bad))
+        raise OrderArrayError(
+            f"{paths[1]}: position {at + i} names document {document[i]} of source {names[source[i]]!r}, "
+            f"which holds {sizes[source[i]]}"
+        )

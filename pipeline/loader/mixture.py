@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.formats.mix import MIX_JSON, MixLayout
-from pipeline.formats.mix_order import OrderArrayError, read_order
+from pipeline.formats.mix import MixLayout
+from pipeline.formats.mix_order import OrderArrayError, check_positions, read_order
 from pipeline.formats.token_shards import ShardError
 from pipeline.loader.cache import fingerprint
 from pipeline.loader.corpus import ShardCorpus
@@ -166,21 +166,9 @@ class MixtureOrder:
                 )
 
     def _check_order(self, source: np.ndarray, document: np.ndarray, corpus: ShardCorpus) -> None:
-        """Each position must name a listed source and a document inside it.
-
-        An index past its source's end would still be a valid global id (another
-        source's document), so the loader's own range check could not catch it.
-        """
+        """Each position must name a listed source and a document inside it (``check_positions``)."""
         names = list(self.description["sources"])
         counts = {s.name: s.documents for s in corpus.sources}
         sizes = np.array([counts.get(name, 0) for name in names], dtype=np.int64)
-        where = self.folder.order(self.description, "source")
-        if len(source) and (source.min() < 0 or source.max() >= len(names)):
-            raise ValueError(f"{where}: source numbers outside 0..{len(names) - 1} (the sources of {MIX_JSON})")
-        bad = (document < 0) | (document >= sizes[source])
-        if bad.any():
-            i = int(np.argmax(bad))
-            raise ValueError(
-                f"{self.folder.order(self.description, 'document')}: position {i} names document "
-                f"{document[i]} of source {names[source[i]]!r}, which holds {sizes[source[i]]}"
-            )
+        paths = (self.folder.order(self.description, "source"), self.folder.order(self.description, "document"))
+        check_positions(paths, source, document, sizes, names)

@@ -15,7 +15,12 @@ from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar, source_folders
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import hash_strings
+from pipeline.util.records import COUNT, Each, Optional, check_shape, read_record
 from pipeline.util.suggest import nearest_hint
+
+# The label of the stage that writes the shards, in a manifest's ``stages`` (it comes last,
+# so it is never numbered).
+TOKENIZE = "tokenize"
 
 
 class MixError(ValueError):
@@ -91,6 +96,7 @@ def take_inventory(runs: list[Path]) -> Inventory:
     """
     shards_by_source: dict[str, list[str]] = {}
     seen: dict[Path, str] = {}
+    run_of: dict[str, Path] = {}
     for run in runs:
         if Layout(run).state.exists() and not Layout(run).manifest.exists():  # its manifest is written last
             raise MixError(
@@ -107,10 +113,12 @@ def take_inventory(runs: list[Path]) -> Inventory:
                     raise MixError(f"{prefix}: reached twice (first as {seen[resolved]}): give each run once")
                 seen[resolved] = prefix
                 shards_by_source.setdefault(folder.name, []).append(prefix)
+                run_of[prefix] = run
     if not shards_by_source:
         raise MixError(f"no token shards under {', '.join(str(r) for r in runs)}")
     reference: dict | None = None
     sources = {}
+    documents = dict.fromkeys(((run, source) for run in runs for source in shards_by_source), 0)  # in the shards
     for name, prefixes in sorted(shards_by_source.items()):
         lengths, hashes, columns = [], [], None
         for prefix in prefixes:
@@ -122,6 +130,7 @@ def take_inventory(runs: list[Path]) -> Inventory:
             else:
                 check_compatible(reference, meta, prefix)
             shard = IndexedShard(prefix)
+            documents[run_of[prefix], name] += len(shard)
             lengths.append(shard.sizes.astype(np.int64))
             with reading(docs_path(prefix)):
                 parquet = pq.ParquetFile(docs_path(prefix))
@@ -137,4 +146,28 @@ def take_inventory(runs: list[Path]) -> Inventory:
             id_hashes=np.concatenate(hashes) if hashes else np.zeros(0, np.uint64),
             metadata_columns=columns or [],
         )
+    for run in runs:
+        _check_complete(run, documents)
     return Inventory(sources=sources, tokenizer=reference or {})
+
+
+def _check_complete(run: Path, documents: dict[tuple[Path, str], int]) -> None:
+    """A finished run's shards hold, per source, the documents its tokenize stage wrote
+    (``manifest.json``): a source whose shards were removed since, or its whole
+    ``tokens/<source>/``, was left out of the mixture without a word, its share going to
+    the others. A tokens folder without a manifest has nothing to be checked against."""
+    path = Layout(run).manifest
+    if not path.exists():
+        return
+    written = read_record(path, {"stages": Optional(Each(dict))}).get("stages", {}).get(TOKENIZE)
+    if written is None:
+        return
+    check_shape(written, {"by_source": Each({"output": COUNT})}, path, f"stages.{TOKENIZE}")
+    for source, counts in written["by_source"].items():
+        found = documents.get((run, source), 0)
+        if found != counts["output"]:
+            raise MixError(
+                f"{Layout(run).tokens_folder / source}: its shards hold {found:,} documents, but {path} counts "
+                f"{counts['output']:,} tokenized: shards removed or replaced since the run finished; run its "
+                "config into it again (prep run says whether it can redo them alone), then mix"
+            )

@@ -22,9 +22,14 @@ paths keep and reject the same lines, and give each line the same id: the input'
 exactly as written (``raw_ids``), whatever Arrow inferred for its block.
 A line longer than ``max_doc_bytes`` is skipped while streaming, never held in memory.
 A damaged compressed stream is one row at the line where it broke; a whole zstd file reads
-on at the next frame that decodes (``Codec.resume``), numbering the lines after the damage
-as read, since those the damaged frame held are unknown (a piece of a file, planned only
-for a file that decoded whole, stops at damage found since: the next piece reads on).
+on at the next frame that decodes (``Codec.resume``; a piece of a file, planned only for a
+file that decoded whole, stops at damage found since: the next piece reads on). How many
+lines the damaged bytes held is unknown, so no line after them has a number in the whole
+file, and no tool reaches it by one (``zstd -d`` stops at the damage): a line after them
+is located by the compressed offset reading resumed at and its number from there,
+``<file>@<offset>:<line>`` (``tail -c +<offset + 1> FILE | zstd -d`` shows those lines).
+That is the ``_file`` of its documents and ledger rows, so their ``file:line`` says it,
+and the id of a document that has none of its own; before any damage, nothing changes.
 """
 
 from __future__ import annotations
@@ -35,12 +40,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from pipeline.kernels.buffers import is_string
+from pipeline.readers.arrow_json import is_valid_utf8, printed_exactly, row_lines
 from pipeline.readers.codecs import Codec, open_frames, open_stream
 from pipeline.readers.common import BadInput as Bad
 from pipeline.readers.common import (
@@ -60,6 +63,13 @@ from pipeline.readers.rawfile import HashingReader
 
 # Bytes asked of a plain file at a time (see _read_block).
 PLAIN_STEP = 1 << 16
+
+
+class _Resumed(NamedTuple):
+    """Reading resumed after damage: the lines that follow are located in ``where``
+    (``<file>@<compressed offset>``), numbered from 1."""
+
+    where: str
 
 
 class _Block(NamedTuple):
@@ -86,12 +96,15 @@ def read_jsonl(path: Path, spec: InputSpec) -> Iterator[Chunk]:
         return
     reported, blocks = 0, _line_blocks(stream, codec, spec, path)
     size = os.path.getsize(path) if spec.span is None else spec.span.end - spec.span.start
+    where = None  # after damage, where the lines are (``_Resumed``)
     try:
         for item in blocks if not codec and size <= spec.block_bytes else prefetch(blocks):  # 1 block: no overlap
-            if isinstance(item, Bad):  # a quarantined region
-                yield Chunk(bad=bad_rows(spec, [item]), bytes_read=raw.bytes_read - reported)
+            if isinstance(item, _Resumed):
+                where = item.where
+            elif isinstance(item, Bad):  # a quarantined region
+                yield Chunk(bad=bad_rows(spec, [item], files=_where(where, 1)), bytes_read=raw.bytes_read - reported)
             else:
-                for docs, bad in _parse_block(item, spec):
+                for docs, bad in _parse_block(item, spec, where):
                     yield Chunk(docs=docs, bad=bad, bytes_read=raw.bytes_read - reported)
                     reported = raw.bytes_read
             reported = raw.bytes_read
@@ -113,8 +126,11 @@ def _open(path: Path, spec: InputSpec) -> tuple[HashingReader, io.BufferedIOBase
         raise
 
 
-def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec, path: Path) -> Iterator[_Block | Bad]:
-    """Yield blocks of whole lines, scanned, or quarantine entries. This runs on the
+def _line_blocks(
+    stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec, path: Path
+) -> Iterator[_Block | Bad | _Resumed]:
+    """Yield blocks of whole lines, scanned, or quarantine entries, and after damage read
+    past, where the lines that follow are (``_Resumed``). This runs on the
     prefetch thread, while the caller parses the previous block: the decompression and
     the scans (native code that releases the GIL) overlap the parse.
 
@@ -158,10 +174,14 @@ def _line_blocks(stream: io.BufferedIOBase, codec: Codec | None, spec: InputSpec
                     return
                 damaged, stream_start, stream = resumed
                 opened.append(stream)
-                detail = f"{why}; compressed bytes {damaged}-{stream_start} skipped, reading resumed after them"
+                detail = (
+                    f"{why}; compressed bytes {damaged}-{stream_start} skipped, reading resumed after them; "
+                    f"later lines are located as @{stream_start}:<line>, counted from there"
+                )
                 yield Bad(line, kind, detail, pending[:RAW_KEEP_BYTES] or None)
-                # What the damaged bytes held is unknown: the data after them starts a line.
-                offset, pending, line, skipping, decoded = offset + len(pending), b"", line + 1, False, 0
+                yield _Resumed(f"{spec.file_key}@{stream_start}")
+                # What the damaged bytes held is unknown: the data after them starts a line, the first from there.
+                offset, pending, line, skipping, decoded = offset + len(pending), b"", 1, False, 0
                 at_start = False
                 continue
             if not parts:
@@ -256,23 +276,21 @@ def _scanned_blocks(block: bytes | memoryview, first_line: int, spec: InputSpec)
 def _scanned(data: bytes | memoryview, first_line: int) -> _Block:
     """The block with what the scans find in it (see ``_Block``); the nesting scan
     counts its newlines too."""
-    return _Block(data, first_line, _is_valid_utf8(data), scan_lines(data))
+    return _Block(data, first_line, is_valid_utf8(data), scan_lines(data))
 
 
-def _is_valid_utf8(data: bytes) -> bool:
-    """Arrow's UTF-8 validator over the bytes as they are (no copy): about 15 GB/s, a
-    small fraction of the parse; ``bytes.decode`` would build a string at a tenth of that."""
-    offsets = pa.py_buffer(np.array([0, len(data)], dtype=np.int64))
-    try:
-        pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(data)]).validate(full=True)
-    except pa.ArrowInvalid:
-        return False
-    return True
+def _where(where: str | None, n: int) -> list[str] | None:
+    """Each of ``n`` rows' file, where the lines are located after damage (None: the file's)."""
+    return None if where is None else [where] * n
 
 
-def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+def _parse_block(
+    block: _Block, spec: InputSpec, where: str | None = None
+) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
+    """The block's documents and ledger rows; ``where``: the location of its lines after
+    damage (``_Resumed``)."""
     if block.clean:
-        documents = _parse_groups(block, spec)
+        documents = _parse_groups(block, spec, where)
         if documents is not None:
             yield from documents
             return
@@ -290,11 +308,11 @@ def _parse_block(block: _Block, spec: InputSpec) -> Iterator[tuple[pa.RecordBatc
         else:
             bad.append(entry)
     if bad:
-        yield None, bad_rows(spec, bad)
-    yield from _parse_lines(good, spec)
+        yield None, bad_rows(spec, bad, files=_where(where, len(bad)))
+    yield from _parse_lines(good, spec, where)
 
 
-def _parse_groups(block: _Block, spec: InputSpec) -> list | None:
+def _parse_groups(block: _Block, spec: InputSpec, where: str | None) -> list | None:
     """The documents of a clean block, parsed natively a group of lines at a time (see
     ``nesting``); None when Arrow reads it otherwise than line by line, one row a line
     (the slow path then takes the block: a disagreement never aborts)."""
@@ -304,41 +322,46 @@ def _parse_groups(block: _Block, spec: InputSpec) -> list | None:
     for (start, line), (end, next_line) in zip(scan.groups.tolist(), ends):
         data = view[start:end]
         table, _ = _arrow_parse(data)
-        lines = None if table is None else _row_lines(data, block.first_line + line, next_line - line, table.num_rows)
+        lines = None if table is None else row_lines(data, block.first_line + line, next_line - line, table.num_rows)
         if lines is None:
             return None
-        documents.append(_documents(table, data, lines, spec))
+        documents.append(_documents(table, data, lines, spec, _files(where, len(lines))))
     return documents
 
 
 def _parse_lines(
-    lines: list[tuple[int, bytes]], spec: InputSpec
+    lines: list[tuple[int, bytes]], spec: InputSpec, where: str | None
 ) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     """Parse valid JSON object lines, in the groups the field bounds allow."""
     if not lines:
         return
     cuts = scan_lines(b"\n".join(text for _, text in lines)).groups[:, 1].tolist() + [len(lines)]
     for start, end in zip(cuts, cuts[1:]):
-        yield from _parse_halves(lines[start:end], spec)
+        yield from _parse_halves(lines[start:end], spec, where)
 
 
 def _parse_halves(
-    lines: list[tuple[int, bytes]], spec: InputSpec
+    lines: list[tuple[int, bytes]], spec: InputSpec, where: str | None
 ) -> Iterator[tuple[pa.RecordBatch | None, pa.RecordBatch | None]]:
     """Parse the lines; halve the group until Arrow agrees on the types (and reads one
     row a line: it must, each being one object, but a disagreement costs one line at most)."""
     data = b"\n".join(text for _, text in lines)
     table, error = _arrow_parse(data)
     if table is not None and table.num_rows == len(lines):
-        yield _documents(table, data, pa.array([n for n, _ in lines], pa.int64()), spec)
+        yield _documents(table, data, pa.array([n for n, _ in lines], pa.int64()), spec, _files(where, len(lines)))
     elif len(lines) == 1:
         line, text = lines[0]
         detail = f"valid JSON that Arrow cannot read: {error or f'{table.num_rows} rows'}"
-        yield None, bad_rows(spec, [Bad(line, "unparseable", detail, text[:RAW_KEEP_BYTES])])
+        yield None, bad_rows(spec, [Bad(line, "unparseable", detail, text[:RAW_KEEP_BYTES])], files=_where(where, 1))
     else:
         middle = len(lines) // 2
-        yield from _parse_halves(lines[:middle], spec)
-        yield from _parse_halves(lines[middle:], spec)
+        yield from _parse_halves(lines[:middle], spec, where)
+        yield from _parse_halves(lines[middle:], spec, where)
+
+
+def _files(where: str | None, n: int) -> pa.Array | None:
+    """``_where`` as the column ``to_documents`` takes."""
+    return None if where is None else pa.array(_where(where, n), pa.string())
 
 
 def _documents(
@@ -349,21 +372,10 @@ def _documents(
     timestamp for "2020-01-01"), the raw bytes do not. A string column is exact as it is,
     and a nested one is no id (``to_documents`` keeps it as a field)."""
     field = spec.id_field
-    if field in table.column_names and not _printed_exactly(table.column(field)):
+    if field in table.column_names and not printed_exactly(table.column(field)):
         column = table.column_names.index(field)
         table = table.set_column(column, field, raw_values(data, field, table.num_rows))
     return to_documents(without_empty_structs(table, spec.text_field), lines, spec, files)
-
-
-def _printed_exactly(ids: pa.ChunkedArray) -> bool:
-    """Whether casting the id column to text gives each id as written, so that the raw
-    bytes need not be read again: strings; true and false; integers, which Arrow keeps
-    as int64 only when all fit (JSON writes them one way, but for ``-0``); nested and
-    null columns, which give no id."""
-    type_ = ids.type
-    if pa.types.is_integer(type_):
-        return not pc.any(pc.equal(ids, 0)).as_py()
-    return is_string(type_) or pa.types.is_boolean(type_) or pa.types.is_nested(type_) or pa.types.is_null(type_)
 
 
 def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
@@ -376,18 +388,3 @@ def _arrow_parse(data: bytes | memoryview) -> tuple[pa.Table | None, str]:
     except (pa.ArrowInvalid, UnicodeDecodeError) as error:
         return None, str(error)
     return table, ""
-
-
-def _row_lines(block: bytes | memoryview, first_line: int, newlines: int, rows: int) -> pa.Array | None:
-    """Line number of each parsed row: Arrow skips blank lines, so count them out; None
-    when the rows are not one per nonblank line."""
-    lines = newlines + (0 if block[-1:] == b"\n" else 1)
-    if lines == rows:
-        return pa.array(np.arange(first_line, first_line + rows, dtype=np.int64))
-    data = np.frombuffer(block, dtype=np.uint8)
-    newlines = np.flatnonzero(data == 10)
-    starts = np.concatenate(([0], newlines + 1))
-    ends = np.concatenate((newlines, [len(data)]))
-    content = np.cumsum(np.concatenate(([0], ~np.isin(data, (9, 10, 13, 32)))))
-    nonblank = np.flatnonzero(content[ends] - content[starts] > 0)
-    return pa.array(first_line + nonblank.astype(np.int64)) if len(nonblank) == rows else None

@@ -87,8 +87,11 @@ class PackParser:
 
 
 def with_file(docs: pa.RecordBatch | None, file_key: str) -> pa.RecordBatch | None:
-    """Documents of one file of a pack, each naming its file."""
-    return None if docs is None else docs.append_column(FILE, pa.repeat(pa.scalar(file_key), docs.num_rows))
+    """Documents of one file of a pack, each naming its file (those after damage in a zstd
+    file name where they are already: ``jsonl``'s ``<file>@<offset>``)."""
+    if docs is None or FILE in docs.schema.names:
+        return docs
+    return docs.append_column(FILE, pa.repeat(pa.scalar(file_key), docs.num_rows))
 
 
 def _parsed_together(waiting: list[tuple[_Block, InputSpec]]) -> Parsed | None:

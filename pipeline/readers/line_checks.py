@@ -13,7 +13,7 @@ from pipeline.readers.nesting import MAX_DEPTH, MAX_FIELDS, MAX_NULLS, TOO_DEEP
 # Keep at most this much of a bad line in the ledger (the location finds the rest).
 RAW_KEEP_BYTES = 1 << 20
 
-# What JSON (and Arrow, and jsonl._row_lines) counts as whitespace: a line of only these is blank.
+# What JSON (and Arrow, and arrow_json.row_lines) counts as whitespace: a line of only these is blank.
 JSON_WHITESPACE = b" \t\r\n"
 
 # Skipped where it starts a file (Arrow skips it where a buffer starts; orjson refuses it).

@@ -22,7 +22,9 @@ naming the file, in the run's warnings. A component that is unreadable, holds an
 number of rows than the documents file, or other ids, is not joined: every document of
 the file is quarantined (``bad-input:<component>-mismatch`` / ``-unreadable``, at its
 line, the detail naming the component file and what is wrong), since filtering on
-another file's signals would be silently wrong.
+another file's signals would be silently wrong. So is every document after a zstd frame
+that could not be read (``jsonl``: its row in the file is unknown), at its location there
+(``bad-input:row-unknown``).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from pipeline.formats.documents import ID, LINE, SOURCE, TEXT
+from pipeline.formats.documents import FILE, ID, LINE, SOURCE, TEXT
 from pipeline.formats.rpv2_layout import ID_SEPARATOR, bucket, component_path, document_tag, id_prefix
 from pipeline.readers.codecs import open_stream
 from pipeline.readers.common import READ_ERRORS, BadInput, Chunk, InputSpec, bad_rows, file_facts, unreadable
@@ -183,6 +185,10 @@ def _duplicates(doc_ids: pa.Array, joined: _Joined) -> pa.Array:
 
 
 def _attach(docs: pa.RecordBatch, joined: _Joined, spec: InputSpec) -> tuple[pa.RecordBatch | None, pa.RecordBatch]:
+    if FILE in docs.schema.names:  # after a skipped zstd frame: lines numbered from where reading resumed
+        detail = "after a zstd frame that could not be read, its row is unknown: no id or signals can be joined"
+        entries = [BadInput(line, "row-unknown", detail, None) for line in docs.column(LINE).to_pylist()]
+        return None, bad_rows(spec, entries, files=docs.column(FILE).to_pylist())
     rows = pc.subtract(docs.column(LINE), 1).to_numpy(zero_copy_only=False)
     ids = _ids(joined.prefix, rows)
     if joined.mismatch is not None:

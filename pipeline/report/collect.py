@@ -8,16 +8,15 @@ them the same way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
 from pipeline.formats.token_shards import list_shards, read_sidecar, source_folders
-from pipeline.util.numbers import counted, is_number
-from pipeline.util.printable import printable, printable_path
-from pipeline.util.records import Each, Optional, RecordError, read_record
+from pipeline.util.numbers import counted
+from pipeline.util.printable import printable_path
+from pipeline.util.records import AMOUNT, COUNT, Each, Optional, RecordError, read_record
 
 # Bad input is quarantined by the reader, before any stage; its ledger stage is "read".
 READ_STAGE = "read"
@@ -43,25 +42,27 @@ class Bars:
 # What the report reads of a run's manifest.json (``engine/manifest.py`` writes it) and its
 # cost.json (``engine/cost.py``), checked where each file enters: a damaged one is one line
 # naming the file and the key, not a TypeError or KeyError from inside a chart.
-COUNTS = {"input": int, "output": int, "rejected": int}
+# Every number is a count or a measure (``records``' COUNT and AMOUNT, which bound them):
+# a negative one (a manifest edited by hand) drew bars off the page's left edge, and one
+# beyond 64 bits (JSON integers have no bound) ended the report in an ``OverflowError``.
+COUNTS = {"input": COUNT, "output": COUNT, "rejected": COUNT}
 MANIFEST = {
     "balance": COUNTS,
-    "sources": Each({**COUNTS, "rejected_by": Each(int)}),
-    "stages": Each({"rejected": Each(int), "counters": Each(float), "by_source": Each({"rejected": Optional(int)})}),
+    "sources": Each({**COUNTS, "rejected_by": Each(COUNT)}),
+    "stages": Each(
+        {"rejected": Each(COUNT), "counters": Each(AMOUNT), "by_source": Each({"rejected": Optional(COUNT)})}
+    ),
     "stage_order": Optional([str]),
     "config_file": Optional(str),
-    "sample": Optional(float),
+    "sample": Optional(AMOUNT),
     "config": Optional(dict),
 }
 COST = {
-    "cpu_seconds": Optional(Each(float)),
-    "workers": Optional(int),
-    "projection": Optional((None, {"core_hours": float, "note": str})),
+    "cpu_seconds": Optional(Each(AMOUNT)),
+    "workers": Optional(COUNT),
+    "projection": Optional((None, {"core_hours": AMOUNT, "note": str})),
 }
 
-
-# The most a count or a number of seconds the report draws may be: a 64-bit count.
-MAX_COUNT = 2**63
 # The longest source or stage name the report draws (a config allows 64 characters): every
 # chart, table and caption repeats it, so a megabyte one made pages of several megabytes.
 MAX_NAME_CHARS = 200
@@ -70,42 +71,14 @@ MAX_NAME_CHARS = 200
 def load_json(path: Path, shape: object) -> dict | None:
     """The record in ``path`` checked against ``shape``, or None when there is no file.
 
-    Source and stage names are checked to be at most MAX_NAME_CHARS long, and every
-    number ``shape`` names is a count or a number of seconds, so it is also checked
-    to lie in [0, MAX_COUNT]: a negative one (a manifest edited by hand) drew bars off the
-    page's left edge, and one beyond (JSON integers have no bound) ended the report in an
-    ``OverflowError`` naming no file."""
+    Source and stage names are also checked to be at most MAX_NAME_CHARS long."""
     if not path.exists():
         return None
     record = read_record(path, shape)
     for name in (*record.get("sources", ()), *record.get("stages", ())):
         if len(name) > MAX_NAME_CHARS:  # a config refuses such names: an edited manifest
             raise RecordError(f"{printable_path(path)}: a source or stage is named with {len(name):,} characters")
-    for where, value, kind in _numbers(record, shape):
-        if not 0 <= value <= MAX_COUNT:
-            shown = f"{value:,}" if value < MAX_COUNT else "beyond 64 bits"
-            expected = "a count" if kind is int else "a number of at least 0"
-            raise RecordError(f"{printable_path(path)}: {printable(where)} is {shown}, expected {expected}")
     return record
-
-
-def _numbers(value: object, shape: object, where: str = "") -> Iterator[tuple[str, int | float, type]]:
-    """(key path, number, int or float) for each number ``shape`` names in ``value``, which
-    has that shape."""
-    if isinstance(shape, Optional):
-        shape = shape.shape
-    if isinstance(shape, dict) and isinstance(value, dict):
-        for key, inner in shape.items():
-            if key in value:
-                yield from _numbers(value[key], inner, f"{where}.{key}" if where else key)
-    elif isinstance(shape, Each) and isinstance(value, dict):
-        for key, item in value.items():
-            yield from _numbers(item, shape.shape, f"{where}.{key}" if where else key)
-    elif isinstance(shape, tuple):
-        for choice in shape:
-            yield from _numbers(value, choice, where)
-    elif shape in (int, float) and is_number(value):
-        yield where, value, shape
 
 
 def balance(manifest: dict) -> Bars:

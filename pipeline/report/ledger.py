@@ -55,9 +55,28 @@ def text_file(path: Path, columns: tuple[str, ...]) -> pq.ParquetFile:
     schema = parquet.schema_arrow
     for name in columns:
         kind = schema.field(name).type if name in schema.names else None
-        if kind is None or not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        if kind is None or not _is_text(kind):
             raise pa.ArrowInvalid(f"not a file prep wrote: no text column {name!r}")
     return parquet
+
+
+def present_columns(schema: pa.Schema, columns: list[str], numbers: bool = False) -> list[str]:
+    """Those of ``columns`` the file has (optional ones: a language, a score), each checked
+    to be text (with ``numbers``: a number), else ``ArrowInvalid`` (one line naming the file,
+    through ``reading``): a file of another kind in the run's folders ended the report in
+    a TypeError or numpy's "could not convert string to float", naming no file."""
+    present = [name for name in columns if name in schema.names]
+    for name in present:
+        kind = schema.field(name).type
+        if not (pa.types.is_integer(kind) or pa.types.is_floating(kind) if numbers else _is_text(kind)):
+            raise pa.ArrowInvalid(
+                f"not a file prep wrote: its {name!r} column is {kind}, not {'a number' if numbers else 'text'}"
+            )
+    return present
+
+
+def _is_text(kind: pa.DataType) -> bool:
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind)
 
 
 def examples(files: list[Path]) -> dict[str, list[Example]]:

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.unreadable import reading
-from pipeline.report.ledger import text_file
+from pipeline.report.ledger import present_columns, text_file
 
 SAMPLE_ROWS = 200_000
 BINS_PER_DECADE = 10
@@ -115,7 +115,7 @@ def languages(files: list[Path]) -> Counter:
     counts: Counter[str] = Counter()
     for path in files:
         with reading(path):
-            if "lang" not in pq.read_schema(path).names:
+            if not present_columns(pq.read_schema(path), ["lang"]):
                 continue
             for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS * 4, columns=["lang"]):
                 for item in pc.value_counts(batch.column("lang")).to_pylist():

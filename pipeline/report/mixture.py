@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.mix import MIX_JSON, MixLayout, read_description
-from pipeline.formats.mix_order import OrderArrayError, read_order
+from pipeline.formats.mix_order import OrderArrayError, check_positions, read_order
 from pipeline.formats.token_shards import docs_path
 from pipeline.formats.unreadable import reading
 from pipeline.mix.build import QUALITY_COLUMNS
@@ -53,9 +53,15 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
     mix = read_description(mix_path)
     names = list(mix["sources"])
     lengths = [_source_lengths(name, mix["sources"][name], folder) for name in names]
+    sizes = np.array([len(length) for length in lengths], dtype=np.int64)
     curriculum = mix.get("curriculum", "none")
     keys, key_label = _keys(names, mix, lengths, curriculum, folder)
-    order_source, order_document = _order(folder.order_source), _order(folder.order_document)
+    # The arrays mix.json names, as the loader reads them (the default names in one without "order").
+    if "order" in mix:
+        paths = (folder.order(mix, "source"), folder.order(mix, "document"))
+    else:
+        paths = (folder.order_source, folder.order_document)
+    order_source, order_document = _order(paths[0]), _order(paths[1])
     if len(order_source) != len(order_document):
         raise MixtureError(f"{mix_dir}: the order arrays differ in length ({len(order_source)}, {len(order_document)})")
     total = max(int(mix["tokens"]), 1)
@@ -72,9 +78,12 @@ def read_mixture(mix_dir: Path, bins: int = BINS) -> Composition:
         document = np.asarray(order_document[a : a + CHUNK])
         tokens = np.zeros(len(source), dtype=np.int64)
         key = np.zeros(len(source))
+        try:
+            check_positions(paths, source, document, sizes, names, a)
+        except OrderArrayError as error:
+            raise MixtureError(str(error)) from None
         for s in np.unique(source):
             here = source == s
-            _check_positions(folder, s, document[here], lengths)
             tokens[here] = lengths[s][document[here]]
             if keys is not None:
                 key[here] = keys[s][document[here]]
@@ -148,15 +157,6 @@ def _order(path: Path) -> np.ndarray:
         return read_order(path)
     except OrderArrayError as error:
         raise MixtureError(str(error)) from None
-
-
-def _check_positions(folder: MixLayout, source: int, documents: np.ndarray, lengths: list[np.ndarray]) -> None:
-    """Refuse an order naming a source or document the mixture does not have (a damaged
-    or foreign order array), naming the array."""
-    if source >= len(lengths):
-        raise MixtureError(f"{folder.order_source}: source {source}, but {MIX_JSON} lists {len(lengths)}")
-    if len(documents) and (documents.min() < 0 or documents.max() >= len(lengths[source])):
-        raise MixtureError(f"{folder.order_document}: a document index outside source {source}'s documents")
 
 
 def _source_lengths(name: str, source: dict, folder: MixLayout) -> np.ndarray:

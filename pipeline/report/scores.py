@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.layout import Layout
 from pipeline.formats.unreadable import reading
+from pipeline.report.ledger import present_columns
 
 STAGE = "classify"
 REASON_PREFIX = "classify:"
@@ -85,7 +86,8 @@ def kept_scores(files: list[Path], names: list[str], into: dict[str, Scores]) ->
     for path in files:
         with reading(path):
             parquet = pq.ParquetFile(path)
-            present = [n for n in names if column(n) in parquet.schema_arrow.names]
+            scored = present_columns(parquet.schema_arrow, [column(n) for n in names], numbers=True)
+            present = [n for n in names if column(n) in scored]
             if not present:
                 continue
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=[column(n) for n in present]):

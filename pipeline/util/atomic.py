@@ -6,9 +6,10 @@ use ``UnitContext.atomic`` instead, which defers the rename to the unit's commit
 Every temporary file, whoever writes it, is named ``.<final name>.<tag>.tmp`` (a dot,
 so listings and uploads pass it over; ``.tmp`` last, so ``is_temporary`` and a run's
 start-up cleanup recognise what a killed run left behind). Outside a run's folder, the
-tag starts with the writer's pid (``.<final name>.<pid>[.<more>].tmp``), so that the next
-writer of the same file can tell what a killed one left (``remove_dead_temporaries``)
-from what a live one is writing.
+tag starts with the writer (``writer_tag``: ``<pid>@<host>``, so
+``.<final name>.<pid>@<host>[.<more>].tmp``), so that the next writer of the same file
+can tell what a killed one left (``remove_dead_temporaries``) from what a live one is
+writing, even where the folder is shared by several machines (a cluster's file system).
 """
 
 from __future__ import annotations
@@ -16,9 +17,14 @@ from __future__ import annotations
 import glob
 import json
 import os
+import re
+import socket
 import tempfile
+import time
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
 
 
@@ -34,11 +40,38 @@ def _current_umask() -> int:
 FILE_MODE = 0o666 & ~_current_umask()
 
 
+# A temporary of another machine, or of an older prep that did not name its machine, is
+# removed once it has not been written to for this long (see ``remove_dead_temporaries``).
+FOREIGN_STALE_SECONDS = 30 * 24 * 3600
+
+# The host in a temporary's name: a file name's letters (no dot, which parts the name),
+# at most this long, a longer one cut and told apart by a hash of the whole. Short: a
+# temporary's name is its final name's and this tag's, and a name has 255 bytes at most.
+HOST_CHARS = 16
+
+
+@cache
+def _host() -> str:
+    """This machine's name as a temporary's name carries it."""
+    name = re.sub(r"[^A-Za-z0-9-]", "-", socket.gethostname()) or "host"
+    if len(name) <= HOST_CHARS:
+        return name
+    return f"{name[: HOST_CHARS - 9]}-{zlib.crc32(name.encode()):08x}"
+
+
+def writer_tag() -> str:
+    """``<pid>@<host>``: who writes a temporary. The pid alone named a process on any of
+    the machines that share a folder, and the writer's own machine is the only one that
+    can tell whether that process still runs."""
+    return f"{os.getpid()}@{_host()}"
+
+
 def temp_path(final: str | os.PathLike) -> Path:
-    """The temporary name of ``final`` for this process (the pid keeps two processes
-    that write the same file, such as a retried task and its first try, apart)."""
+    """The temporary name of ``final`` for this process (the pid and host keep two
+    processes that write the same file, such as a retried task and its first try, on
+    one machine or two, apart)."""
     final = Path(final)
-    return final.with_name(f".{final.name}.{os.getpid()}.tmp")
+    return final.with_name(f".{final.name}.{writer_tag()}.tmp")
 
 
 def is_temporary(name: str) -> bool:
@@ -49,12 +82,37 @@ def is_temporary(name: str) -> bool:
 def remove_dead_temporaries(finals: list[Path]) -> None:
     """Remove the temporaries of ``finals`` whose writer is dead (a process killed, even
     by SIGKILL, before its rename): whole models and token files that nothing else
-    removes. One whose writer still runs is kept, and so is one that names no pid."""
+    removes.
+
+    Only this machine can tell whether one of its processes runs: a temporary of this
+    host whose pid runs no process is removed at once. One of another host (a folder
+    shared by a cluster's nodes), or of an older prep, whose name gives a pid but no
+    host, may be a live writer's: it is left until it has not been written to for
+    ``FOREIGN_STALE_SECONDS``. A live writer keeps its temporary younger than that (a
+    merge writes as it goes; a model trainer holds an empty one while it reads and
+    trains, hours at most), and a month is far beyond any skew of the machines' clocks,
+    so only a dead node's leftovers go, late rather than never. One that names no pid
+    is kept."""
+    here = _host()
     for final in finals:
         for path in final.parent.glob(f".{glob.escape(final.name)}.*.tmp"):
-            pid = path.name[len(final.name) + 2 : -len(".tmp")].split(".")[0]
-            if pid.isdigit() and not _running(int(pid)):
+            pid, _, host = path.name[len(final.name) + 2 : -len(".tmp")].split(".")[0].partition("@")
+            if not pid.isdigit():
+                continue
+            if host == here:
+                dead = not _running(int(pid))
+            else:
+                dead = _untouched_for(path, FOREIGN_STALE_SECONDS)
+            if dead:
                 path.unlink(missing_ok=True)
+
+
+def _untouched_for(path: Path, seconds: float) -> bool:
+    """Whether ``path`` was last written more than ``seconds`` ago."""
+    try:
+        return time.time() - path.stat().st_mtime > seconds
+    except OSError:  # gone since it was listed
+        return False
 
 
 def _running(pid: int) -> bool:
@@ -73,7 +131,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     block completes (a failure removes it). Concurrent writers never share a temporary."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{writer_tag()}.", suffix=".tmp", dir=path.parent)
     os.fchmod(fd, FILE_MODE)
     os.close(fd)
     try:

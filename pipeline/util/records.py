@@ -18,7 +18,9 @@ A shape is written as the data is:
 * ``COUNT``: a count of things (tokens, documents, a position): an integer from 0 to
   2^63 - 1. JSON integers have no bound: an edited ``mix.json``'s ``tokens: -5`` drew a
   report of negative tokens and printed negative GPU-hours, and one beyond 64 bits ended
-  in an ``OverflowError`` naming no file.
+  in an ``OverflowError`` naming no file;
+* ``AMOUNT``: a measure (seconds, hours, a fraction): a number from 0 below 2^63, for
+  the same reasons (a negative time drew a bar off the report's left edge).
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ class _Count:
 
 
 COUNT = _Count()
+
+
+class _Amount:
+    """The shape of a measure (``AMOUNT``)."""
+
+
+AMOUNT = _Amount()
+
+# Counts and amounts lie below this (a count is a 64-bit integer).
+LIMIT = 2**63
 
 
 def read_json(path: str | Path) -> Any:
@@ -128,7 +140,9 @@ def _is(value: Any, shape: Any) -> bool:
     if shape is float:
         return is_number(value)
     if shape is COUNT:
-        return _is(value, int) and 0 <= value < 2**63
+        return _is(value, int) and 0 <= value < LIMIT
+    if shape is AMOUNT:
+        return is_number(value) and 0 <= value < LIMIT
     if isinstance(shape, type):
         return isinstance(value, shape)
     try:
@@ -139,7 +153,7 @@ def _is(value: Any, shape: Any) -> bool:
 
 
 NAMES = {None: "null", int: "an integer", float: "a number", str: "a string", bool: "true or false"}
-NAMES.update({list: "an array", dict: "an object", COUNT: "a count"})
+NAMES.update({list: "an array", dict: "an object", COUNT: "a count", AMOUNT: "a number of at least 0"})
 
 
 def _name(shape: Any) -> str:
@@ -152,7 +166,9 @@ def _name(shape: Any) -> str:
 
 def _describe(value: Any) -> str:
     if _is(value, int) and not _is(value, COUNT):  # what is wrong with it may be its value
-        return f"{value:,}" if -(2**63) <= value < 0 else "beyond 64 bits"
+        return f"{value:,}" if -LIMIT <= value < 0 else "beyond 64 bits"
+    if is_number(value) and not _is(value, AMOUNT):  # a number below 0 or beyond: say which
+        return f"{value:,}"
     for shape in (None, bool, int, float, str, list, dict):
         if _is(value, shape):
             return _name(shape)
