@@ -332,3 +332,34 @@ def test_sources_of_different_tokenizers_are_refused_naming_the_shard(tmp_path):
         TokenDataset(tmp_path, seq_len=16)
     write_sidecar_of(tmp_path / "web" / "s", 10, 100, "aaaa")
     assert len(TokenDataset(tmp_path, seq_len=16)) == (2000 - 1) // 16
+
+
+@pytest.mark.parametrize("removed", ["one shard", "the source's folder"])
+def test_a_finished_run_missing_shards_its_manifest_counts_is_refused(tmp_path, removed):
+    """Given a run folder, the loader read the shards it found: a source whose shards were
+    removed after the run, or its whole tokens/<source>/, was trained on without a word,
+    its share going to the others. It now asks the run's manifest, as prep mix does."""
+    import shutil
+
+    from benchmarks.mix_stream import make_run
+    from pipeline.formats.layout import Layout
+    from pipeline.formats.token_shards import list_shards
+
+    run = make_run(tmp_path / "run", {"web": [np.full(40, 30), np.full(30, 30)], "code": [np.full(25, 40)]})
+    manifest = {"stages": {"tokenize": {"by_source": {"web": {"output": 70}, "code": {"output": 25}}}}}
+    Layout(run).manifest.write_text(json.dumps(manifest))
+    assert ShardCorpus(run, cache_dir=tmp_path / "cache").num_documents == 95
+    web = run / "tokens" / "web"
+    if removed == "one shard":
+        for path in web.glob(f"{Path(list_shards(web)[0]).name}.*"):
+            path.unlink()
+    else:
+        shutil.rmtree(web)
+    with pytest.raises(ShardError) as error:
+        ShardCorpus(run, cache_dir=tmp_path / "cache")
+    held = 30 if removed == "one shard" else 0
+    assert str(error.value) == (
+        f"{web}: its shards hold {held:,} documents, but {Layout(run).manifest} counts 70 tokenized: shards "
+        "removed or replaced since the run finished; run its config into it again (prep run says whether it can "
+        "redo them alone)"
+    )

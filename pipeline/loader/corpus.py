@@ -27,6 +27,7 @@ import numpy as np
 
 from pipeline.formats.indexed_shard import IndexedShard, ShardBin
 from pipeline.formats.layout import Layout
+from pipeline.formats.run_shards import missing_shards
 from pipeline.formats.scratch import LOADER_CACHE
 from pipeline.formats.token_shards import (
     IncompatibleShards,
@@ -120,6 +121,10 @@ class ShardCorpus:
         self.prefixes = [prefix for _, prefix in found]
         self._shard_sources = [source for source, _ in found]
         self.shard_first_document = self._open_shards(verify)
+        if shards is None and self.root != Path(path):  # a run folder: all its shards, or a word
+            missing = missing_shards(Path(path), {source.name: source.documents for source in self.sources})
+            if missing:
+                raise ShardError(missing)
         stats = []
         for prefix in self.prefixes:
             bin_path, idx_path = shard_paths(prefix)

@@ -12,15 +12,11 @@ import pyarrow.parquet as pq
 
 from pipeline.formats.indexed_shard import IndexedShard
 from pipeline.formats.layout import Layout
+from pipeline.formats.run_shards import missing_shards
 from pipeline.formats.token_shards import check_compatible, docs_path, list_shards, read_sidecar, source_folders
 from pipeline.formats.unreadable import reading
 from pipeline.kernels.hashing import hash_strings
-from pipeline.util.records import COUNT, Each, Optional, check_shape, read_record
 from pipeline.util.suggest import nearest_hint
-
-# The label of the stage that writes the shards, in a manifest's ``stages`` (it comes last,
-# so it is never numbered).
-TOKENIZE = "tokenize"
 
 
 class MixError(ValueError):
@@ -147,27 +143,7 @@ def take_inventory(runs: list[Path]) -> Inventory:
             metadata_columns=columns or [],
         )
     for run in runs:
-        _check_complete(run, documents)
+        missing = missing_shards(run, {source: n for (r, source), n in documents.items() if r == run})
+        if missing:
+            raise MixError(f"{missing}, then mix")
     return Inventory(sources=sources, tokenizer=reference or {})
-
-
-def _check_complete(run: Path, documents: dict[tuple[Path, str], int]) -> None:
-    """A finished run's shards hold, per source, the documents its tokenize stage wrote
-    (``manifest.json``): a source whose shards were removed since, or its whole
-    ``tokens/<source>/``, was left out of the mixture without a word, its share going to
-    the others. A tokens folder without a manifest has nothing to be checked against."""
-    path = Layout(run).manifest
-    if not path.exists():
-        return
-    written = read_record(path, {"stages": Optional(Each(dict))}).get("stages", {}).get(TOKENIZE)
-    if written is None:
-        return
-    check_shape(written, {"by_source": Each({"output": COUNT})}, path, f"stages.{TOKENIZE}")
-    for source, counts in written["by_source"].items():
-        found = documents.get((run, source), 0)
-        if found != counts["output"]:
-            raise MixError(
-                f"{Layout(run).tokens_folder / source}: its shards hold {found:,} documents, but {path} counts "
-                f"{counts['output']:,} tokenized: shards removed or replaced since the run finished; run its "
-                "config into it again (prep run says whether it can redo them alone), then mix"
-            )
