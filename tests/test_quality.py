@@ -209,6 +209,10 @@ def _ngram_reference(text, n):
         "one two three four five six seven eight nine ten",  # all unique: the first n-gram
         "a b a b c a b a b c d e f a b",  # ties and overlapping repeats
         "x ab c yy a bc yy ab c zz a b c",  # equal when joined, different as words
+        # 2-grams that repeat followed by ones that do not (the 3- and 4-gram counts skip
+        # those places), and the top n-grams at the last places
+        "a b c a b d a b c e f a b c e q e f a b c e",
+        "p q r s p x p q r s q r s t q r s t",
         # code: repeats inside and across lines, words over and under 16 bytes
         "def f(self):\n    self.assertEqual(value_one, 1)\n    self.assertEqual(value_two, 2)\n"
         "    self.assertEqual(value_one, 1)\n    return self.assertEqual(x, y) or f(self)\n" * 3,

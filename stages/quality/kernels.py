@@ -19,8 +19,6 @@ needs the kernels.
 
 from __future__ import annotations
 
-import numpy as np
-
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.c4 import c4_rewrite
 from stages.quality.code_rules import blob_length, char_counts, code_rules
@@ -29,7 +27,7 @@ from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs, split_duplicates
 from stages.quality.jit import kernel
-from stages.quality.ngrams import ngram_repetition
+from stages.quality.ngrams import ngram_repetition, ngram_scratch
 from stages.quality.signals import (
     BLOB_LEN,
     GR_DUP_LINE_CHAR_FRAC,
@@ -87,9 +85,7 @@ def web_batch(
     for d in range(ndocs):
         largest = max(largest, offsets[d + 1] - offsets[d])
     tok_s, tok_e, stack_s, stack_e = word_scratch(largest)
-    chars = np.empty(largest, np.int64)
-    poly = np.empty(largest, np.uint64)
-    powlen = np.empty(largest, np.uint64)
+    ngrams = ngram_scratch(0)  # grown to the most words a document has
     for d in range(ndocs):
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
@@ -107,14 +103,14 @@ def web_batch(
             out_off[d + 1] = w
             continue
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
-        n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
+        if ntok > ngrams[-1].shape[0]:  # at most twice the words, and no more than the bytes
+            ngrams = ngram_scratch(min(max(ntok, 2 * ngrams[-1].shape[0]), largest))
+        n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:6])
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
         words = not (no_space_frac >= no_space_min)  # the word rules apply
         if size > 0:
-            ngram_repetition(
-                doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
-            )
+            ngram_repetition(doc, ntok, tok_s, tok_e, ngrams, text_chars, top_ns, dup_ns, row, rules, words)
             dropped = rejected(row, rules, words)
         if not dropped:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
