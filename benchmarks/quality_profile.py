@@ -24,7 +24,7 @@ from stages.quality.chunk_memo import chunk_memo
 from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs
-from stages.quality.ngrams import ngram_repetition, ngram_scratch
+from stages.quality.ngrams import dup_ngrams, lone_heads, ngram_scratch, top_ngrams
 from stages.quality.rules import rule_table
 from stages.quality.word_splitter import split_words, word_scratch
 from stages.quality.words import word_stats
@@ -60,14 +60,16 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         if steps == 1:
             continue
         ngrams = ngram_scratch(ntok)
-        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:6])
+        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:7])
         row = sig[d]
         text_chars = n_chars(doc, 0, size)
         if steps >= 3:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         if steps >= 4:
             lines_and_paragraphs(flags, doc, text_chars, row)
-            ngram_repetition(doc, ntok, tok_s, tok_e, ngrams, text_chars, top_ns, dup_ns, row, rules, True)
+            lone_heads(doc, ntok, tok_s, tok_e, ngrams)
+            top_ngrams(ntok, ngrams, text_chars, top_ns, row, rules, True)
+            dup_ngrams(ntok, ngrams, text_chars, top_ns.shape[0], dup_ns, row, rules, True, 0, 0)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
             w_end, words = c4_rewrite(

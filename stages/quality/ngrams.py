@@ -35,20 +35,22 @@ from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64, mix64_nonzero
 from stages.quality.early_stop import rejected
 from stages.quality.jit import leaf
-from stages.quality.open_addressing import slot_of, table_capacity
+from stages.quality.open_addressing import clear_pairs, slot_of, table_capacity
 from stages.quality.signals import NGRAM_BASE
+from stages.quality.word_counts import BUCKETS
 
 HEAD = 16  # bytes of an n-gram's start that find the places no walk needs
 
 
 @njit
 def ngram_scratch(n):
-    """Arrays for ``ngram_repetition`` on documents of up to n words, shared by a batch's
-    documents (fresh ones per document cost page faults in proportion to its size): the
-    six prefix sums ``words.word_stats`` fills (cum, at, by_word, by_byte, power,
-    inverse), the table (the top counts' (key, count << 32 | first) pairs, the duplicate
-    walks' keys), the bitmaps (16 bits per item), and per place: a table slot or bit,
-    the live places, lone heads."""
+    """Arrays for the n-gram signals (``lone_heads``, ``top_ngrams``, ``dup_ngrams``) on
+    documents of up to n words, shared by a batch's documents (fresh ones per document
+    cost page faults in proportion to its size): the six prefix sums ``words.word_stats``
+    fills (cum, at, by_word, by_byte, power, inverse), the table (the word counts of
+    ``word_counts``, the top counts' (key, count << 32 | first) pairs, the duplicate
+    walks' keys), the bitmaps (16 bits per item), per place: a table slot or bit, the
+    live places, lone heads; and the buckets of ``word_counts.top_may_fire``."""
     cap = table_capacity(n)
     return (
         np.empty(n + 1, np.int64),
@@ -63,18 +65,26 @@ def ngram_scratch(n):
         np.empty(n, np.int64),
         np.empty(n, np.int64),
         np.empty(n, np.bool_),
+        np.empty(BUCKETS, np.int64),
     )
 
 
 @leaf
-def ngram_repetition(buf, ntok, tok_s, tok_e, scratch, text_chars, top_ns, dup_ns, sig, rules, words):
-    """The n-gram signals of a document whose ``ntok`` words are buf[tok_s[t]:tok_e[t]],
-    into sig[NGRAM_BASE:] in the order of ``top_ns`` then ``dup_ns``. ``scratch``:
-    ``ngram_scratch`` for at least ``ntok`` words, its prefix sums filled by
-    ``words.word_stats``. ``text_chars`` > 0. Stops after the size where one of
-    ``rules`` drops the page (``early_stop``)."""
-    cum, at, by_word, by_byte, power, inverse, table, once, twice, slot_at, live, lone = scratch
+def lone_heads(buf, ntok, tok_s, tok_e, scratch):
+    """Marks the places whose n-grams of ``HEAD`` bytes or more can equal no other
+    (``_lone_heads``), for both kinds of n-gram; the first call on a document's words.
+    ``scratch``: ``ngram_scratch`` for at least ``ntok`` words, its prefix sums filled
+    by ``words.word_stats``."""
+    _, _, _, _, _, _, _, once, twice, slot_at, _, lone, _ = scratch
     _lone_heads(buf, ntok, tok_s, tok_e, once, twice, slot_at, lone)
+
+
+@leaf
+def top_ngrams(ntok, scratch, text_chars, top_ns, sig, rules, words):
+    """The top n-gram signals of a document of ``ntok`` words (after ``lone_heads``) into
+    sig[NGRAM_BASE:] in the order of ``top_ns``. ``text_chars`` > 0. Stops after the
+    size where one of ``rules`` drops the page (``early_stop``)."""
+    cum, at, by_word, _, _, _, table, once, twice, slot_at, live, lone, _ = scratch
     n_top = top_ns.shape[0]
     n_live = 0
     n = _next_size(top_ns, 0)
@@ -97,10 +107,18 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, scratch, text_chars, top_ns, dup_n
         for q in range(n_top):
             if top_ns[q] == n:
                 sig[NGRAM_BASE + q] = top_share
-        if rejected(sig, rules, words):
+        if rejected(sig, rules, words, 0, 0):
             return
-    # The duplicate sizes in ascending order, each walking the places the last one
-    # walked that are not lone at this size (a longer n-gram only has more bytes).
+
+
+@leaf
+def dup_ngrams(ntok, scratch, text_chars, n_top, dup_ns, sig, rules, words, unfired_from, unfired_to):
+    """The duplicate n-gram signals (after ``lone_heads``) into sig[NGRAM_BASE + n_top:]
+    in the order of ``dup_ns``, stopping where one of ``rules`` drops the page (those on
+    columns ``unfired_from`` to before ``unfired_to`` known not to fire). The sizes in
+    ascending order, each walking the places the last one walked that are not lone at
+    this size (a longer n-gram only has more bytes)."""
+    cum, at, _, by_byte, power, inverse, table, _, _, _, live, lone, _ = scratch
     n = _next_size(dup_ns, 0)
     n_cand = _candidates(lone, at, ntok, n, live) if n > 0 else 0
     while n > 0:
@@ -109,7 +127,7 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, scratch, text_chars, top_ns, dup_n
         for q in range(dup_ns.shape[0]):
             if dup_ns[q] == n:
                 sig[NGRAM_BASE + n_top + q] = repeated / text_chars
-        if rejected(sig, rules, words):
+        if rejected(sig, rules, words, unfired_from, unfired_to):
             return
         n = _next_size(dup_ns, n)
 
@@ -125,7 +143,7 @@ def _count_top(live, n_live, n, by_word, table, slot_at):
     count in one cache line; slot_at[p]: place p's pair. Returns Counter.most_common(1)'s
     (count, first place): the highest count, the first seen among equals; all unique:
     the first n-gram (places off ``live`` hold n-grams that occur once)."""
-    mask = _clear_pairs(table, n_live)
+    mask = clear_pairs(table, n_live)
     step = _step(n)
     best_count = 1
     best_first = 0
@@ -163,15 +181,6 @@ def _repeated_pairs(live, n_live, table, slot_at):
             kept += 1
         repeats = next_repeats
     return kept
-
-
-@leaf
-def _clear_pairs(table, n_items):
-    """Empties the first table_capacity(n_items) pairs of ``table``; returns the slot mask."""
-    cap = table_capacity(n_items)
-    for s in range(cap):
-        table[2 * s] = 0
-    return cap - 1
 
 
 @leaf

@@ -73,6 +73,16 @@ def table_capacity(n_items):
 
 
 @leaf
+def clear_pairs(table, n_items):
+    """Empties the first table_capacity(n_items) slots of a table of (key, value) pairs
+    (``table[2 * slot]``, ``table[2 * slot + 1]``); returns the slot mask."""
+    cap = table_capacity(n_items)
+    for s in range(cap):
+        table[2 * s] = 0
+    return cap - 1
+
+
+@leaf
 def slot_of(keys, key):
     """Slot holding ``key``, or the empty slot where it would go."""
     mask = keys.shape[0] - 1
