@@ -60,7 +60,7 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         if steps == 1:
             continue
         ngrams = ngram_scratch(ntok)
-        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:7])
+        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:6])
         row = sig[d]
         text_chars = n_chars(doc, 0, size)
         if steps >= 3:

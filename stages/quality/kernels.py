@@ -76,10 +76,11 @@ def web_batch(
     rewritten text is left empty: a dropped document's signals are written nowhere, and
     the ledger keeps its original text. Lines and paragraphs are judged before the page
     is split into words, each n-gram size as it is counted, the repetition rules before
-    the quality ones, all before C4 and FineWeb; except that where a bound proves that no
-    top n-gram rule fires (``word_counts``), the rules after them judge first and the top
-    n-grams are counted only for a page they keep (a dropped page has them NaN). An
-    empty table computes everything.
+    the quality ones, all before C4 and FineWeb; but the top n-gram rules are judged
+    after the other Gopher rules, which take them as not firing till then: the top
+    n-grams of a page those drop are counted only where its word counts do not prove
+    that no top n-gram rule fires (``word_counts``), else they are NaN. The reason is
+    the same: the first rule, in order, that fires. An empty table computes everything.
     ``memo``: a ``chunk_memo`` for the batch's word splitting."""
     ndocs = offsets.shape[0] - 1
     w = 0
@@ -110,31 +111,26 @@ def web_batch(
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
         if ntok >= ngrams[0].shape[0]:  # at most twice the words, and no more than the bytes
             ngrams = ngram_scratch(min(max(ntok, 2 * ngrams[0].shape[0]), largest))
-        cum, at, by_word, by_byte, power, inverse, counts = ngrams[:7]
-        stats = word_stats(T, doc, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inverse, counts)
+        cum, at, by_word, by_byte, power, inverse = ngrams[:6]
+        stats = word_stats(T, doc, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inverse)
         n_ns, ns_chars, n_alpha, letters, no_space = stats
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
         words = not (no_space_frac >= no_space_min)  # the word rules apply
-        # The top n-gram rules' columns where a bound proves none fires (``word_counts``):
-        # then the rules after them judge first, and a page they keep has them counted last.
-        unfired_from = unfired_to = 0
+        # The top n-gram rules are judged last (the rules after them take them as not
+        # firing till then): a page the others keep has its top n-grams counted, and one
+        # they drop too unless its word counts prove none of them fires (``word_counts``).
+        top_from, top_to = NGRAM_BASE, NGRAM_BASE + top_ns.shape[0]
         if size > 0:
             lone_heads(doc, ntok, tok_s, tok_e, ngrams)
-            if top_may_fire(counts, ntok, cum, ngrams[-1], text_chars, top_ns, rules, words):
-                top_ngrams(ntok, ngrams, text_chars, top_ns, row, rules, words)
-            else:
-                unfired_from, unfired_to = NGRAM_BASE, NGRAM_BASE + top_ns.shape[0]
-            if not rejected(row, rules, words, unfired_from, unfired_to):
-                dup_ngrams(
-                    ntok, ngrams, text_chars, top_ns.shape[0], dup_ns, row, rules, words, unfired_from, unfired_to
-                )
-            dropped = rejected(row, rules, words, unfired_from, unfired_to)
+            dup_ngrams(ntok, ngrams, text_chars, top_ns.shape[0], dup_ns, row, rules, words, top_from, top_to)
+            dropped = rejected(row, rules, words, top_from, top_to)
         if not dropped:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
-            dropped = rejected(row, rules, words, unfired_from, unfired_to)
-        if not dropped and unfired_from < unfired_to:
+            dropped = rejected(row, rules, words, top_from, top_to)
+        if size > 0 and (not dropped or top_may_fire(ngrams, ntok, text_chars, top_ns, rules, words)):
             top_ngrams(ntok, ngrams, text_chars, top_ns, row, rules, words)
+            dropped = rejected(row, rules, words, 0, 0)
         if dropped:
             out_off[d + 1] = w
             continue

@@ -4,9 +4,10 @@ Why: most code and math pages the web rules drop are dropped by a rule after the
 n-gram ones (the duplicate 5-grams, the share of words with a letter: 0.7 of code's bytes
 and 0.9 of math's in the e2e corpus), and counting the top n-grams was the largest part
 of judging them. A dropped page's signals are written nowhere, only the value of the rule
-that drops it, so where this bound proves that no top n-gram rule fires, the kernel
-judges the rules after them first and counts the top n-grams only for a page they keep
-(``kernels.web_batch``): every reason, and every signal of a kept page, is the same.
+that drops it. So the kernel judges the top n-gram rules last (``kernels.web_batch``),
+and for a page the other rules drop, counts its top n-grams only where this bound does
+not prove that no top n-gram rule fires: every reason, and every signal of a kept page,
+is the same.
 
 The bound: each of the n words of an n-gram occurring c times occurs at least c times
 (each occurrence holds it at a place of its own). So with L the most characters of a
@@ -22,32 +23,46 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.kernels.mixing import GOLDEN_GAMMA
 from stages.quality.jit import leaf
-from stages.quality.open_addressing import table_capacity
+from stages.quality.open_addressing import clear_pairs
 from stages.quality.rules import GREATER
 from stages.quality.signals import NGRAM_BASE
 
 _EXACT = 64  # counts below this have a bucket each
 _STEPS = 8  # and above it eight buckets per power of two
 BUCKETS = _EXACT + 26 * _STEPS  # counts below 2**32
+_MOST_WORDS = 1 << 15  # distinct words counted at most
 _LOW = np.uint64(0xFFFFFFFF)  # a word's entry: count << 32 | characters
 _ONE = np.uint64(1 << 32)
 
 
 @leaf
-def count_word(table, mask, key, chars):
-    """Counts the word ``key`` (never 0) of ``chars`` characters in ``table``, pairs of
-    (key, count << 32 | characters) (``open_addressing.clear_pairs`` empties it)."""
-    s = np.int64(key & np.uint64(mask))
-    while table[2 * s] != 0 and table[2 * s] != key:
-        s = (s + 1) & mask
-    if table[2 * s] != key:
-        table[2 * s] = key
-        table[2 * s + 1] = np.uint64(chars)
-    v = table[2 * s + 1]
-    if np.uint64(chars) > v & _LOW:  # a collision of two keys: keep the longer word
-        v = (v & ~_LOW) | np.uint64(chars)
-    table[2 * s + 1] = v + _ONE
+def _count_words(table, ntok, cum, by_word):
+    """Counts the ``ntok`` words in ``table``, pairs of (key, count << 32 | characters):
+    a word's key is the one the top count hashes it by, read off the prefix sums. Returns
+    the slot mask, or -1 where there are more than ``_MOST_WORDS`` distinct words (few
+    pages have that many; a table for them all would not stay in the cache)."""
+    most = min(ntok, _MOST_WORDS)
+    mask = clear_pairs(table, most)
+    distinct = 0
+    for t in range(ntok):
+        key = by_word[t + 1] - by_word[t] * GOLDEN_GAMMA
+        chars = np.uint64(cum[t + 1] - cum[t])
+        s = np.int64(key & np.uint64(mask))
+        while table[2 * s] != 0 and table[2 * s] != key:
+            s = (s + 1) & mask
+        if table[2 * s] != key:
+            if distinct == most:
+                return -1
+            distinct += 1
+            table[2 * s] = key
+            table[2 * s + 1] = chars
+        v = table[2 * s + 1]
+        if chars > v & _LOW:  # a collision of two keys: keep the longer word
+            v = (v & ~_LOW) | chars
+        table[2 * s + 1] = v + _ONE
+    return mask
 
 
 @leaf
@@ -72,12 +87,15 @@ def _bucket_top(b):
 
 
 @leaf
-def top_may_fire(table, ntok, cum, longest, text_chars, top_ns, rules, words):
-    """Whether a top n-gram rule of ``rules`` may fire on a page whose ``ntok`` words
-    ``table`` counted (``count_word``), False where the bound proves none does.
-    ``cum``: characters before each word; ``longest``: scratch of ``BUCKETS``."""
+def top_may_fire(scratch, ntok, text_chars, top_ns, rules, words):
+    """Whether a top n-gram rule of ``rules`` may fire on a page of ``ntok`` words, False
+    where the bound proves none does. ``scratch``: ``ngrams.ngram_scratch``, its prefix
+    sums filled (``words.word_stats``); its table is left holding the word counts."""
+    cum, _, by_word, _, _, _, table, _, _, _, _, _, longest = scratch
     columns, ops, thresholds, words_only = rules
-    mask = table_capacity(ntok) - 1
+    mask = _count_words(table, ntok, cum, by_word)
+    if mask < 0:
+        return True
     for b in range(BUCKETS):
         longest[b] = -1
     top = 0  # the largest count

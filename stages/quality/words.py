@@ -1,10 +1,9 @@
 """What the web kernels take from each document's words, in one pass over them.
 
 The words (``word_splitter.split_words``) feed three rule families: Gopher quality
-counts non-symbol and alphabetic words, Gopher repetition hashes word n-grams (and
-bounds the top ones by how often each word occurs, ``word_counts``), and the exemption
-for text without spaces needs the share of letters from such scripts. One pass
-computes all of it so the words are decoded once, and writes the n-gram walks'
+counts non-symbol and alphabetic words, Gopher repetition hashes word n-grams, and
+the exemption for text without spaces needs the share of letters from such scripts.
+One pass computes all of it so the words are decoded once, and writes the n-gram walks'
 prefix sums (``ngrams.py``) as it goes rather than per-word arrays they would fold again.
 """
 
@@ -16,18 +15,16 @@ from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64_nonzero
 from pipeline.kernels.utf8 import decode
 from pipeline.text.char_tables import ALPHA, DT_PUNCT, NO_SPACE_SCRIPT
 from stages.quality.jit import leaf
-from stages.quality.open_addressing import clear_pairs, inverse_power, poly_hash, poly_power
-from stages.quality.word_counts import count_word
+from stages.quality.open_addressing import inverse_power, poly_hash, poly_power
 
 
 @leaf
-def word_stats(T, buf, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inverse, counts):
+def word_stats(T, buf, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inverse):
     """Returns (non-symbol words, their characters, words with a letter, letters, letters
     of scripts written without spaces). Fills, for t <= ntok, the sums over the words
     before word t: characters (``cum``), bytes (``at``), a prefix hash over word keys
     (``by_word``, for the top n-grams), one over the words' bytes (``by_byte``, for the
-    duplicate n-grams), the byte hash's base ** bytes (``power``) and its inverse; and
-    counts each word in ``counts`` (``word_counts.count_word``)."""
+    duplicate n-grams), the byte hash's base ** bytes (``power``) and its inverse."""
     flags = T.flags
     n_ns = 0
     ns_chars = 0
@@ -40,7 +37,6 @@ def word_stats(T, buf, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inv
     by_byte[0] = 0
     power[0] = 1
     inverse[0] = 1
-    mask = clear_pairs(counts, ntok)
     for t in range(ntok):
         a = tok_s[t]
         b = tok_e[t]
@@ -69,9 +65,7 @@ def word_stats(T, buf, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inv
         powlen = poly_power(b - a)
         cum[t + 1] = cum[t] + c
         at[t + 1] = at[t] + (b - a)
-        key = mix64_nonzero(poly ^ np.uint64(c))
-        count_word(counts, mask, key, c)
-        by_word[t + 1] = by_word[t] * GOLDEN_GAMMA + key
+        by_word[t + 1] = by_word[t] * GOLDEN_GAMMA + mix64_nonzero(poly ^ np.uint64(c))
         by_byte[t + 1] = by_byte[t] * powlen + poly
         power[t + 1] = power[t] * powlen
         inverse[t + 1] = inverse[t] * inverse_power(b - a, powlen)
