@@ -24,7 +24,7 @@ from stages.quality.chunk_memo import chunk_memo
 from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs
-from stages.quality.ngrams import ngram_repetition
+from stages.quality.ngrams import dup_ngrams, lone_heads, ngram_scratch, top_ngrams
 from stages.quality.rules import rule_table
 from stages.quality.word_splitter import split_words, word_scratch
 from stages.quality.words import word_stats
@@ -59,17 +59,17 @@ def _drive(steps, T, data, offsets, params, stop_blob, stop_off, phrases, top_ns
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
         if steps == 1:
             continue
-        chars = np.empty(ntok, np.int64)
-        poly = np.empty(ntok, np.uint64)
-        powlen = np.empty(ntok, np.uint64)
-        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
+        ngrams = ngram_scratch(ntok)
+        n_ns, ns_chars, n_alpha, _, _ = word_stats(T, doc, ntok, tok_s, tok_e, *ngrams[:6])
         row = sig[d]
         text_chars = n_chars(doc, 0, size)
         if steps >= 3:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
         if steps >= 4:
             lines_and_paragraphs(flags, doc, text_chars, row)
-            ngram_repetition(doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, True)
+            lone_heads(doc, ntok, tok_s, tok_e, ngrams)
+            top_ngrams(ntok, ngrams, text_chars, top_ns, row, rules, True)
+            dup_ngrams(ntok, ngrams, text_chars, top_ns.shape[0], dup_ns, row, rules, True, 0, 0)
         if steps >= 5:
             p_blob, p_off, p_class, p_pairs = phrases
             w_end, words = c4_rewrite(

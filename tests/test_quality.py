@@ -209,6 +209,10 @@ def _ngram_reference(text, n):
         "one two three four five six seven eight nine ten",  # all unique: the first n-gram
         "a b a b c a b a b c d e f a b",  # ties and overlapping repeats
         "x ab c yy a bc yy ab c zz a b c",  # equal when joined, different as words
+        # 2-grams that repeat followed by ones that do not (the 3- and 4-gram counts skip
+        # those places), and the top n-grams at the last places
+        "a b c a b d a b c e f a b c e q e f a b c e",
+        "p q r s p x p q r s q r s t q r s t",
         # code: repeats inside and across lines, words over and under 16 bytes
         "def f(self):\n    self.assertEqual(value_one, 1)\n    self.assertEqual(value_two, 2)\n"
         "    self.assertEqual(value_one, 1)\n    return self.assertEqual(x, y) or f(self)\n" * 3,
@@ -419,6 +423,35 @@ def test_pages_a_gopher_rule_drops_are_not_judged_further(shared_data):
     assert pc.all(pc.starts_with(a.drop_reason.filter(dropped_early), "gopher_")).as_py()
 
 
+def _symbol_page(head, n_numbers, share):
+    """``head``, then distinct numbers (too few words with a letter: gopher_quality drops
+    the page) until the characters of ``head`` are just above ``share`` of the page's."""
+    numbers = [str(i) for i in range(1000, 1000 + n_numbers)]
+    while len(head) / len(" ".join([head] + numbers)) <= share:
+        numbers.pop()
+    return " ".join([head] + numbers)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # all n-grams unique: the top one is the first, just over the top_2gram threshold
+        _symbol_page("a" * 30 + " " + "b" * 30, 60, 0.20),
+        # and the top 4-gram
+        _symbol_page(" ".join(c * 9 for c in "pqrs"), 60, 0.16),
+        # a 2-gram of long words three times, the rest unique
+        _symbol_page(" ".join(["x" * 25 + " " + "y" * 25] * 3), 200, 0.20),
+    ],
+)
+def test_a_top_ngram_rule_names_the_reason_before_a_later_rule_that_fires_too(text):
+    """The kernel judges the rules after the top n-grams first only where a bound shows
+    that none of them fires (``word_counts``): on these pages one fires, just, and a later
+    rule too, so the reason is the top n-gram's, as when every signal is computed."""
+    expected = run_with(judging_everything(), [text]).drop_reason.to_pylist()
+    assert expected[0].startswith("gopher_repetition:top_")
+    assert reasons([text]) == expected
+
+
 def test_a_page_the_kernel_stopped_judging_must_be_dropped_by_a_gopher_rule():
     stage = QualityStage(QualityStage.Options())
     # A table that stops at every page, while the stage's own rules keep good prose.
@@ -429,7 +462,9 @@ def test_a_page_the_kernel_stopped_judging_must_be_dropped_by_a_gopher_rule():
 
 def test_the_early_stop_never_jumps_a_rule_not_computed_yet():
     rules = rule_table([Rule("a", 0, GREATER, 0.5), Rule("b", 1, LESS, 0.5, words_only=True)])
-    assert not rejected(np.array([np.nan, 0.1]), rules, True)  # "a" may still fire, and name the reason
-    assert rejected(np.array([0.1, 0.1]), rules, True)
-    assert not rejected(np.array([0.1, 0.1]), rules, False)  # "b" is a word rule
-    assert rejected(np.array([0.9, np.nan]), rules, True)
+    assert not rejected(np.array([np.nan, 0.1]), rules, True, 0, 0)  # "a" may still fire, and name the reason
+    assert rejected(np.array([0.1, 0.1]), rules, True, 0, 0)
+    assert not rejected(np.array([0.1, 0.1]), rules, False, 0, 0)  # "b" is a word rule
+    assert rejected(np.array([0.9, np.nan]), rules, True, 0, 0)
+    assert rejected(np.array([np.nan, 0.1]), rules, True, 0, 1)  # "a" is known not to fire
+    assert not rejected(np.array([0.9, 0.9]), rules, True, 0, 1)

@@ -19,8 +19,6 @@ needs the kernels.
 
 from __future__ import annotations
 
-import numpy as np
-
 from pipeline.kernels.utf8 import n_chars
 from stages.quality.c4 import c4_rewrite
 from stages.quality.code_rules import blob_length, char_counts, code_rules
@@ -29,17 +27,19 @@ from stages.quality.fineweb import fineweb
 from stages.quality.gopher_quality import gopher_quality
 from stages.quality.gopher_repetition import lines_and_paragraphs, split_duplicates
 from stages.quality.jit import kernel
-from stages.quality.ngrams import ngram_repetition
+from stages.quality.ngrams import dup_ngrams, lone_heads, ngram_scratch, top_ngrams
 from stages.quality.signals import (
     BLOB_LEN,
     GR_DUP_LINE_CHAR_FRAC,
     GR_DUP_LINE_FRAC,
+    NGRAM_BASE,
     NO_SPACE_FRAC,
     NONSPACE_CHARS,
     P_C4,
     P_FINEWEB_SHORT_LINE_LENGTH,
     TEXT_CHARS,
 )
+from stages.quality.word_counts import top_may_fire
 from stages.quality.word_splitter import split_words, word_scratch
 from stages.quality.words import word_stats
 
@@ -76,7 +76,11 @@ def web_batch(
     rewritten text is left empty: a dropped document's signals are written nowhere, and
     the ledger keeps its original text. Lines and paragraphs are judged before the page
     is split into words, each n-gram size as it is counted, the repetition rules before
-    the quality ones, all before C4 and FineWeb. An empty table computes everything.
+    the quality ones, all before C4 and FineWeb; but the top n-gram rules are judged
+    after the other Gopher rules, which take them as not firing till then: the top
+    n-grams of a page those drop are counted only where its word counts do not prove
+    that no top n-gram rule fires (``word_counts``), else they are NaN. The reason is
+    the same: the first rule, in order, that fires. An empty table computes everything.
     ``memo``: a ``chunk_memo`` for the batch's word splitting."""
     ndocs = offsets.shape[0] - 1
     w = 0
@@ -87,9 +91,7 @@ def web_batch(
     for d in range(ndocs):
         largest = max(largest, offsets[d + 1] - offsets[d])
     tok_s, tok_e, stack_s, stack_e = word_scratch(largest)
-    chars = np.empty(largest, np.int64)
-    poly = np.empty(largest, np.uint64)
-    powlen = np.empty(largest, np.uint64)
+    ngrams = ngram_scratch(0)  # grown to the most words a document has
     for d in range(ndocs):
         doc = data[offsets[d] : offsets[d + 1]]
         size = doc.shape[0]
@@ -99,26 +101,36 @@ def web_batch(
         # The empty page and the line and paragraph rules need no words: asked first, as
         # if the word rules applied (a word rule's signal is not computed yet, so the
         # walk stops there either way), a page they drop is never split into words.
-        dropped = rejected(row, rules, True)
+        dropped = rejected(row, rules, True, 0, 0)
         if size > 0 and not dropped:
             lines_and_paragraphs(T.flags, doc, text_chars, row)
-            dropped = rejected(row, rules, True)
+            dropped = rejected(row, rules, True, 0, 0)
         if dropped:
             out_off[d + 1] = w
             continue
         ntok = split_words(T, doc, 0, size, tok_s, tok_e, stack_s, stack_e, memo)
-        n_ns, ns_chars, n_alpha, letters, no_space = word_stats(T, doc, ntok, tok_s, tok_e, chars, poly, powlen)
+        if ntok >= ngrams[0].shape[0]:  # at most twice the words, and no more than the bytes
+            ngrams = ngram_scratch(min(max(ntok, 2 * ngrams[0].shape[0]), largest))
+        cum, at, by_word, by_byte, power, inverse = ngrams[:6]
+        stats = word_stats(T, doc, ntok, tok_s, tok_e, cum, at, by_word, by_byte, power, inverse)
+        n_ns, ns_chars, n_alpha, letters, no_space = stats
         no_space_frac = no_space / letters if letters > 0 else 0.0
         row[NO_SPACE_FRAC] = no_space_frac
         words = not (no_space_frac >= no_space_min)  # the word rules apply
+        # The top n-gram rules are judged last (the rules after them take them as not
+        # firing till then): a page the others keep has its top n-grams counted, and one
+        # they drop too unless its word counts prove none of them fires (``word_counts``).
+        top_from, top_to = NGRAM_BASE, NGRAM_BASE + top_ns.shape[0]
         if size > 0:
-            ngram_repetition(
-                doc, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, row, rules, words
-            )
-            dropped = rejected(row, rules, words)
+            lone_heads(doc, ntok, tok_s, tok_e, ngrams)
+            dup_ngrams(ntok, ngrams, text_chars, top_ns.shape[0], dup_ns, row, rules, words, top_from, top_to)
+            dropped = rejected(row, rules, words, top_from, top_to)
         if not dropped:
             gopher_quality(T, doc, ntok, tok_s, tok_e, n_ns, ns_chars, n_alpha, stop_blob, stop_off, row)
-            dropped = rejected(row, rules, words)
+            dropped = rejected(row, rules, words, top_from, top_to)
+        if size > 0 and (not dropped or top_may_fire(ngrams, ntok, text_chars, top_ns, rules, words)):
+            top_ngrams(ntok, ngrams, text_chars, top_ns, row, rules, words)
+            dropped = rejected(row, rules, words, 0, 0)
         if dropped:
             out_off[d + 1] = w
             continue

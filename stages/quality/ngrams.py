@@ -11,10 +11,12 @@ Three things make it fast without changing a value:
   gives (the keys are those the per-n-gram fold produced before).
 - For the top n-grams (counted as word sequences), an n-gram that occurs once can
   only be the most frequent if all are unique (then the first one is), and the n-gram
-  one word longer at the same place occurs once too. So the sizes are counted in
-  ascending order, each at the places whose shorter n-gram repeats; in prose most
-  3-grams are unique. The duplicate walk compares words joined without a separator
-  ("a" "bc" equals "ab" "c"), where that argument fails.
+  one word longer at the same place occurs once too, and so does the one a place
+  before it. So the sizes are counted in ascending order, each at the places where
+  the shorter n-gram and the next place's repeat (in prose most 3-grams are unique),
+  in a table whose slot holds key, count and first place together. The duplicate
+  walk compares words joined without a separator ("a" "bc" equals "ab" "c"), where
+  that argument fails.
 - What every n-gram starts with rules out most places for all sizes at once: two
   equal n-grams of at least ``HEAD`` bytes begin with the same ``HEAD`` bytes of the
   words joined, and in prose nine places in ten begin with bytes that begin no other
@@ -29,60 +31,61 @@ from __future__ import annotations
 
 import numpy as np
 
+from pipeline.compile.jit import njit
 from pipeline.kernels.mixing import GOLDEN_GAMMA, mix64, mix64_nonzero
 from stages.quality.early_stop import rejected
-from stages.quality.jit import kernel, leaf
-from stages.quality.open_addressing import INVERSE_POWERS, slot_of, table_capacity
+from stages.quality.jit import leaf
+from stages.quality.open_addressing import clear_pairs, slot_of, table_capacity
 from stages.quality.signals import NGRAM_BASE
+from stages.quality.word_counts import BUCKETS
 
 HEAD = 16  # bytes of an n-gram's start that find the places no walk needs
 
 
+@njit
+def ngram_scratch(n):
+    """Arrays for the n-gram signals (``lone_heads``, ``top_ngrams``, ``dup_ngrams``) on
+    documents of up to n words, shared by a batch's documents (fresh ones per document
+    cost page faults in proportion to its size): the six prefix sums ``words.word_stats``
+    fills (cum, at, by_word, by_byte, power, inverse), the table (the word counts of
+    ``word_counts``, the top counts' (key, count << 32 | first) pairs, the duplicate
+    walks' keys), the bitmaps (16 bits per item), per place: a table slot or bit, the
+    live places, lone heads; and the buckets of ``word_counts.top_may_fire``."""
+    cap = table_capacity(n)
+    return (
+        np.empty(n + 1, np.int64),
+        np.empty(n + 1, np.int64),
+        np.empty(n + 1, np.uint64),
+        np.empty(n + 1, np.uint64),
+        np.empty(n + 1, np.uint64),
+        np.empty(n + 1, np.uint64),
+        np.empty(2 * cap, np.uint64),
+        np.empty(cap // 8, np.uint64),
+        np.empty(cap // 8, np.uint64),
+        np.empty(n, np.int64),
+        np.empty(n, np.int64),
+        np.empty(n, np.bool_),
+        np.empty(BUCKETS, np.int64),
+    )
+
+
 @leaf
-def _inverse(a):
-    """a**-1 mod 2**64 for odd ``a``: Newton's iteration, each step doubling the correct
-    low bits (``a`` itself is right to 3)."""
-    x = a
-    for _ in range(5):
-        x = x * (np.uint64(2) - a * x)
-    return x
-
-
-@kernel
-def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, top_ns, dup_ns, sig, rules, words):
-    """The n-gram signals of a document whose ``ntok`` words buf[tok_s[t]:tok_e[t]] have
-    the characters, byte hashes and powers ``words.word_stats`` gives, into
-    sig[NGRAM_BASE:] in the order of ``top_ns`` then ``dup_ns``. ``text_chars`` > 0.
-    Stops after the size where one of ``rules`` drops the page (``early_stop``)."""
-    cum = np.empty(ntok + 1, np.int64)  # characters before word t
-    at = np.empty(ntok + 1, np.int64)  # bytes before word t, the words joined
-    by_word = np.empty(ntok + 1, np.uint64)  # prefix hash over word keys (top n-grams)
-    by_byte = np.empty(ntok + 1, np.uint64)  # prefix hash over the words' bytes (dup n-grams)
-    power = np.empty(ntok + 1, np.uint64)  # the byte hash's base ** bytes before word t
-    inverse = np.empty(ntok + 1, np.uint64)  # and its inverse
-    cum[0] = 0
-    at[0] = 0
-    by_word[0] = 0
-    by_byte[0] = 0
-    power[0] = 1
-    inverse[0] = 1
-    for t in range(ntok):
-        cum[t + 1] = cum[t] + chars[t]
-        at[t + 1] = at[t] + (tok_e[t] - tok_s[t])
-        by_word[t + 1] = by_word[t] * GOLDEN_GAMMA + mix64_nonzero(poly[t] ^ np.uint64(chars[t]))
-        by_byte[t + 1] = by_byte[t] * powlen[t] + poly[t]
-        power[t + 1] = power[t] * powlen[t]
-        inverse[t + 1] = inverse[t] * _inverse_power(tok_e[t] - tok_s[t], powlen[t])
-    slot_at = np.empty(ntok, np.int64)
-    keys = np.empty(table_capacity(ntok), np.uint64)
-    counts = np.empty(keys.shape[0], np.int64)
-    first = np.empty(keys.shape[0], np.int64)
-    once = np.empty(keys.shape[0] // 8, np.uint64)  # bitmaps of 16 bits per item
-    twice = np.empty(keys.shape[0] // 8, np.uint64)
-    lone = np.empty(ntok, np.bool_)
+def lone_heads(buf, ntok, tok_s, tok_e, scratch):
+    """Marks the places whose n-grams of ``HEAD`` bytes or more can equal no other
+    (``_lone_heads``), for both kinds of n-gram; the first call on a document's words.
+    ``scratch``: ``ngram_scratch`` for at least ``ntok`` words, its prefix sums filled
+    by ``words.word_stats``."""
+    _, _, _, _, _, _, _, once, twice, slot_at, _, lone, _ = scratch
     _lone_heads(buf, ntok, tok_s, tok_e, once, twice, slot_at, lone)
+
+
+@leaf
+def top_ngrams(ntok, scratch, text_chars, top_ns, sig, rules, words):
+    """The top n-gram signals of a document of ``ntok`` words (after ``lone_heads``) into
+    sig[NGRAM_BASE:] in the order of ``top_ns``. ``text_chars`` > 0. Stops after the
+    size where one of ``rules`` drops the page (``early_stop``)."""
+    cum, at, by_word, _, _, _, table, once, twice, slot_at, live, lone, _ = scratch
     n_top = top_ns.shape[0]
-    live = np.empty(ntok, np.int64)  # places whose n-gram may repeat, ascending
     n_live = 0
     n = _next_size(top_ns, 0)
     if n > 0:
@@ -95,32 +98,8 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, t
         places = ntok - n + 1
         while n_live > 0 and live[n_live - 1] >= places:
             n_live -= 1
-        # Count the n-grams at the live places (Counter.most_common(1): the highest
-        # count, the first seen among equals; all unique: the first n-gram).
-        table = keys[: _clear(keys, n_live)]
-        step = _step(n)
-        best_count = 1
-        best_first = 0
-        for p in range(n_live):
-            i = live[p]
-            h = mix64_nonzero(by_word[i + n] - by_word[i] * step)
-            s = slot_of(table, h)
-            if table[s] != h:
-                table[s] = h
-                counts[s] = 0
-                first[s] = i
-            counts[s] += 1
-            slot_at[p] = s
-            c = counts[s]
-            if c > best_count or (c == best_count and first[s] < best_first):
-                best_count = c
-                best_first = first[s]
-        kept = 0
-        for p in range(n_live):
-            if counts[slot_at[p]] > 1:
-                live[kept] = live[p]
-                kept += 1
-        n_live = kept
+        best_count, best_first = _count_top(live, n_live, n, by_word, table, slot_at)
+        n_live = _repeated_pairs(live, n_live, table, slot_at)
         top_share = 0.0
         if places > 0:
             top_chars = cum[best_first + n] - cum[best_first] + (n - 1)
@@ -128,21 +107,80 @@ def ngram_repetition(buf, ntok, tok_s, tok_e, chars, poly, powlen, text_chars, t
         for q in range(n_top):
             if top_ns[q] == n:
                 sig[NGRAM_BASE + q] = top_share
-        if rejected(sig, rules, words):
+        if rejected(sig, rules, words, 0, 0):
             return
-    # The duplicate sizes in ascending order, each walking the places the last one
-    # walked that are not lone at this size (a longer n-gram only has more bytes).
+
+
+@leaf
+def dup_ngrams(ntok, scratch, text_chars, n_top, dup_ns, sig, rules, words, unfired_from, unfired_to):
+    """The duplicate n-gram signals (after ``lone_heads``) into sig[NGRAM_BASE + n_top:]
+    in the order of ``dup_ns``, stopping where one of ``rules`` drops the page (those on
+    columns ``unfired_from`` to before ``unfired_to`` known not to fire). The sizes in
+    ascending order, each walking the places the last one walked that are not lone at
+    this size (a longer n-gram only has more bytes)."""
+    cum, at, _, by_byte, power, inverse, table, _, _, _, live, lone, _ = scratch
     n = _next_size(dup_ns, 0)
     n_cand = _candidates(lone, at, ntok, n, live) if n > 0 else 0
     while n > 0:
         n_cand = _narrow(live, n_cand, lone, at, ntok, n)
-        repeated = _greedy_duplicates(live, n_cand, n, cum, by_byte, power, inverse, keys)
+        repeated = _greedy_duplicates(live, n_cand, n, cum, by_byte, power, inverse, table)
         for q in range(dup_ns.shape[0]):
             if dup_ns[q] == n:
                 sig[NGRAM_BASE + n_top + q] = repeated / text_chars
-        if rejected(sig, rules, words):
+        if rejected(sig, rules, words, unfired_from, unfired_to):
             return
         n = _next_size(dup_ns, n)
+
+
+_FIRST = np.uint64(0xFFFFFFFF)  # a top-count pair's low half: where its n-gram first is
+_ONE = np.uint64(1 << 32)  # one more in its high half, the count
+
+
+@leaf
+def _count_top(live, n_live, n, by_word, table, slot_at):
+    """Counts the n-grams at the live places (their keys as the word prefix hash gives
+    them) in ``table``, pairs of (key, count << 32 | first place), a probe's key and
+    count in one cache line; slot_at[p]: place p's pair. Returns Counter.most_common(1)'s
+    (count, first place): the highest count, the first seen among equals; all unique:
+    the first n-gram (places off ``live`` hold n-grams that occur once)."""
+    mask = clear_pairs(table, n_live)
+    step = _step(n)
+    best_count = 1
+    best_first = 0
+    for p in range(n_live):
+        i = live[p]
+        h = mix64_nonzero(by_word[i + n] - by_word[i] * step)
+        s = np.int64(h & np.uint64(mask))
+        while table[2 * s] != 0 and table[2 * s] != h:
+            s = (s + 1) & mask
+        if table[2 * s] != h:
+            table[2 * s] = h
+            table[2 * s + 1] = np.uint64(i)
+        v = table[2 * s + 1] + _ONE
+        table[2 * s + 1] = v
+        slot_at[p] = s
+        c = np.int64(v >> np.uint64(32))
+        f = np.int64(v & _FIRST)
+        if c > best_count or (c == best_count and f < best_first):
+            best_count = c
+            best_first = f
+    return best_count, best_first
+
+
+@leaf
+def _repeated_pairs(live, n_live, table, slot_at):
+    """Keeps the live places whose n-gram, and the n-gram at the next place, occur more
+    than once (``_count_top`` counted them): the only places an (n + 1)-gram can repeat,
+    as it is the one followed by the last word of the other. Returns how many."""
+    kept = 0
+    repeats = n_live > 0 and table[2 * slot_at[0] + 1] >= np.uint64(2 << 32)
+    for p in range(n_live - 1):
+        next_repeats = table[2 * slot_at[p + 1] + 1] >= np.uint64(2 << 32)
+        if repeats and next_repeats and live[p + 1] == live[p] + 1:
+            live[kept] = live[p]
+            kept += 1
+        repeats = next_repeats
+    return kept
 
 
 @leaf
@@ -325,11 +363,3 @@ def _clear(keys, n_items):
     for s in range(cap):
         keys[s] = 0
     return cap
-
-
-@leaf
-def _inverse_power(n, p):
-    """B ** -n, where p = B ** n (``poly_power``): a table below 64, else Newton."""
-    if n < 64:
-        return INVERSE_POWERS[n]
-    return _inverse(p)

@@ -14,7 +14,7 @@ from stages.quality.jit import kernel, leaf
 
 _B = np.uint64(0x100000001B3)
 _POWERS = np.array([pow(int(_B), k, 1 << 64) for k in range(64)], np.uint64)  # B**k mod 2**64
-INVERSE_POWERS = np.array([pow(int(_B), -k, 1 << 64) for k in range(64)], np.uint64)  # B**-k
+_INVERSE_POWERS = np.array([pow(int(_B), -k, 1 << 64) for k in range(64)], np.uint64)  # B**-k
 _B2, _B3, _B4 = (np.uint64(pow(int(_B), k, 1 << 64)) for k in (2, 3, 4))
 
 
@@ -46,6 +46,19 @@ def poly_power(n):
 
 
 @leaf
+def inverse_power(n, p):
+    """B ** -n, where p = B ** n (``poly_power``): a table below 64, else Newton's
+    iteration for p**-1 mod 2**64 (p is odd), each step doubling the correct low bits
+    (``p`` itself is right to 3)."""
+    if n < 64:
+        return _INVERSE_POWERS[n]
+    x = p
+    for _ in range(5):
+        x = x * (np.uint64(2) - p * x)
+    return x
+
+
+@leaf
 def bytes_key(buf, start, end):
     """Key of the string buf[start:end] (length-aware polynomial hash, finalised; never 0)."""
     return mix64_nonzero(poly_hash(np.uint64(end - start), buf, start, end))
@@ -57,6 +70,16 @@ def table_capacity(n_items):
     while cap < 2 * n_items:
         cap *= 2
     return cap
+
+
+@leaf
+def clear_pairs(table, n_items):
+    """Empties the first table_capacity(n_items) slots of a table of (key, value) pairs
+    (``table[2 * slot]``, ``table[2 * slot + 1]``); returns the slot mask."""
+    cap = table_capacity(n_items)
+    for s in range(cap):
+        table[2 * s] = 0
+    return cap - 1
 
 
 @leaf
