@@ -9,6 +9,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import write_config
 
 from pipeline.engine.run import run_pipeline
@@ -54,11 +55,16 @@ def _rows(out, sub: str, columns: list[str]) -> list[tuple]:
     return sorted(zip(*(table.column(name).to_pylist() for name in columns)), key=repr)
 
 
-def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path):
+# The default block, and one of a few files, so that clean files are parsed together
+# before, between and after the others, and some wait on past a file that is not clean.
+@pytest.mark.parametrize("block_bytes", [4 << 20, 512])
+def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path, block_bytes):
     _files(tmp_path / "in")
-    base = '[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    base = (
+        f'[run]\nblock_bytes = {block_bytes}\n[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    )
     packed = run_pipeline(write_config(tmp_path / "packed.toml", base), tmp_path / "packed", workers=1, quiet=True)
-    one_by_one = write_config(tmp_path / "files.toml", "[run]\ngroup_bytes = 0\n" + base)
+    one_by_one = write_config(tmp_path / "files.toml", base.replace("[run]\n", "[run]\ngroup_bytes = 0\n"))
     alone = run_pipeline(one_by_one, tmp_path / "alone", workers=1, quiet=True)
     units = [len(list((tmp_path / out / "stats" / "segment-0" / "web").iterdir())) for out in ("packed", "alone")]
     assert units == [1, 52]
