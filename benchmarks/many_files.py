@@ -19,6 +19,9 @@ Planning alone (listing and the input versions, in this process) is timed too, a
 size of the run's state (.prep/), markers (stats/) and manifest, and the number of units
 and output files, are read from the folder.
 
+The last two columns are datatrove's time over prep's, wall and CPU (the whole tree's
+CPU seconds, the steadier of the two where other work shares the machine).
+
 The growth exponent is the slope of log(time) against log(files) between the smallest
 and the largest N; 1 is linear. A million files is projected from the per-file slope.
 """
@@ -143,17 +146,17 @@ def exponent(rows: list[dict], key) -> float:
 
 def report(rows: list[dict]) -> None:
     print(
-        f"{'files':>8} {'units':>6} {'plan s':>7} {'prep s':>7} {'MB':>6} {'driver MB':>9} {'resume s':>8} "
-        f"{'datatrove s':>11} {'MB':>6} {'state MB':>8} {'markers MB':>10} {'manifest MB':>11} {'out files':>9} "
-        f"{'dt/prep':>7}"
+        f"{'files':>8} {'units':>6} {'plan s':>7} {'prep s':>7} {'cpu s':>6} {'MB':>6} {'driver MB':>9} "
+        f"{'resume s':>8} {'datatrove s':>11} {'cpu s':>6} {'MB':>6} {'state MB':>8} {'markers MB':>10} "
+        f"{'manifest MB':>11} {'out files':>9} {'dt/prep':>7} {'cpu':>6}"
     )
     for r in rows:
         print(
-            f"{r['files']:>8} {r['units']:>6} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} "
+            f"{r['files']:>8} {r['units']:>6} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} {r['prep']['cpu']:>6.1f} "
             f"{r['prep']['peak_mb']:>6.0f} {r['driver_mb']:>9.0f} {r['resume']['wall']:>8.2f} "
-            f"{r['datatrove']['wall']:>11.1f} {r['datatrove']['peak_mb']:>6.0f} {r['state_mb']:>8.2f} "
-            f"{r['markers_mb']:>10.2f} {r['manifest_mb']:>11.2f} {r['output_files']:>9} "
-            f"{r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x"
+            f"{r['datatrove']['wall']:>11.1f} {r['datatrove']['cpu']:>6.1f} {r['datatrove']['peak_mb']:>6.0f} "
+            f"{r['state_mb']:>8.2f} {r['markers_mb']:>10.2f} {r['manifest_mb']:>11.2f} {r['output_files']:>9} "
+            f"{r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x {r['datatrove']['cpu'] / r['prep']['cpu']:>5.2f}x"
         )
     if len(rows) > 1:
         for name, key in [
