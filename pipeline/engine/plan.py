@@ -120,9 +120,14 @@ def plan_units(config: Config, version: Callable[[Path | str], tuple]) -> list[U
     units: list[Unit] = []
     for source in config.sources.values():
         real = RealPaths()
-        found = [_path_and_version(file, real, version) for file in source.files]
-        keys = _file_keys([path for path, _ in found])
-        inputs = [InputFile(i, str(file), keys[i], found[i][1]) for i, file in enumerate(source.files)]
+        paths, versions = [], []  # two lists, not a pair a file: the driver's peak memory grows with the files
+        for file in source.files:
+            path, text = _path_and_version(file, real, version)
+            paths.append(path)
+            versions.append(text)
+        keys = _file_keys(paths)
+        del paths
+        inputs = [InputFile(i, str(file), keys[i], versions[i]) for i, file in enumerate(source.files)]
         units += _source_units(source, inputs, _source_spans(source, inputs, config.run), config.run.group_bytes)
     return units
 

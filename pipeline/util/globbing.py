@@ -64,9 +64,11 @@ def glob_reporting(pattern: str) -> tuple[list[Path], list[Path]]:
 
 
 def _sorted(paths: Iterable[str]) -> list[Path]:
-    """The paths as Paths, in Paths' order (name by name), compared as tuples of names:
-    ``Path.__lt__`` in Python was a third of listing 10,000 files."""
-    return sorted(map(Path, paths), key=lambda path: path.parts)
+    """The paths as Paths, in Paths' order (name by name): ``Path.__lt__``, in Python, was
+    a third of listing 10,000 files. The text split at each ``/`` is the list of names a
+    Path compares, for paths that start alike, as one pattern's matches do (``parts`` would
+    keep a tuple on each Path the config holds, 150 bytes a file)."""
+    return [Path(path) for path in sorted(paths, key=lambda path: path.split("/"))]
 
 
 def walk_root(pattern: str) -> str:
