@@ -178,9 +178,8 @@ def _parsed_together(waiting: list[tuple[bytes, InputSpec]]) -> Parsed | None:
     each of its files: each check is of a line, or grows with the lines."""
     parts, lines_of = [], []
     for data, _ in waiting:
-        ends_line = data.endswith(b"\n")
-        parts.append(data if ends_line else data + b"\n")
-        lines_of.append(data.count(b"\n") + (0 if ends_line else 1))
+        parts.append(data if data.endswith(b"\n") else data + b"\n")
+        lines_of.append(_lines(data))
     data = b"".join(parts)
     joined = _scanned(data, 1)
     if not joined.clean or len(joined.scan.groups) != 1:
@@ -195,3 +194,13 @@ def _parsed_together(waiting: list[tuple[bytes, InputSpec]]) -> Parsed | None:
         pa.array(np.repeat(np.arange(len(waiting)), counts))
     )
     return _documents(table, data, pa.array(lines), waiting[0][1], files)
+
+
+def _lines(data: bytes) -> int:
+    """The lines of a file's bytes, the last perhaps with no newline. A file of one line,
+    the common case, is told by where its first newline is, which ``find`` sees at memory
+    speed; ``count`` reads at 3 GB/s (a tenth of a run's read over one-document files)."""
+    first = data.find(b"\n")
+    if first in (-1, len(data) - 1):
+        return 1
+    return data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
