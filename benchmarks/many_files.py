@@ -12,9 +12,9 @@ the bytes too (``MB in``: 20,000 files hold 2.6 times the bytes of 10,000).
 
 Sides, each in a fresh process tree, wall, CPU and peak PSS of the whole tree
 (``proctree``):
-  prep       ``prep run`` of one stage (``--stage``: normalize unless named; ``length``,
-             which keeps every document and costs next to nothing, leaves prep's own
-             reading and writing, what datatrove's side does) over the N files into a fresh --out
+  prep       ``prep run`` of one stage (``--stage``: normalize unless named; ``none``, the
+             sources alone, is prep's own reading and writing, what datatrove's side does)
+             over the N files into a fresh --out
              (its own process runs the command line, so the driver's own peak RSS is
              read too: the workers' memory does not grow with the files, the driver's may);
   resume     the same command again over the finished folder (finds every unit done);
@@ -126,7 +126,8 @@ def measure(data: Path, files: int, workers: int, stage: str) -> dict:
         folder = work / "in"
         build_files(data, folder, files)
         config = work / "many.toml"
-        config.write_text(CONFIG.format(folder=folder, stage=stage))
+        text = CONFIG.format(folder=folder, stage=stage)
+        config.write_text(text.split("[[stages]]")[0] if stage == "none" else text)
         row = {"files": files, "input_mb": sum(p.stat().st_size for p in folder.iterdir()) / 2**20}
         row["plan_s"] = planning_seconds(config)
         out = work / "out"
@@ -190,7 +191,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default="1000,4000,16000")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--stage", default="normalize", help="the one stage prep runs, with its default options")
+    parser.add_argument(
+        "--stage", default="normalize", help="the one stage prep runs, with its default options; none: no stage"
+    )
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
