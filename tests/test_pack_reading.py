@@ -5,6 +5,7 @@ naming its own file and line."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from conftest import write_config
 
 from pipeline.engine.run import run_pipeline
 from pipeline.readers.common import InputSpec
-from pipeline.readers.jsonl_pack import scanned_file
+from pipeline.readers.jsonl_pack import scanned_file, whole_file
 
 DOCUMENT = "A page of plain English text, long enough to be a document of its own."
 
@@ -77,6 +78,26 @@ def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path, block
     assert {(row[0], row[2], row[3]) for row in rejected} >= {("d.jsonl:1", "d.jsonl", 1), ("f1", "f.jsonl", 1)}
     ids = {row[0] for row in _rows(tmp_path / "packed", "docs", documents)}
     assert {"h.jsonl:1", "h.jsonl:2", "c2", "b1", "g1", "l1", "m39"} <= ids
+    inputs = [json.loads((tmp_path / out / "manifest.json").read_text())["inputs"] for out in ("packed", "alone")]
+    assert inputs[0] == inputs[1]  # each file's size and sha256, whether read whole or streamed
+    assert {i["path"]: i["sha256"] for i in inputs[0]}["g.jsonl"] == hashlib.sha256(
+        (tmp_path / "in" / "g.jsonl").read_bytes()
+    ).hexdigest()
+
+
+def test_a_small_file_is_read_whole_to_its_end_and_only_if_plain_and_small(tmp_path):
+    """``whole_file`` reads past the size its stat gave (a file grown since, or one of
+    /proc, whose stat says 0) and gives None for a compressed file or one over the limit,
+    which the streaming read then takes."""
+    path = tmp_path / "a.jsonl"
+    text = _line(id="a1", text=DOCUMENT * 2000).encode()
+    path.write_bytes(text)
+    assert whole_file(str(path), len(text), 1 << 20) == text
+    assert whole_file(str(path), 10, 1 << 20) == text
+    assert whole_file(str(path), len(text), len(text) - 1) is None
+    gzipped = tmp_path / "b.jsonl"  # gzip bytes under a plain name: the codec is told by the bytes
+    gzipped.write_bytes(gzip.compress(text))
+    assert whole_file(str(gzipped), gzipped.stat().st_size, 1 << 20) is None
 
 
 def test_a_small_compressed_file_that_inflates_past_a_block_is_read_streaming(tmp_path):

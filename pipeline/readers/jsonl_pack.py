@@ -65,14 +65,16 @@ def whole_file(path: str, size: int, limit: int) -> bytes | None:
     (``scanned_file``, ``read_jsonl``) takes it. Raises OSError where it cannot be read."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        data = os.read(fd, min(size, limit) + 1)
-        if sniff(data[:SNIFF_BYTES]) is not None:
+        parts = [os.read(fd, min(size, limit) + 1)]
+        if sniff(parts[0][:SNIFF_BYTES]) is not None:
             return None
-        while len(data) <= limit and (more := os.read(fd, min(PLAIN_STEP, limit + 1 - len(data)))):
-            data += more
+        total = len(parts[0])
+        while total <= limit and (more := os.read(fd, min(PLAIN_STEP, limit + 1 - total))):
+            parts.append(more)  # more than its stat said (a file of /proc): read on to its end
+            total += len(more)
     finally:
         os.close(fd)
-    return data if len(data) <= limit else None
+    return (parts[0] if len(parts) == 1 else b"".join(parts)) if total <= limit else None
 
 
 class PackParser:
