@@ -2,15 +2,19 @@
 files, against datatrove over the same files.
 
     python -m benchmarks.many_files [--files 1000,4000,16000] [--workers 2] [--data ../shared/data]
+                                    [--stage normalize]
 
 Corpus: the first N documents of the shared web files (``web/*.jsonl.gz`` in
 ../shared/data, in name order, repeated if N needs more), one document per file, each
-file plain JSON lines with its own id: the shape of RedPajama-V2's or a crawl's many small shards, at a size
-where the per-file cost is all there is to measure.
+file plain JSON lines with its own id: the shape of RedPajama-V2's or a crawl's many
+small shards. The documents are the corpus's own, of any length, so the time grows with
+the bytes too (``MB in``: 20,000 files hold 2.6 times the bytes of 10,000).
 
 Sides, each in a fresh process tree, wall, CPU and peak PSS of the whole tree
 (``proctree``):
-  prep       ``prep run`` of one stage (normalize) over the N files into a fresh --out
+  prep       ``prep run`` of one stage (``--stage``: normalize unless named; ``none``, the
+             sources alone, is prep's own reading and writing, what datatrove's side does)
+             over the N files into a fresh --out
              (its own process runs the command line, so the driver's own peak RSS is
              read too: the workers' memory does not grow with the files, the driver's may);
   resume     the same command again over the finished folder (finds every unit done);
@@ -18,6 +22,9 @@ Sides, each in a fresh process tree, wall, CPU and peak PSS of the whole tree
 Planning alone (listing and the input versions, in this process) is timed too, and the
 size of the run's state (.prep/), markers (stats/) and manifest, and the number of units
 and output files, are read from the folder.
+
+The last two columns are datatrove's time over prep's, wall and CPU (the whole tree's
+CPU seconds, the steadier of the two where other work shares the machine).
 
 The growth exponent is the slope of log(time) against log(files) between the smallest
 and the largest N; 1 is linear. A million files is projected from the per-file slope.
@@ -39,7 +46,7 @@ from pathlib import Path
 from benchmarks.e2e import prep_command
 from benchmarks.proctree import cpu_and_peak_memory
 
-CONFIG = '[sources.web]\npaths = ["{folder}/*.jsonl"]\n\n[[stages]]\nname = "normalize"\n'
+CONFIG = '[sources.web]\npaths = ["{folder}/*.jsonl"]\n\n[[stages]]\nname = "{stage}"\n'
 
 
 def build_files(data: Path, folder: Path, files: int) -> None:
@@ -113,14 +120,16 @@ def run_datatrove(folder: Path, out: Path, workers: int) -> None:
     LocalPipelineExecutor(steps, tasks=workers, workers=workers, logging_dir=str(out / "logs")).run()
 
 
-def measure(data: Path, files: int, workers: int) -> dict:
+def measure(data: Path, files: int, workers: int, stage: str) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         folder = work / "in"
         build_files(data, folder, files)
         config = work / "many.toml"
-        config.write_text(CONFIG.format(folder=folder))
-        row = {"files": files, "plan_s": planning_seconds(config)}
+        text = CONFIG.format(folder=folder, stage=stage)
+        config.write_text(text.split("[[stages]]")[0] if stage == "none" else text)
+        row = {"files": files, "input_mb": sum(p.stat().st_size for p in folder.iterdir()) / 2**20}
+        row["plan_s"] = planning_seconds(config)
         out = work / "out"
         driver = [sys.executable, "-m", __spec__.name, "--side", "prep", "--work", str(work), "--workers", str(workers)]
         row["prep"] = timed(driver)
@@ -143,17 +152,18 @@ def exponent(rows: list[dict], key) -> float:
 
 def report(rows: list[dict]) -> None:
     print(
-        f"{'files':>8} {'units':>6} {'plan s':>7} {'prep s':>7} {'MB':>6} {'driver MB':>9} {'resume s':>8} "
-        f"{'datatrove s':>11} {'MB':>6} {'state MB':>8} {'markers MB':>10} {'manifest MB':>11} {'out files':>9} "
-        f"{'dt/prep':>7}"
+        f"{'files':>8} {'MB in':>6} {'units':>6} {'plan s':>7} {'prep s':>7} {'cpu s':>6} {'MB':>6} {'driver MB':>9} "
+        f"{'resume s':>8} {'datatrove s':>11} {'cpu s':>6} {'MB':>6} {'state MB':>8} {'markers MB':>10} "
+        f"{'manifest MB':>11} {'out files':>9} {'dt/prep':>7} {'cpu':>6}"
     )
     for r in rows:
+        prep, dt = r["prep"], r["datatrove"]
         print(
-            f"{r['files']:>8} {r['units']:>6} {r['plan_s']:>7.2f} {r['prep']['wall']:>7.1f} "
-            f"{r['prep']['peak_mb']:>6.0f} {r['driver_mb']:>9.0f} {r['resume']['wall']:>8.2f} "
-            f"{r['datatrove']['wall']:>11.1f} {r['datatrove']['peak_mb']:>6.0f} {r['state_mb']:>8.2f} "
-            f"{r['markers_mb']:>10.2f} {r['manifest_mb']:>11.2f} {r['output_files']:>9} "
-            f"{r['datatrove']['wall'] / r['prep']['wall']:>7.2f}x"
+            f"{r['files']:>8} {r['input_mb']:>6.0f} {r['units']:>6} {r['plan_s']:>7.2f} {prep['wall']:>7.1f} "
+            f"{prep['cpu']:>6.1f} {prep['peak_mb']:>6.0f} {r['driver_mb']:>9.0f} {r['resume']['wall']:>8.2f} "
+            f"{dt['wall']:>11.1f} {dt['cpu']:>6.1f} {dt['peak_mb']:>6.0f} "
+            f"{r['state_mb']:>8.2f} {r['markers_mb']:>10.2f} {r['manifest_mb']:>11.2f} {r['output_files']:>9} "
+            f"{dt['wall'] / prep['wall']:>7.2f}x {dt['cpu'] / prep['cpu']:>5.2f}x"
         )
     if len(rows) > 1:
         for name, key in [
@@ -181,6 +191,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--files", default="1000,4000,16000")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--stage", default="normalize", help="the one stage prep runs, with its default options; none: no stage"
+    )
     parser.add_argument("--data", type=Path, default=Path(__file__).resolve().parents[2] / "shared" / "data")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
@@ -191,7 +204,7 @@ def main() -> None:
     if args.side == "prep":
         run_prep(args.work / "many.toml", args.work / "out", args.workers, args.work / "driver_rss")
         return
-    rows = [measure(args.data, int(n), args.workers) for n in args.files.split(",")]
+    rows = [measure(args.data, int(n), args.workers, args.stage) for n in args.files.split(",")]
     report(rows)
 
 

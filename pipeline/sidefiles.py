@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import posixpath
 from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -41,7 +42,7 @@ BLANK = object()
 def format_from_name(path: str | Path, compressions: tuple[str, ...]) -> str | None:
     """The format the file name says (``compressions``: the suffixes the caller can open,
     taken off first), or None."""
-    name = PurePosixPath(str(path)).name.lower()
+    name = posixpath.basename(str(path).rstrip("/")).lower()  # a PurePosixPath's name, without building one
     for suffix in compressions:
         name = name.removesuffix(suffix)
     return next((fmt for endings, fmt in NAME_ENDINGS if name.endswith(endings)), None)

@@ -131,6 +131,15 @@ def install(change: str, after: str = "first-chunk", path: Path | None = None) -
             return scanned
 
         inputs_module.scanned_file = scanning
+        whole = inputs_module.whole_file  # a pack's small plain files are read in one pass
+
+        def reading_whole(path, size, limit):
+            data = whole(path, size, limit)
+            if data is not None and path.endswith(CHANGING):
+                once(Path(path))
+            return data
+
+        inputs_module.whole_file = reading_whole
     else:
         commit = unit_module.commit
 
@@ -147,6 +156,7 @@ def hooked(monkeypatch):
     """``install`` for this test only."""
     monkeypatch.setattr(inputs_module, "read_input", inputs_module.read_input)
     monkeypatch.setattr(inputs_module, "scanned_file", inputs_module.scanned_file)
+    monkeypatch.setattr(inputs_module, "whole_file", inputs_module.whole_file)
     monkeypatch.setattr(unit_module, "commit", unit_module.commit)
     return install
 
@@ -162,11 +172,14 @@ def inputs(tmp_path: Path) -> Path:
     return folder
 
 
-def config_for(tmp_path: Path, split_bytes: int = 0) -> Path:
+def config_for(tmp_path: Path, split_bytes: int = 0, block_bytes: int = 4096) -> Path:
+    """Both files in one unit (a pack); each read block by block, or (``block_bytes`` over
+    their sizes) each read whole in one pass."""
     folder = inputs(tmp_path)
     return write_config(
         tmp_path / "run.toml",
-        f'[run]\nblock_bytes = 4096\nsplit_bytes = {split_bytes}\n[sources.web]\npaths = ["{folder}/*.jsonl"]\n'
+        f"[run]\nblock_bytes = {block_bytes}\nsplit_bytes = {split_bytes}\n"
+        f'[sources.web]\npaths = ["{folder}/*.jsonl"]\n'
         '[[stages]]\nname = "length"\nmin_chars = 5\n',
     )
 
@@ -196,9 +209,10 @@ def clean_run(tmp_path: Path, config: Path) -> Path:
 # -- a whole file -----------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 20])
 @pytest.mark.parametrize("change", CHANGES)
-def test_a_file_changed_while_its_unit_reads_it_fails_the_unit_and_keeps_nothing(hooked, tmp_path, change):
-    config = config_for(tmp_path)
+def test_a_file_changed_while_its_unit_reads_it_fails_the_unit_and_keeps_nothing(hooked, tmp_path, change, block_bytes):
+    config = config_for(tmp_path, block_bytes=block_bytes)
     out = tmp_path / "out"
     hooked(change)
     with pytest.raises(InputChanged) as failure:
@@ -210,9 +224,10 @@ def test_a_file_changed_while_its_unit_reads_it_fails_the_unit_and_keeps_nothing
     assert_written_balance(out)
 
 
+@pytest.mark.parametrize("block_bytes", [4096, 1 << 20])
 @pytest.mark.parametrize("change", [c for c in CHANGES if c != "deleted"])
-def test_the_same_command_once_the_file_is_stable_reads_it_as_it_is(hooked, tmp_path, change):
-    config = config_for(tmp_path)
+def test_the_same_command_once_the_file_is_stable_reads_it_as_it_is(hooked, tmp_path, change, block_bytes):
+    config = config_for(tmp_path, block_bytes=block_bytes)
     out = tmp_path / "out"
     hooked(change)
     with pytest.raises(InputChanged):

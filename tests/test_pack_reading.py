@@ -5,15 +5,17 @@ naming its own file and line."""
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from conftest import write_config
 
 from pipeline.engine.run import run_pipeline
 from pipeline.readers.common import InputSpec
-from pipeline.readers.jsonl_pack import scanned_file
+from pipeline.readers.jsonl_pack import scanned_file, whole_file
 
 DOCUMENT = "A page of plain English text, long enough to be a document of its own."
 
@@ -54,11 +56,16 @@ def _rows(out, sub: str, columns: list[str]) -> list[tuple]:
     return sorted(zip(*(table.column(name).to_pylist() for name in columns)), key=repr)
 
 
-def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path):
+# The default block, and one of a few files, so that clean files are parsed together
+# before, between and after the others, and some wait on past a file that is not clean.
+@pytest.mark.parametrize("block_bytes", [4 << 20, 512])
+def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path, block_bytes):
     _files(tmp_path / "in")
-    base = '[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    base = (
+        f'[run]\nblock_bytes = {block_bytes}\n[sources.web]\npaths = ["in/*.jsonl*"]\n[[stages]]\nname = "normalize"\n'
+    )
     packed = run_pipeline(write_config(tmp_path / "packed.toml", base), tmp_path / "packed", workers=1, quiet=True)
-    one_by_one = write_config(tmp_path / "files.toml", "[run]\ngroup_bytes = 0\n" + base)
+    one_by_one = write_config(tmp_path / "files.toml", base.replace("[run]\n", "[run]\ngroup_bytes = 0\n"))
     alone = run_pipeline(one_by_one, tmp_path / "alone", workers=1, quiet=True)
     units = [len(list((tmp_path / out / "stats" / "segment-0" / "web").iterdir())) for out in ("packed", "alone")]
     assert units == [1, 52]
@@ -71,6 +78,26 @@ def test_a_pack_keeps_and_rejects_what_reading_file_by_file_does(tmp_path):
     assert {(row[0], row[2], row[3]) for row in rejected} >= {("d.jsonl:1", "d.jsonl", 1), ("f1", "f.jsonl", 1)}
     ids = {row[0] for row in _rows(tmp_path / "packed", "docs", documents)}
     assert {"h.jsonl:1", "h.jsonl:2", "c2", "b1", "g1", "l1", "m39"} <= ids
+    inputs = [json.loads((tmp_path / out / "manifest.json").read_text())["inputs"] for out in ("packed", "alone")]
+    assert inputs[0] == inputs[1]  # each file's size and sha256, whether read whole or streamed
+    assert {i["path"]: i["sha256"] for i in inputs[0]}["g.jsonl"] == hashlib.sha256(
+        (tmp_path / "in" / "g.jsonl").read_bytes()
+    ).hexdigest()
+
+
+def test_a_small_file_is_read_whole_to_its_end_and_only_if_plain_and_small(tmp_path):
+    """``whole_file`` reads past the size its stat gave (a file grown since, or one of
+    /proc, whose stat says 0) and gives None for a compressed file or one over the limit,
+    which the streaming read then takes."""
+    path = tmp_path / "a.jsonl"
+    text = _line(id="a1", text=DOCUMENT * 2000).encode()
+    path.write_bytes(text)
+    assert whole_file(str(path), len(text), 1 << 20) == text
+    assert whole_file(str(path), 10, 1 << 20) == text
+    assert whole_file(str(path), len(text), len(text) - 1) is None
+    gzipped = tmp_path / "b.jsonl"  # gzip bytes under a plain name: the codec is told by the bytes
+    gzipped.write_bytes(gzip.compress(text))
+    assert whole_file(str(gzipped), gzipped.stat().st_size, 1 << 20) is None
 
 
 def test_a_small_compressed_file_that_inflates_past_a_block_is_read_streaming(tmp_path):

@@ -63,15 +63,22 @@ class RealPaths:
     def regular(self, file: Path) -> str | None:
         """The real path of ``file`` if it is a regular file and no link; None for anything
         else (a link, a folder, a FIFO, a missing file), which the caller resolves itself."""
+        found = self.regular_version(file)
+        return None if found is None else found[0]
+
+    def regular_version(self, file: Path) -> tuple[str, list[int]] | None:
+        """``regular``, with the file's ``input_stat`` from the same ``lstat`` (a file that
+        is no link is what ``stat`` would read)."""
         try:
-            if not stat.S_ISREG(os.lstat(file).st_mode):
-                return None
+            info = os.lstat(file)
         except OSError:
             return None
+        if not stat.S_ISREG(info.st_mode):
+            return None
         folder, name = os.path.split(os.fspath(file))
-        if folder not in self._folders:
-            self._folders[folder] = os.path.realpath(folder or ".")
-        return str(Path(self._folders[folder], name))
+        if folder not in self._folders:  # the real folder's path and a "/": a Path's text, without building one
+            self._folders[folder] = os.path.realpath(folder or ".").rstrip("/") + "/"
+        return self._folders[folder] + name, _local_version(info)
 
 
 def input_stat(path: str | Path) -> list[int | str]:
@@ -89,7 +96,7 @@ def input_stat(path: str | Path) -> list[int | str]:
         except OSError:
             info = None
         if info is not None and stat.S_ISREG(info.st_mode):  # one call for what nearly every input is
-            return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
+            return _local_version(info)
         special = not_a_file(path)
         if special is not None:
             return [0, special]  # never read, so never hashed: what it is, is its version
@@ -106,6 +113,10 @@ def input_stat(path: str | Path) -> list[int | str]:
     if info.type != pafs.FileType.File:
         raise FileNotFoundError(f"{path} does not exist")
     return [info.size, info.mtime_ns or 0]
+
+
+def _local_version(info: os.stat_result) -> list[int]:
+    return [info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino]
 
 
 def input_sha256(path: str | Path) -> str:

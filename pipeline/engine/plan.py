@@ -18,7 +18,7 @@ import json
 import os
 import posixpath
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
@@ -114,14 +114,20 @@ class Segment:
 
 def plan_units(config: Config, version: Callable[[Path | str], tuple]) -> list[Unit]:
     """The units of every source, in input order; ``version`` gives a file's
-    ``input_stat`` (whose first value is its size), asked once a file as its record is made."""
+    ``input_stat`` (whose first value is its size), asked once a file as its record is
+    made, but of a local regular file that is no link, which the ``lstat`` that finds its
+    real path tells (one call a file, not two)."""
     units: list[Unit] = []
     for source in config.sources.values():
-        keys = _file_keys(source.files)
-        inputs = [
-            InputFile(i, str(path), keys[i], json.dumps(version(path), separators=(",", ":")))
-            for i, path in enumerate(source.files)
-        ]
+        real = RealPaths()
+        paths, versions = [], []  # two lists, not a pair a file: the driver's peak memory grows with the files
+        for file in source.files:
+            path, text = _path_and_version(file, real, version)
+            paths.append(path)
+            versions.append(text)
+        keys = _file_keys(paths)
+        del paths
+        inputs = [InputFile(i, str(file), keys[i], versions[i]) for i, file in enumerate(source.files)]
         units += _source_units(source, inputs, _source_spans(source, inputs, config.run), config.run.group_bytes)
     return units
 
@@ -213,10 +219,9 @@ def _spans(path: Path, fmt: str, run: RunSettings) -> list[Span] | None:
     return plan_spans(path, detect_format(path) if fmt == "auto" else fmt, run.split_bytes, run.block_bytes)
 
 
-def _file_keys(files: list[Path | str]) -> list[str]:
-    """Names for files, relative to the folder they share (stable across machines)."""
-    real = RealPaths()
-    paths = [_key_path(f, real) for f in files]
+def _file_keys(paths: list[str]) -> list[str]:
+    """Names for files (their ``_path_and_version`` paths), relative to the folder they
+    share (stable across machines)."""
     if not paths:
         return []
     common = _common_folder(paths)
@@ -235,14 +240,30 @@ def _common_folder(paths: list[str]) -> str:
     return common
 
 
-def _key_path(file: Path | str, real: RealPaths) -> str:
-    """A file's full path for its key: its real path, or for what is no file (a link to
+def _path_and_version(file: Path | str, real: RealPaths, version: Callable[[Path | str], tuple]) -> tuple[str, str]:
+    """A file's full path for its key, and its version as ``InputFile.stat`` holds it
+    (``plan_units``). The path is its real path, or for what is no file (a link to
     ``/dev/zero``) the link's own, which is what the user put there and the ledger names.
     Text, not a Path: at a million files the Path objects were seconds of planning."""
     if isinstance(file, str):
-        return str(PurePosixPath(file.split("://", 1)[1]))
-    if (path := real.regular(file)) is not None:
-        return path
+        path = str(PurePosixPath(file.split("://", 1)[1]))
+    elif (found := real.regular_version(file)) is not None:
+        path, known = found
+        return path, _version_text(known)
+    else:
+        path = _key_path(file)
+    return path, _version_text(version(file))
+
+
+def _version_text(version: Sequence[int | str]) -> str:
+    return _COMPACT.encode(version)
+
+
+_COMPACT = json.JSONEncoder(separators=(",", ":"))  # ``json.dumps`` with these built one a call
+
+
+def _key_path(file: Path) -> str:
+    """The key's path of a local file that is not a regular file and no link."""
     if not_a_file(file) is not None:
         return str(PurePosixPath(file.parent.resolve() / file.name))
     return str(PurePosixPath(file.resolve()))

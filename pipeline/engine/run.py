@@ -350,13 +350,13 @@ def _file_bytes(unit: Unit) -> int:
 
 
 def _input_sizes(units: list[Unit]) -> dict[tuple[str, str], float]:
-    """Bytes each unit parses, about: its files' (uncompressed, where a file says),
-    a file's shared evenly by its pieces (``splits`` cuts them even). What is no file (a
-    FIFO) was planned with size 0 (``input_stat``), which ``parsed_bytes`` never opens."""
+    """Bytes each unit parses, about: its file's (uncompressed, where the file says; a pack's
+    files are not opened), a file's shared evenly by its pieces (``splits`` cuts them even).
+    What is no file (a FIFO) was planned with size 0, which ``parsed_bytes`` never opens."""
     pieces = Counter((unit.source, unit.first_index) for unit in units)
+    one = {(u.source, u.name): parsed_bytes(u.files[0].path, u.files[0].size) for u in units if len(u.files) == 1}
     return {
-        (u.source, u.name): sum(parsed_bytes(f.path, f.size) for f in u.files) / pieces[u.source, u.first_index]
-        for u in units
+        (u.source, u.name): one.get((u.source, u.name), _file_bytes(u)) / pieces[u.source, u.first_index] for u in units
     }
 
 

@@ -27,9 +27,13 @@ class SourceFilesError(ValueError):
 def source_files(name: str, patterns: list[str], base: Path, out: str | Path | None) -> list[Path | str]:
     """Source ``name``'s inputs, in pattern order, each once; patterns are relative to ``base``."""
     real = RealPaths()
-    files = [file for pattern in patterns for file in _pattern_inputs(name, pattern, base, out, real)]
-    seen: set = set()
-    return [f for f in files if not ((key := _identity(f, real)) in seen or seen.add(key))]
+    seen: set[str] = set()
+    return [
+        file
+        for pattern in patterns
+        for file, key in _pattern_inputs(name, pattern, base, out, real)
+        if not (key in seen or seen.add(key))
+    ]
 
 
 def _identity(file: Path | str, real: RealPaths) -> str:
@@ -42,9 +46,11 @@ def _identity(file: Path | str, real: RealPaths) -> str:
     return str(file.resolve()) if not_a_file(file) is None else os.path.abspath(file)
 
 
-def _pattern_inputs(name: str, pattern: str, base: Path, out: str | Path | None, real: RealPaths) -> list[Path | str]:
+def _pattern_inputs(
+    name: str, pattern: str, base: Path, out: str | Path | None, real: RealPaths
+) -> list[tuple[Path | str, str]]:
     """The inputs one of source ``name``'s patterns names: local paths, or URIs of files on
-    an object store; refused when there are none."""
+    an object store, each with its ``_identity``; refused when there are none."""
     remote = is_remote(pattern)
     full = pattern if remote or Path(pattern).is_absolute() else str(base / pattern)
     try:
@@ -100,17 +106,19 @@ def _matched_inputs(name: str, pattern: str, inputs: list) -> list:
     return inputs
 
 
-def _not_output(files: list, root: str, out: str | Path | None, real: RealPaths) -> list:
-    """``files`` without a prep run's output: what is under this run's ``out``, however
-    the pattern reaches it, and what is in a folder holding a run's record
-    (``.prep/run.json``) that the pattern's wildcards reach (``data/**`` over ``data/out``).
+def _not_output(files: list, root: str, out: str | Path | None, real: RealPaths) -> list[tuple[Path | str, str]]:
+    """``files`` without a prep run's output, each with its ``_identity`` (worked out once
+    a file, for this and for ``source_files``' check of files met twice): what is under
+    this run's ``out``, however the pattern reaches it, and what is in a folder holding a
+    run's record (``.prep/run.json``) that the pattern's wildcards reach (``data/**`` over
+    ``data/out``).
 
     Why: a run reading its own output saw "different inputs" on every rerun (so a killed
     run could not resume) and, with --force, read what it was writing. A run folder the
     pattern names before its first wildcard (``prev/docs/**/*.parquet``) is read: feeding a
     run's output to the next is a choice, made by naming it."""
     if files and isinstance(files[0], str):  # URIs: a run's record is not looked for, which costs requests
-        return [uri for uri in files if out is None or not _is_below(uri, str(out))]
+        return [(uri, uri) for uri in files if out is None or not _is_below(uri, str(out))]
     below = os.path.realpath(root)
     own = os.path.realpath(out) if out is not None and not is_remote(out) else None
     is_run = cache(lambda folder: Layout(Path(folder)).state.is_file())
@@ -120,7 +128,7 @@ def _not_output(files: list, root: str, out: str | Path | None, real: RealPaths)
         if own is not None and (path == own or _is_below(path, own)):
             continue
         if not any(is_run(folder) for folder in _folders_between(below, path)):
-            kept.append(file)
+            kept.append((file, path))
     return kept
 
 

@@ -62,7 +62,11 @@ TRANSFER_THREADS = 8
 
 def is_remote(path: str | os.PathLike) -> bool:
     """True for a URI with a scheme (``s3://``, ``gs://``, ...), False for a local path."""
-    return re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", str(path)) is not None and not str(path).startswith("file://")
+    text = str(path)
+    return _SCHEME.match(text) is not None and not text.startswith("file://")
+
+
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")  # asked of every input several times: compiled once
 
 
 @cache

@@ -41,24 +41,36 @@ def planned_input(path: str | Path, planned: Sequence[int | str], name: str) -> 
     longer fit it), of a file that is likely still being written. Running the same
     command again plans from the file as it is then (or refuses, unless ``--force``, where
     pieces of the old version were kept or the file now cuts into other pieces)."""
-    _require_version(path, planned, name, "before the run read it")
+    require_version(path, planned, name, "before the run read it")
     with local_input(path) as local:
         if is_remote(path):
-            _require_version(path, planned, name, "while the run copied it")
+            require_version(path, planned, name, "while the run copied it")
             _require_size(local, planned, name)
         yield local
     if not is_remote(path):
-        _require_version(path, planned, name, "while the run read it")
+        require_version(path, planned, name, "while the run read it")
 
 
-def _require_version(path: str | Path, planned: Sequence[int | str], name: str, when: str) -> None:
+def is_local_file(planned: Sequence[int | str]) -> bool:
+    """Whether a version (``input_stat``) is a local regular file's: size, modification
+    time, change time and inode."""
+    return len(planned) == 4
+
+
+def require_version(path: str | Path, planned: Sequence[int | str], name: str, when: str) -> None:
+    """Refused (``InputChanged``, saying ``when``) unless ``path`` is the planned version now."""
     try:
         now = input_stat(path)
     except FileNotFoundError:  # a remote file deleted (a local one's stat says so itself)
         now = [0]
     change = version_change(planned, now)
     if change is not None:
-        raise InputChanged(f"input {name} changed {when} ({change}): {_AGAIN}")
+        raise changed(name, when, change)
+
+
+def changed(name: str, when: str, change: str) -> InputChanged:
+    """The refusal of input ``name``, which ``change`` (``version_change``) made ``when``."""
+    return InputChanged(f"input {name} changed {when} ({change}): {_AGAIN}")
 
 
 def _require_size(copy: Path, planned: Sequence[int | str], name: str) -> None:

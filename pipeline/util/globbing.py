@@ -18,6 +18,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 # A walk that meets more entries than this is stopped: a pattern this broad is a mistake
@@ -55,11 +56,19 @@ def glob_reporting(pattern: str) -> tuple[list[Path], list[Path]]:
     if "**" not in pattern:
         # Without ``**`` the walk is as deep as the pattern: no loop is possible.
         unlisted = [Path(root)] if fixed < len(parts) and not _listable(root) else []
-        return sorted(Path(m) for m in glob.glob(pattern)), unlisted
+        return _sorted(glob.glob(pattern)), unlisted
     regex = re.compile(glob_regex(pattern))
     hidden_ok = any(part.startswith(".") for part in parts[fixed:])
     found, unlisted = _walk(root, hidden_ok)
-    return sorted(Path(p) for p in found if regex.fullmatch(p)), sorted(Path(p) for p in unlisted)
+    return _sorted(p for p in found if regex.fullmatch(p)), _sorted(unlisted)
+
+
+def _sorted(paths: Iterable[str]) -> list[Path]:
+    """The paths as Paths, in Paths' order (name by name): ``Path.__lt__``, in Python, was
+    a third of listing 10,000 files. The text split at each ``/`` is the list of names a
+    Path compares, for paths that start alike, as one pattern's matches do (``parts`` would
+    keep a tuple on each Path the config holds, 150 bytes a file)."""
+    return [Path(path) for path in sorted(paths, key=lambda path: path.split("/"))]
 
 
 def walk_root(pattern: str) -> str:
