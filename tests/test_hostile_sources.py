@@ -443,3 +443,26 @@ def test_a_run_over_hostile_sources_keeps_the_good_quarantines_the_rest_and_resu
     assert manifest["balance"] == {"input": 15, "output": 10, "rejected": 5}
     again = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
     assert again["balance"] == manifest["balance"] and again["bad_input"] == manifest["bad_input"]
+
+
+def test_input_names_as_long_as_the_file_system_allows_run_and_keep_their_units_apart(tmp_path):
+    """A unit is named by its input file, and its outputs' temporaries are 50-odd bytes
+    longer: a legal 250-byte input name made the run fail with 'File name too long'. Two
+    long names that differ only at the end stay two units; a rerun does nothing again."""
+    inputs = tmp_path / "in"
+    inputs.mkdir()
+    names = ["a" * 240 + "1.jsonl", "a" * 240 + "2.jsonl", "é" * 120 + ".jsonl"]
+    for k, name in enumerate(names):
+        (inputs / name).write_text(json.dumps({"id": f"d{k}", "text": TEXTS[k]}) + "\n")
+    config = tmp_path / "run.toml"
+    config.write_text(
+        '[run]\ngroup_bytes = 0\n[sources.web]\npaths = ["in/*.jsonl"]\n'
+        '[[stages]]\nname = "dedup"\n[[stages]]\nname = "tokenize"\ntokenizer = "gpt2"\n'
+    )
+    manifest = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert manifest["stages"]["tokenize"]["output"] == 3
+    written = [path.name for path in (tmp_path / "out").rglob("*") if path.is_file()]
+    assert max(len(name.encode()) for name in written) <= 200
+    assert len(list((tmp_path / "out" / "tokens" / "web").glob("*.bin"))) == 3
+    again = run_pipeline(config, tmp_path / "out", workers=1, quiet=True)
+    assert again["stages"]["tokenize"] == manifest["stages"]["tokenize"]

@@ -14,6 +14,7 @@ global stage ``k`` to map over and filter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import posixpath
@@ -32,6 +33,13 @@ from pipeline.readers import detect_format
 from pipeline.readers.common import Span
 from pipeline.readers.splits import plan_spans
 from pipeline.util.printable import printable_path
+
+# A unit's files are named by the unit (``<unit>.docs.parquet``, with a pack's ``.to-<k>``
+# or a piece's ``.part-<k>``), and each is first written under a temporary name 39 bytes
+# longer (``util/atomic.py``): a stem from an input file's name past this length made
+# names over the 255 bytes a file system allows, and the run failed on a legal input
+# name. A longer stem keeps its start and ends in a digest of the whole name.
+STEM_CHARS = 160
 
 PLAN_THREADS = min(8, os.cpu_count() or 1)
 
@@ -207,8 +215,13 @@ def _source_units(source: SourceConfig, files: list[InputFile], pieces: list, gr
 
 
 def _file_name(file: InputFile, width: int) -> str:
-    """A file's unit name: its index, then its name made safe as a file name."""
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", PurePosixPath(file.location).name)
+    """A file's unit name: its index, then its name made safe as a file name, cut to
+    ``STEM_CHARS`` (see there)."""
+    name = PurePosixPath(file.location).name
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
+    if len(stem) > STEM_CHARS:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+        stem = f"{stem[: STEM_CHARS - 17]}-{digest}"
     return f"{file.index:0{width}d}-{stem}"
 
 
