@@ -119,3 +119,17 @@ def make_batch(texts: list[str], text_type: pa.DataType = pa.string()) -> pa.Rec
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def remove_shards(folder: Path, removed: str) -> None:
+    """Damage a run's ``tokens/<source>/`` as a user might after the run: "one shard"
+    deletes its first shard's files, anything else the whole folder."""
+    import shutil
+
+    from pipeline.formats.token_shards import list_shards
+
+    if removed == "one shard":
+        for path in folder.glob(f"{Path(list_shards(folder)[0]).name}.*"):
+            path.unlink()
+    else:
+        shutil.rmtree(folder)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import remove_shards
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -339,22 +340,15 @@ def test_a_finished_run_missing_shards_its_manifest_counts_is_refused(tmp_path, 
     """Given a run folder, the loader read the shards it found: a source whose shards were
     removed after the run, or its whole tokens/<source>/, was trained on without a word,
     its share going to the others. It now asks the run's manifest, as prep mix does."""
-    import shutil
-
     from benchmarks.mix_stream import make_run
     from pipeline.formats.layout import Layout
-    from pipeline.formats.token_shards import list_shards
 
     run = make_run(tmp_path / "run", {"web": [np.full(40, 30), np.full(30, 30)], "code": [np.full(25, 40)]})
     manifest = {"stages": {"tokenize": {"by_source": {"web": {"output": 70}, "code": {"output": 25}}}}}
     Layout(run).manifest.write_text(json.dumps(manifest))
     assert ShardCorpus(run, cache_dir=tmp_path / "cache").num_documents == 95
     web = run / "tokens" / "web"
-    if removed == "one shard":
-        for path in web.glob(f"{Path(list_shards(web)[0]).name}.*"):
-            path.unlink()
-    else:
-        shutil.rmtree(web)
+    remove_shards(web, removed)
     with pytest.raises(ShardError) as error:
         ShardCorpus(run, cache_dir=tmp_path / "cache")
     held = 30 if removed == "one shard" else 0
