@@ -2,9 +2,9 @@
 
 The rewrite runs in Arrow's native kernels (utf8proc for NFC, RE2 for the replacements),
 so no Python string is built per document. Under NFC most pages need none of it: one numba
-pass over the text buffers (``normalize_scan``) finds the documents with a character any
-step could change, and only those are rewritten; the others keep their buffers (about half
-of configs/c4.toml's web pages need nothing).
+pass over the text buffers (``normalize_scan``) finds which steps each document needs, the
+ones that need none keep their buffers (about half of configs/c4.toml's web pages), and
+each step reads only the documents that need it.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from stages.normalize_scan import stable
+from stages.normalize_scan import CR, NFC, UNWANTED, needs
 
 # C0 controls except tab and newline, DEL, C1 controls; the non-characters U+FDD0..U+FDEF
 # and U+xFFFE/U+xFFFF of every plane; and U+FEFF (a byte-order mark inside text).
@@ -44,21 +44,22 @@ class Normalize(Stage):
 
     def process(self, batch: pa.RecordBatch, source: str) -> StageOutput:
         text = batch.column(TEXT)
-        flags = self._stable(text)
-        if flags is None:
-            return self._rewrite(batch, text)
-        if flags.all():
+        needs = self._needs(text)
+        if needs is None:
+            return self._rewrite(batch, text, None)
+        unstable = needs != 0
+        if not unstable.any():
             drop = pa.nulls(len(text), pa.string())
             return StageOutput(batch=batch, drop_reason=drop, changed=0)
-        unstable = pa.array(~flags)
-        part = self._rewrite(batch.filter(unstable), text.filter(unstable))
-        cleaned = pc.replace_with_mask(text, unstable, part.batch.column(TEXT))
-        drop = pc.replace_with_mask(pa.nulls(len(text), pa.string()), unstable, part.drop_reason)
+        rows = pa.array(unstable)
+        part = self._rewrite(batch.filter(rows), text.filter(rows), needs[unstable])
+        cleaned = pc.replace_with_mask(text, rows, part.batch.column(TEXT))
+        drop = pc.replace_with_mask(pa.nulls(len(text), pa.string()), rows, part.drop_reason)
         return StageOutput(batch=set_column(batch, TEXT, cleaned), drop_reason=drop, changed=part.changed)
 
-    def _stable(self, text: pa.Array) -> np.ndarray | None:
-        """Which documents no step changes and none empties (``normalize_scan.stable``);
-        None where the check does not hold (another form than NFC, nulls)."""
+    def _needs(self, text: pa.Array) -> np.ndarray | None:
+        """Per document, which steps can change it (``normalize_scan.needs``); None where
+        the check does not hold (another form than NFC, nulls)."""
         if (
             self.options.form != "NFC"
             or text.null_count
@@ -66,19 +67,36 @@ class Normalize(Stage):
             and not pa.types.is_large_string(text.type)
         ):
             return None
-        return stable(text, self.options.newlines, self.options.strip_controls)
+        return needs(text, self.options.newlines, self.options.strip_controls)
 
-    def _rewrite(self, batch: pa.RecordBatch, text: pa.Array) -> StageOutput:
+    def _rewrite(self, batch: pa.RecordBatch, text: pa.Array, needs: np.ndarray | None) -> StageOutput:
+        """Every step, each on the documents whose ``needs`` has its bit (all of them
+        where ``needs`` is None): most flagged pages need only their \r\n rewritten, and
+        NFC, the dearest step by far (65 MB/s), then reads only the few that need it."""
         cleaned = text
         if self.options.newlines:
-            cleaned = pc.replace_substring(cleaned, "\r\n", "\n")
-            cleaned = pc.replace_substring(cleaned, "\r", "\n")
+            cleaned = _where(needs, CR, cleaned, lambda part: pc.replace_substring(part, "\r\n", "\n"))
+            cleaned = _where(needs, CR, cleaned, lambda part: pc.replace_substring(part, "\r", "\n"))
         if self.options.strip_controls:
-            cleaned = pc.replace_substring_regex(cleaned, _UNWANTED, "")
-        cleaned = pc.utf8_normalize(cleaned, form=self.options.form)
+            cleaned = _where(needs, UNWANTED, cleaned, lambda part: pc.replace_substring_regex(part, _UNWANTED, ""))
+        cleaned = _where(needs, NFC, cleaned, lambda part: pc.utf8_normalize(part, form=self.options.form))
         emptied = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(cleaned)), 0)
         # Only kept documents count as changed (the contract): an emptied one is a rejection.
         changed = int(pc.sum(pc.and_not(pc.not_equal(text, cleaned), emptied)).as_py() or 0)
         drop = pc.if_else(emptied, pa.scalar("empty-after-normalize"), pa.scalar(None, pa.string()))
         batch = set_column(batch, TEXT, cleaned)
         return StageOutput(batch=batch, drop_reason=drop, changed=changed)
+
+
+def _where(needs: np.ndarray | None, bit: int, text: pa.Array, step) -> pa.Array:
+    """``step`` applied to the documents whose ``needs`` has ``bit`` (to all where
+    ``needs`` is None); the others, which it would leave as they are, are not read."""
+    if needs is None:
+        return step(text)
+    rows = needs & bit != 0
+    if not rows.any():
+        return text
+    if rows.all():
+        return step(text)
+    mask = pa.array(rows)
+    return pc.replace_with_mask(text, mask, step(text.filter(mask)))
