@@ -59,11 +59,23 @@ def test_each_step_waits_only_for_the_steps_it_declares(tmp_path):
     config, units = _config(tmp_path)
     steps, after = warmup_plan(config, units)
     names = _names(steps)
-    assert sorted(names) == ["code", "compile_bytecode", "engine_kernels", "rehearse", "web", "web_rules", "words"]
+    assert sorted(names) == [
+        "code",
+        "compile_bytecode",
+        "compile_scan",
+        "engine_kernels",
+        "rehearse",
+        "web",
+        "web_rules",
+        "words",
+    ]
     waits = {names[i]: sorted(names[j] for j in after[i]) for i in range(len(steps))}
     assert waits == {
         "web": ["web_rules", "words"],  # quality's web kernel links the helpers they compile
-        **{name: [] for name in ("code", "compile_bytecode", "engine_kernels", "rehearse", "web_rules", "words")},
+        **{
+            name: []
+            for name in ("code", "compile_bytecode", "compile_scan", "engine_kernels", "rehearse", "web_rules", "words")
+        },
     }
     assert all(j < i for i, before in enumerate(after) for j in before)  # the list is an order
 
