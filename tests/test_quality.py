@@ -111,6 +111,15 @@ def test_letters_then_a_mark_split_as_spacy_does():
     assert all(flags[ord(c)] & SP_DOT_AFTER for c in string.ascii_lowercase)
 
 
+def test_a_lone_character_is_one_word_and_two_go_the_long_way():
+    # The splitter's fast path for chunks of one character, ASCII or not; a chunk of two
+    # (spaCy 3.8's answers) is split by the rules.
+    assert words("= { ( . \u2212 \u00e9 \U0001f600 ;) .) (a ,, \u2212\u2212 \u00e9!") == [
+        "=", "{", "(", ".", "\u2212", "\u00e9", "\U0001f600", ";)", ".", ")", "(", "a", ",", ",",
+        "\u2212\u2212", "\u00e9", "!",
+    ]  # fmt: skip
+
+
 def test_every_space_python_knows_ends_a_word_and_a_slice_splits_as_its_text_alone():
     # The splitter reads a chunk's leading ASCII letters in a loop of their own; what ends
     # them is any str.isspace character, one byte or several, or the slice's end.

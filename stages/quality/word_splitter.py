@@ -266,7 +266,12 @@ def split_words(T, buf, start, end, out_s, out_e, stack_s, stack_e, memo):
         if shape == LETTERS and not sketch[sketch_slot(buf, chunk, i)]:
             n = _emit(out_s, out_e, n, chunk, i)
             continue
-        m = _plain(sketch, sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
+        # Of the other chunks only a lone character ("=", "{", "−": a quarter of code's) has a
+        # fast path, taken here: calling _plain for them cost 0.07 s of code's 0.64 s.
+        if shape == OTHER:
+            m = _emit(out_s, out_e, n, chunk, i) if i - chunk == 1 or decode(buf, chunk)[1] == i - chunk else -1
+        else:
+            m = _plain(sketch, sk, ssi, sio, sb, smax, buf, chunk, i, shape, out_s, out_e, n)
         if m < 0:  # the long way, unless the memo has the chunk
             kept = i - chunk <= MAX_BYTES
             h = chunk_hash(buf, chunk, i) if kept else np.uint64(0)
