@@ -89,8 +89,8 @@ def _local_inputs(pattern: str, real: RealPaths) -> list[tuple[Path, str]]:
 
     A regular file that is no link, nearly every match, is told by the one ``lstat``
     that gives its identity (``RealPaths``): a ``stat`` to ask whether it is a folder,
-    then an ``lstat`` for its real path, were two calls a file (at 20,000 files, a fifth
-    of the listing)."""
+    then an ``lstat`` for its real path, were two calls a file (listing 20,000 files took
+    0.28-0.36 CPU-s; 0.26-0.29 with one)."""
     matches, unlisted = glob_reporting(pattern)
     inputs: list[tuple[Path, str]] = []
     for match in matches:
