@@ -27,7 +27,8 @@ The last two columns are datatrove's time over prep's, wall and CPU (the whole t
 CPU seconds, the steadier of the two where other work shares the machine).
 
 The growth exponent is the slope of log(time) against log(files) between the smallest
-and the largest N; 1 is linear. A million files is projected from the per-file slope.
+and the largest N; 1 is linear. A million files is projected from the per-file slope
+between the last two N (none where the figure fell).
 """
 
 from __future__ import annotations
@@ -183,7 +184,9 @@ def report(rows: list[dict]) -> None:
             ("driver MB", lambda r: r["driver_mb"]),
             ("plan s", lambda r: r["plan_s"]),
         ]:
-            slope = (key(b) - key(a)) / (b["files"] - a["files"])
+            # A figure that fell between the last two N (noise: peak memory) is held flat,
+            # not projected below zero.
+            slope = max((key(b) - key(a)) / (b["files"] - a["files"]), 0.0)
             print(f"projected at 1,000,000 files, {name}: {key(b) + slope * (1_000_000 - b['files']):,.0f}")
 
 
