@@ -41,14 +41,14 @@ def planned_input(path: str | Path, planned: Sequence[int | str], name: str) -> 
     longer fit it), of a file that is likely still being written. Running the same
     command again plans from the file as it is then (or refuses, unless ``--force``, where
     pieces of the old version were kept or the file now cuts into other pieces)."""
-    require_version(path, planned, name, "before the run read it")
+    _require_version(path, planned, name, "before the run read it")
     with local_input(path) as local:
         if is_remote(path):
-            require_version(path, planned, name, "while the run copied it")
+            _require_version(path, planned, name, "while the run copied it")
             _require_size(local, planned, name)
         yield local
     if not is_remote(path):
-        require_version(path, planned, name, "while the run read it")
+        _require_version(path, planned, name, "while the run read it")
 
 
 def is_local_file(planned: Sequence[int | str]) -> bool:
@@ -57,7 +57,7 @@ def is_local_file(planned: Sequence[int | str]) -> bool:
     return len(planned) == 4
 
 
-def require_version(path: str | Path, planned: Sequence[int | str], name: str, when: str) -> None:
+def _require_version(path: str | Path, planned: Sequence[int | str], name: str, when: str) -> None:
     """Refused (``InputChanged``, saying ``when``) unless ``path`` is the planned version now."""
     try:
         now = input_stat(path)
