@@ -112,8 +112,7 @@ class PackParser:
             if isinstance(item, BadInput):
                 yield None, bad_rows(spec, [item])
             else:
-                for docs, bad in _parse_block(item, spec):
-                    yield with_file(docs, spec.file_key), bad
+                yield from _alone(item, spec)
 
     def flush(self) -> Iterator[Parsed]:
         yield from self._parsed(last=True)
@@ -144,8 +143,7 @@ class PackParser:
                 yield from _run_parsed(run)
                 run, run_bytes = [], 0
             if not clean:
-                for docs, bad in _parse_block(block, spec):
-                    yield with_file(docs, spec.file_key), bad
+                yield from _alone(block, spec)
         if last:
             yield from _run_parsed(run)
         else:
@@ -164,8 +162,14 @@ def _run_parsed(run: list[tuple[_Block, InputSpec]]) -> Iterator[Parsed]:
         yield together
         return
     for block, spec in run:
-        for docs, bad in _parse_block(block, spec):
-            yield with_file(docs, spec.file_key), bad
+        yield from _alone(block, spec)
+
+
+def _alone(block: _Block, spec: InputSpec) -> Iterator[Parsed]:
+    """One file's block parsed by itself, as ``read_jsonl`` would, each document naming
+    its file."""
+    for docs, bad in _parse_block(block, spec):
+        yield with_file(docs, spec.file_key), bad
 
 
 def with_file(docs: pa.RecordBatch | None, file_key: str) -> pa.RecordBatch | None:
