@@ -17,15 +17,10 @@ import pyarrow.compute as pc
 
 from pipeline.formats.documents import TEXT, set_column
 from pipeline.stage import Stage, StageOutput, register
-from stages.normalize_scan import CR, NFC, UNWANTED, needs
+from stages.normalize_scan import CR, NFC, UNWANTED, UNWANTED_RANGES, needs
 
-# C0 controls except tab and newline, DEL, C1 controls; the non-characters U+FDD0..U+FDEF
-# and U+xFFFE/U+xFFFF of every plane; and U+FEFF (a byte-order mark inside text).
-_UNWANTED = (
-    "[\\x{0}-\\x{8}\\x{b}\\x{c}\\x{e}-\\x{1f}\\x{7f}-\\x{9f}\\x{fdd0}-\\x{fdef}\\x{feff}"
-    + "".join(f"\\x{{{plane:x}fffe}}\\x{{{plane:x}ffff}}" for plane in range(17))
-    + "]"
-)
+# An RE2 class of what ``strip_controls`` removes (``normalize_scan.UNWANTED_RANGES``).
+_UNWANTED = "[" + "".join(f"\\x{{{low:x}}}-\\x{{{high:x}}}" for low, high in UNWANTED_RANGES) + "]"
 
 
 @register

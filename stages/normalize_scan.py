@@ -34,6 +34,14 @@ UNWANTED = 4
 VISIBLE = 8  # visible ASCII (U+0021..U+007E): a document with one is never emptied
 BLANK = 16  # no VISIBLE character (a document's bit, not a character's)
 
+# What ``strip_controls`` removes, as (first, last) code points: C0 controls but tab and
+# newline, DEL, C1 controls, the non-characters U+FDD0..U+FDEF and U+xFFFE/U+xFFFF of
+# every plane, and U+FEFF (a byte-order mark inside text). ``normalize`` removes them with
+# a regex built from these; the scan below flags the planes beyond the BMP by arithmetic.
+UNWANTED_RANGES = ((0x00, 0x08), (0x0B, 0x0C), (0x0E, 0x1F), (0x7F, 0x9F), (0xFDD0, 0xFDEF), (0xFEFF, 0xFEFF)) + tuple(
+    (plane << 16 | 0xFFFE, plane << 16 | 0xFFFF) for plane in range(17)
+)
+
 # Hangul vowel and trailing jamo: they compose with the syllable before them by rule,
 # not by a decomposition pair that ``unicodedata`` lists.
 _HANGUL_SECOND = ((0x1161, 0x1175), (0x11A8, 0x11C2))
@@ -45,8 +53,8 @@ def _unstable_table() -> np.ndarray:
     decomposition that NFC does not undo, or that are the second of a canonical pair
     (UAX #15's quick check is "yes" for text with none of them), and the unassigned ones
     (Arrow's utf8proc may know a newer Unicode than ``unicodedata``); ``CR`` for ``\\r``;
-    ``UNWANTED`` for what ``strip_controls`` removes (C0 controls but tab and newline,
-    DEL, C1 controls, U+FDD0..U+FDEF, U+FEFF, U+FFFE, U+FFFF). Built once a process."""
+    ``UNWANTED`` for what ``strip_controls`` removes (``UNWANTED_RANGES`` in the BMP).
+    Built once a process."""
     table = np.zeros(0x10000, np.uint8)
     for code in range(0x10000):
         char = chr(code)
@@ -60,9 +68,9 @@ def _unstable_table() -> np.ndarray:
     for low, high in _HANGUL_SECOND:
         table[low : high + 1] |= NFC
     table[0x0D] |= CR
-    for low, high in ((0x00, 0x08), (0x0B, 0x0C), (0x0E, 0x1F), (0x7F, 0x9F), (0xFDD0, 0xFDEF), (0xFEFF, 0xFEFF)):
-        table[low : high + 1] |= UNWANTED
-    table[0xFFFE:] |= UNWANTED
+    for low, high in UNWANTED_RANGES:
+        if high < 0x10000:
+            table[low : high + 1] |= UNWANTED
     table[0x21:0x7F] |= VISIBLE
     return table
 
